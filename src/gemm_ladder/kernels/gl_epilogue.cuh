@@ -1,0 +1,56 @@
+// gl_epilogue.cuh — getting fp32 accumulators of an m64nN wgmma out of registers.
+//
+// Accumulator fragment (per warpgroup thread t, warp w = (t/32)%4, lane l = t%32): for each
+// 8-column block j, d[4j+0..1] hold row 16w + l/4, columns 8j + 2(l%4) + {0,1}, and
+// d[4j+2..3] the same columns 8 rows further down. A pair of neighbours packs into one
+// 32-bit register: exactly the fragment of an 8x8 matrix that stmatrix stores.
+#pragma once
+#include "gl_common.cuh"
+
+// Straight from registers to global memory (steps 2-3): 4-byte stores, C row-major, ldc
+// elements per row. (row0, col0): the tile corner of this m64 slice.
+template <int N>
+GL_DEVICE void store_acc_global(const float (&d)[N / 2], u16* C, int ldc, int row0, int col0) {
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = row0 + 16 * w + l / 4 + 8 * half;
+      const int col = col0 + 8 * j + 2 * (l % 4);
+      *reinterpret_cast<u32*>(C + (long long)row * ldc + col) =
+          pack2(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
+    }
+  }
+}
+
+// Staging layout for a TMA store with 128B swizzle: the tile is cut into column chunks of
+// 64 elements (128 bytes, the widest box a swizzled TMA copy takes); chunk c holds ROWS
+// rows of 128 bytes, and the 16-byte unit u of row r sits at unit u ^ (r % 8).
+template <int ROWS>
+GL_DEVICE u32 staging_offset(int row, int col) {
+  const int chunk = col / 64, unit = (col % 64) / 8;
+  return chunk * (ROWS * 128) + row * 128 + ((unit ^ (row % 8)) * 16);
+}
+
+GL_DEVICE void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
+// Registers -> swizzled shared staging (conflict-free: the 8 rows of each 8x8 matrix land
+// in 8 different 16-byte units). row0: this m64 slice's first row inside the staging tile;
+// col0: first column (multiple of 16) of the accumulator inside the staging tile.
+template <int N, int ROWS>
+GL_DEVICE void stage_acc_sw128(const float (&d)[N / 2], void* staging, int row0, int col0 = 0) {
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32, q = l / 8;
+  const int row = row0 + 16 * w + (q & 1) * 8 + (l % 8);
+  const u32 base = smem_u32(staging);
+#pragma unroll
+  for (int j = 0; j < N / 16; ++j) {
+    const int col = col0 + 16 * j + (q >> 1) * 8;
+    stmatrix_x4(base + staging_offset<ROWS>(row, col),
+                pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
+                pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
+  }
+}

@@ -1,0 +1,116 @@
+// gl_mbarrier.cuh — mbarriers, PipelineState and the acquire/release vocabulary.
+//
+// An mbarrier counts pending arrivals and pending transaction bytes for its current
+// phase; the phase completes (and its parity flips) when both reach zero.
+// try_wait.parity(p) succeeds once the phase with parity p has completed: on a fresh
+// barrier (phase 0 running) waiting for parity 1 passes at once, waiting for 0 blocks.
+// That is why a producer's PipelineState starts at phase 1 and a consumer's at phase 0.
+#pragma once
+#include "gl_common.cuh"
+#include "gl_roles.cuh"
+
+GL_DEVICE void mbar_init(u64* bar, u32 arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrivals));
+}
+// Make barrier initialisation visible to the async proxy (TMA) and to the cluster.
+GL_DEVICE void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+GL_DEVICE void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+// Arrive and announce `bytes` more transaction bytes for the current phase.
+GL_DEVICE void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+               ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+GL_DEVICE bool mbar_try_wait(u32 bar_addr, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n .reg .pred P;\n mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, P;\n}\n"
+      : "=r"(done) : "r"(bar_addr), "r"(parity) : "memory");
+  return done != 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Debug builds (-DGL_DEBUG_WAITS=1) bound every wait. The first thread to time out writes
+// who was stuck where into host-mapped memory (readable after the context dies) and traps.
+#ifndef GL_DEBUG_WAITS
+#define GL_DEBUG_WAITS 0
+#endif
+#ifndef GL_WAIT_TIMEOUT_NS
+#define GL_WAIT_TIMEOUT_NS 1000000000ull  // 1 s without the phase completing
+#endif
+
+struct GlStuckRecord {
+  u32 magic;  // 0x57A11ED0 once written
+  u32 role, barrier, stage, phase;
+  u32 block, thread, smid;
+  u64 waited_ns;
+};
+#if GL_DEBUG_WAITS
+__device__ GlStuckRecord* gl_stuck_record;  // set by the runtime: host-mapped pinned memory
+__device__ u32 gl_stuck_claimed;
+
+GL_DEVICE void gl_report_stuck(u32 role, u32 barrier, u32 stage, u32 phase,
+                                             u64 waited_ns) {
+  if (atomicCAS(&gl_stuck_claimed, 0u, 1u) == 0u && gl_stuck_record != nullptr) {
+    volatile GlStuckRecord* r = gl_stuck_record;
+    r->role = role; r->barrier = barrier; r->stage = stage; r->phase = phase;
+    r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    r->thread = threadIdx.x; r->smid = smid(); r->waited_ns = waited_ns;
+    __threadfence_system();
+    r->magic = 0x57A11ED0u;
+    __threadfence_system();
+  }
+  asm volatile("trap;");
+}
+#endif
+
+// Wait until the phase with parity `phase` of `bar` has completed. The role/barrier/stage
+// arguments name the wait for debug reports and cost nothing in normal builds.
+GL_DEVICE void mbar_wait(u64* bar, u32 phase, u32 role, u32 barrier, u32 stage) {
+  const u32 addr = smem_u32(bar);
+#if GL_DEBUG_WAITS
+  if (mbar_try_wait(addr, phase)) return;
+  const u64 t0 = globaltimer_ns();
+  while (!mbar_try_wait(addr, phase)) {
+    const u64 waited = globaltimer_ns() - t0;
+    if (waited > GL_WAIT_TIMEOUT_NS) gl_report_stuck(role, barrier, stage, phase, waited);
+  }
+#else
+  (void)role; (void)barrier; (void)stage;
+  while (!mbar_try_wait(addr, phase)) {
+  }
+#endif
+}
+
+// ---------------------------------------------------------------------------------------
+// PipelineState: which buffer of a DEPTH-deep ring we are at, and which phase of its
+// barrier we wait for. advance() moves to the next buffer, flipping the phase on wrap.
+template <int DEPTH>
+struct PipelineState {
+  int stage;
+  u32 phase;
+  GL_DEVICE explicit PipelineState(u32 initial_phase) : stage(0), phase(initial_phase) {}
+  GL_DEVICE void advance() {
+    if (++stage == DEPTH) { stage = 0; phase ^= 1u; }
+  }
+};
+
+// Ablation -DGL_ABLATE_SAME_PHASE=1: the producer starts at phase 0 like the consumer.
+// On a fresh barrier both sides then block: the deadlock the course warns about.
+#ifndef GL_ABLATE_SAME_PHASE
+#define GL_ABLATE_SAME_PHASE 0
+#endif
+#define GL_PRODUCER_START_PHASE (GL_ABLATE_SAME_PHASE ? 0u : 1u)
+#define GL_CONSUMER_START_PHASE 0u
+
+// Ablation -DGL_ABLATE_EXPECT_TX_DELTA=<bytes>: announce the wrong number of transaction
+// bytes. Too many: the phase never completes (deadlock). Too few: it completes before the
+// data has landed, and the consumer may read a half-written stage.
+#ifndef GL_ABLATE_EXPECT_TX_DELTA
+#define GL_ABLATE_EXPECT_TX_DELTA 0
+#endif
+#define GL_EXPECT_TX(bytes) ((u32)((int)(bytes) + (GL_ABLATE_EXPECT_TX_DELTA)))

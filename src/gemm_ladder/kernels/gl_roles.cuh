@@ -1,0 +1,18 @@
+// gl_roles.cuh — the names of roles and barriers, shared by the debug-wait reports and
+// the tracer. The Python side reads these enums from this file, so keep one per line.
+#pragma once
+
+enum GlRole : unsigned {
+  ROLE_TEAM = 1,       // lockstep steps: one team loads, computes and writes in turn
+  ROLE_PRODUCER = 2,   // TMA producer warp
+  ROLE_CONSUMER = 3,   // wgmma consumer warpgroup
+  ROLE_WRITEBACK = 4,  // TMA-store writeback warp
+};
+
+enum GlBarrier : unsigned {
+  BAR_FULL = 1,     // lockstep ring: stage loaded (TMA -> team)
+  BAR_TMA2MMA = 2,  // operand ring: stage loaded, MMA may read it
+  BAR_MMA2TMA = 3,  // operand ring: MMA done with stage, TMA may refill it
+  BAR_MMA2LD = 4,   // epilogue ring: accumulators staged in SMEM, writeback may store
+  BAR_LD2MMA = 5,   // epilogue ring: staging buffer free, MMA may stage the next tile
+};

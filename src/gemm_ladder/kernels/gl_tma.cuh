@@ -1,0 +1,40 @@
+// gl_tma.cuh — the Tensor Memory Accelerator: bulk tensor copies between global memory
+// and 128B-swizzled shared memory, issued by one thread, completing on an mbarrier
+// (loads) or on a bulk async-group (stores).
+#pragma once
+#include "gl_common.cuh"
+
+// Load the box at (x = inner/column coordinate, y = row coordinate) into smem_dst; the
+// copy engine credits its bytes to `bar` (complete_tx), which must expect them.
+GL_DEVICE void tma_load_2d(void* smem_dst, const CUtensorMap* map, u64* bar, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];"
+      ::"r"(smem_u32(smem_dst)), "l"((u64)map), "r"(smem_u32(bar)), "r"(x), "r"(y)
+      : "memory");
+}
+
+// Store the box at (x, y) from smem_src; completion is tracked by bulk async-groups.
+GL_DEVICE void tma_store_2d(const CUtensorMap* map, const void* smem_src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               ::"l"((u64)map), "r"(smem_u32(smem_src)), "r"(x), "r"(y) : "memory");
+}
+GL_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Wait until at most N committed store groups still READ shared memory (buffer reusable).
+template <int N> GL_DEVICE void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+// Wait until at most N committed store groups are still in flight at all (data in global).
+template <int N> GL_DEVICE void tma_store_wait_all() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Ordinary shared-memory stores (st.shared, stmatrix) become visible to the async proxy
+// (TMA, wgmma) only after this fence, executed by each writing thread before the barrier.
+GL_DEVICE void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+GL_DEVICE void tma_prefetch_descriptor(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"((u64)map) : "memory");
+}

@@ -1,0 +1,35 @@
+// gl_wgmma.cuh — warpgroup MMA (sm_90a): shared-memory descriptors and the async
+// fence / commit / wait protocol. One warpgroup (4 consecutive warps, starting at a warp
+// index divisible by 4) issues each wgmma together.
+#pragma once
+#include "gl_common.cuh"
+#include "gl_wgmma_ops.cuh"
+
+// K-major tile in the 128B-swizzled layout that TMA writes: rows of 128 bytes (64
+// elements), groups of 8 rows 1024 bytes apart (SBO); LBO is unused for this layout.
+// The tile must start 1024-byte aligned; stepping 16 elements along K adds 32 bytes.
+GL_DEVICE u64 desc_sw128(const void* smem) {
+  const u64 addr = smem_u32(smem);
+  return ((addr & 0x3FFFFull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+
+// K-major tile without swizzle: 8x8 "core matrices" of 128 contiguous bytes.
+// lbo = bytes between core matrices adjacent in K, sbo = adjacent in M (or N).
+GL_DEVICE u64 desc_interleaved(const void* smem, u32 lbo, u32 sbo) {
+  const u64 addr = smem_u32(smem);
+  return ((addr & 0x3FFFFull) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32);
+}
+
+// Order prior register/shared-memory accesses before the next wgmma reads them.
+GL_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+GL_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Wait until at most N committed wgmma groups of this warp are still running.
+template <int N> GL_DEVICE void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Keep the compiler from moving accumulator accesses across the async wgmma window.
+template <int R> GL_DEVICE void fence_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}

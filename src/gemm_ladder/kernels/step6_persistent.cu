@@ -1,0 +1,118 @@
+// Step 6 — persistent. Forced move: launch and tail waves, and L2 misses.
+// One CTA per SM stays resident and walks output tiles handed out by a tile scheduler that
+// visits them in groups of GROUP_M tile-rows (neighbouring CTAs share A and B in L2). The
+// k-tile stream of all this CTA's tiles is one pipeline: loads for the next tile start
+// while the current tile is still being multiplied and written. Still lockstep.
+// Shape: as step 4.
+#include "gl_common.cuh"
+#include "gl_tma.cuh"
+#include "gl_wgmma.cuh"
+#include "gl_epilogue.cuh"
+#include "gl_pipeline.cuh"
+#include "gl_scheduler.cuh"
+
+#define BM 128
+#define BN 128
+#define BK 64
+#ifndef GL_DEPTH
+#define GL_DEPTH 4
+#endif
+#ifndef GL_GROUP_M
+#define GL_GROUP_M 8
+#endif
+#define STAGE_BYTES ((BM + BN) * BK * 2)
+
+struct SharedStorage {
+  u16 A[GL_DEPTH][BM * BK];
+  u16 B[GL_DEPTH][BN * BK];
+  u16 C[BM * BN];
+  u64 full[GL_DEPTH];
+};
+
+// This CTA's i-th k-tile of its flattened (tile, k) stream -> load it into stage i % DEPTH.
+GL_DEVICE void issue_load(SharedStorage& s, const CUtensorMap* ta, const CUtensorMap* tb, Tracer& tr,
+                          const TileScheduler& sched, int i, int k_tiles) {
+  const int tile = blockIdx.x + (i / k_tiles) * gridDim.x, kt = i % k_tiles;
+  int tm, tn;
+  sched.coords(tile, tm, tn);
+  const int stage = i % GL_DEPTH;
+  mbar_arrive_expect_tx(&s.full[stage], GL_EXPECT_TX(STAGE_BYTES));
+  tma_load_2d(s.A[stage], ta, &s.full[stage], kt * BK, tm * BM);
+  tma_load_2d(s.B[stage], tb, &s.full[stage], kt * BK, tn * BN);
+  tr.event(EV_LOAD_ISSUE, BAR_FULL, stage, (i / GL_DEPTH) & 1, kt, tile);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1)
+gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+                      const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {
+  extern __shared__ u8 smem_raw[];
+  SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
+  const bool leader = threadIdx.x == 0;
+  Tracer tr(ROLE_TEAM, 0, leader);
+  const TileScheduler sched(M, N, BM, BN, GL_GROUP_M);
+  const int k_tiles = ceil_div(K, BK);
+  const int my_tiles = blockIdx.x < sched.num_tiles() ? ceil_div(sched.num_tiles() - blockIdx.x, gridDim.x) : 0;
+  const int total = my_tiles * k_tiles;  // length of this CTA's k-tile stream
+
+  if (leader) {
+    tma_prefetch_descriptor(&tmap_a);
+    tma_prefetch_descriptor(&tmap_b);
+    tma_prefetch_descriptor(&tmap_c);
+    for (int i = 0; i < GL_DEPTH; ++i) mbar_init(&s.full[i], 1);
+    fence_barrier_init();
+  }
+  __syncthreads();
+  if (leader)
+    for (int i = 0; i < min(GL_DEPTH - 1, total); ++i) issue_load(s, &tmap_a, &tmap_b, tr, sched, i, k_tiles);
+
+  float acc[2][BN / 2];
+  PipelineState<GL_DEPTH> st(GL_CONSUMER_START_PHASE);
+  for (int i = 0; i < total; ++i) {
+    const int kt = i % k_tiles, tile = blockIdx.x + (i / k_tiles) * gridDim.x;
+    if (kt == 0) {
+      tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, tile);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < BN / 2; ++j) acc[h][j] = 0.f;
+    }
+    consumer_wait(tr, s.full, st, BAR_FULL, kt);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        wgmma_m64n128k16(acc[h], desc_sw128(s.A[st.stage] + h * 64 * BK + kk * 16),
+                         desc_sw128(s.B[st.stage] + kk * 16), 1);
+    wgmma_commit();
+    tr.event(EV_MMA_ISSUE, 0, st.stage, 0, kt, tile);
+    wgmma_wait<1>();
+    tr.event(EV_MMA_DONE, 0, 0, 0, kt - 1, tile);
+    __syncthreads();
+    if (leader && i + GL_DEPTH - 1 < total) issue_load(s, &tmap_a, &tmap_b, tr, sched, i + GL_DEPTH - 1, k_tiles);
+    st.advance();
+
+    if (kt == k_tiles - 1) {  // epilogue of this tile; the loads for the next are in flight
+      wgmma_wait<0>();
+      tr.event(EV_MMA_DONE, 0, 0, 0, kt, tile);
+      int tm, tn;
+      sched.coords(tile, tm, tn);
+      if (leader) tma_store_wait_read<0>();  // previous tile's store has read the staging
+      __syncthreads();
+      tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, tile);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, BM>(acc[h], s.C, 64 * h);
+      fence_proxy_async_smem();
+      __syncthreads();
+      tr.event(EV_EPI_END, 0, 0, 0, 0, tile);
+      if (leader) {
+#pragma unroll
+        for (int c = 0; c < BN / 64; ++c) tma_store_2d(&tmap_c, s.C + c * BM * 64, tn * BN + 64 * c, tm * BM);
+        tma_store_commit();
+        tr.event(EV_STORE_ISSUE, 0, 0, 0, 0, tile);
+      }
+    }
+  }
+  if (leader) tma_store_wait_all<0>();
+  tr.finish();
+}
