@@ -45,10 +45,11 @@ struct Tracer {
     count = 0;
     if (recorder && gl_trace_buf != nullptr) {
       const u64 stride = GL_TRACE_HEADER_WORDS + 2ull * gl_trace_events;
-      slot = gl_trace_buf + ((u64)blockIdx.x * GL_TRACE_SLOTS_PER_CTA + slot_idx) * stride;
+      const u64 block = blockIdx.x + (u64)gridDim.x * blockIdx.y;
+      slot = gl_trace_buf + (block * GL_TRACE_SLOTS_PER_CTA + slot_idx) * stride;
       slot[0] = globaltimer_ns();
       slot[1] = clock64();
-      slot[5] = blockIdx.x;
+      slot[5] = block;
       slot[6] = role_id;
     }
 #else

@@ -1,0 +1,235 @@
+"""gemm-ladder: the command line.
+
+  gemm-ladder                  the main job: the ladder benchmark on a GPU; without one,
+                               the compile report and the pipeline simulator
+  gemm-ladder bench            ladder vs cuBLAS (table + JSON)
+  gemm-ladder report           compile every step (ptxas report, SASS instruction classes)
+  gemm-ladder check            correctness of steps on the GPU
+  gemm-ladder deadlock         the course's what-ifs on the GPU, as errors instead of hangs
+  gemm-ladder simulate         the mbarrier pipeline simulator (no GPU)
+  gemm-ladder trace            measured in-kernel timeline of a step (GPU)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .steps import DEFAULT_BENCH, all_steps, parse_steps
+
+
+def _console():
+    import os
+    from rich.console import Console
+    # Tables are wide; when output is captured (CI, device runs) don't squeeze them to 80.
+    return Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 180)))
+
+
+def gpu_available() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def parse_sizes(spec: str) -> list[tuple[int, int, int]]:
+    out = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        dims = [int(x) for x in part.lower().split("x")]
+        if len(dims) == 1:
+            dims *= 3
+        if len(dims) != 3 or min(dims) < 1:
+            raise argparse.ArgumentTypeError(f"bad size {part!r}: use N (square) or MxNxK")
+        out.append(tuple(dims))
+    return out
+
+
+def _dtype(s: str) -> str:
+    m = {"fp16": "float16", "float16": "float16", "half": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16"}
+    if s not in m:
+        raise argparse.ArgumentTypeError("dtype must be fp16 or bf16")
+    return m[s]
+
+
+def print_ladder(result: dict, console) -> None:
+    from rich.table import Table
+    g = result.get("gpu", {})
+    t = Table(title=f"GEMM ladder vs cuBLAS — {g.get('torch_name', '?')}, commit {result['commit'][:12]}")
+    for col, just in (("size", "left"), ("step", "left"), ("forced move", "left"), ("ms", "right"),
+                      ("p10-p90", "right"), ("TFLOP/s", "right"), ("x step 1", "right"), ("x cuBLAS", "right"),
+                      ("cuBLAS TFLOP/s", "right"), ("SM MHz", "right"), ("W", "right"), ("status", "left")):
+        t.add_column(col, justify=just)
+    for r in result["rows"]:
+        size = f"{r['M']}x{r['N']}x{r['K']}"
+        if not r["ok"]:
+            t.add_row(size, r["label"], r["forced_move"], *["-"] * 8, f"[red]{r['error'][:60]}")
+            continue
+        ratio = r["ratio_to_cublas"]
+        color = "green" if ratio >= 1.0 else ("yellow" if ratio >= 0.7 else "white")
+        t.add_row(size, r["label"], r["forced_move"], f"{r['ms']:.4f}", f"{r['ms_p10']:.3f}-{r['ms_p90']:.3f}",
+                  f"{r['tflops']:.0f}", "-" if r["speedup_over_step1"] != r["speedup_over_step1"] else f"{r['speedup_over_step1']:.0f}x",
+                  f"[{color}]{ratio:.2f}", f"{r['cublas_tflops']:.0f}", str(r["gpu"].get("sm_clock_mhz", "-")),
+                  str(r["gpu"].get("power_w", "-")), "ok" + (f" ({r['reps']} reps)"))
+    console.print(t)
+
+
+def cmd_bench(args) -> int:
+    console = _console()
+    if not gpu_available():
+        console.print("[red]gemm-ladder bench needs a CUDA GPU (sm_90a); none is available here.[/red] "
+                      "Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
+        return 2
+    from rich.progress import Progress
+    from . import bench
+    steps = parse_steps(args.steps)
+    with Progress(console=console, transient=True) as progress:
+        result = bench.run(steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
+                           progress=progress)
+    result["command"] = " ".join(["gemm-ladder"] + sys.argv[1:])
+    print_ladder(result, console)
+    path = Path(args.json) if args.json else bench.default_json_path(Path(args.out), result)
+    bench.write_json(result, path)
+    console.print(f"results: {path}")
+    return 0 if all(r["ok"] for r in result["rows"]) else 1
+
+
+def cmd_report(args) -> int:
+    from .report import compile_report, print_report
+    console = _console()
+    rows = compile_report(parse_steps(args.steps), bf16=args.dtype == "bfloat16")
+    print_report(rows, console)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
+
+
+def cmd_check(args) -> int:
+    console = _console()
+    if not gpu_available():
+        console.print("[red]gemm-ladder check needs a CUDA GPU (sm_90a).[/red]")
+        return 2
+    import torch
+    from . import bench, launch
+    failures = 0
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[args.dtype]
+    for st in parse_steps(args.steps):
+        for (M, N, K) in args.sizes:
+            if not st.accepts(M, N, K):
+                continue
+            a = torch.randn((M, K), device="cuda", generator=gen).to(dt)
+            b = torch.randn((N, K), device="cuda", generator=gen).to(dt)
+            out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
+            launch.run_step(st, a, b, out, sync=True, debug=args.debug)
+            ok, mx, rel, msg = bench.check_output(out, a.float() @ b.float().T, args.dtype)
+            failures += not ok
+            console.print(f"step {st.key:5s} {M}x{N}x{K}: {'ok' if ok else '[red]FAIL ' + msg}  rel={rel:.1e}")
+    return 1 if failures else 0
+
+
+def cmd_deadlock(args) -> int:
+    from .whatif import run_whatif_subprocess
+    console = _console()
+    if not gpu_available():
+        console.print("[red]gemm-ladder deadlock runs kernels on the GPU; without one use "
+                      "`gemm-ladder simulate --what-if ...`.[/red]")
+        return 2
+    res = run_whatif_subprocess(args.step, args.what_if, timeout_s=args.timeout)
+    console.print(res["summary"])
+    return 0 if res["detected"] else 1
+
+
+def cmd_trace(args) -> int:
+    console = _console()
+    if not gpu_available():
+        console.print("[red]gemm-ladder trace measures a kernel on the GPU; none is available.[/red] "
+                      "`gemm-ladder simulate` draws the modelled timeline.")
+        return 2
+    from .trace import trace_command
+    return trace_command(args, console)
+
+
+def cmd_default(args) -> int:
+    console = _console()
+    if gpu_available():
+        args.steps, args.sizes, args.dtype, args.reps, args.budget = DEFAULT_BENCH, [(4096, 4096, 4096)], "float16", 50, 2.0
+        args.json, args.out = None, "benchmarks/results"
+        return cmd_bench(args)
+    console.print("[yellow]No CUDA GPU here: running what needs none — the compile report of every step "
+                  "and the pipeline simulator.[/yellow]")
+    from .report import compile_report, print_report
+    rows = compile_report(all_steps())
+    print_report(rows, console)
+    rc = 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
+    try:
+        from .cli_simulate import simulate_report
+    except ImportError:
+        console.print("[dim](simulator not available)[/dim]")
+        return rc
+    console.print(simulate_report(Path(args.out_dir)))
+    return rc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gemm-ladder", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", default="out", help="where the no-GPU main job writes its pages (default: out/)")
+    sub = p.add_subparsers(dest="command")
+
+    b = sub.add_parser("bench", help="the ladder benchmark vs cuBLAS")
+    b.add_argument("--steps", default=DEFAULT_BENCH, help=f"steps, e.g. '1-7,7:d4' (default {DEFAULT_BENCH})")
+    b.add_argument("--sizes", type=parse_sizes, default=[(4096, 4096, 4096)], help="N or MxNxK, comma separated")
+    b.add_argument("--dtype", type=_dtype, default="float16")
+    b.add_argument("--reps", type=int, default=50, help="timed calls per step (slow steps use fewer)")
+    b.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per step at most")
+    b.add_argument("--out", default="benchmarks/results", help="directory for the JSON results")
+    b.add_argument("--json", help="exact JSON output path")
+    b.set_defaults(fn=cmd_bench)
+
+    r = sub.add_parser("report", help="compile report (no GPU needed)")
+    r.add_argument("--steps", default="all")
+    r.add_argument("--dtype", type=_dtype, default="float16")
+    r.add_argument("--json")
+    r.set_defaults(fn=cmd_report)
+
+    c = sub.add_parser("check", help="correctness of steps against an fp32 reference (GPU)")
+    c.add_argument("--steps", default="all")
+    c.add_argument("--sizes", type=parse_sizes, default=[(1024, 1024, 1024), (4096, 4096, 4096)])
+    c.add_argument("--dtype", type=_dtype, default="float16")
+    c.add_argument("--debug", action="store_true", help="bounded mbarrier waits: a deadlock becomes an error")
+    c.set_defaults(fn=cmd_check)
+
+    d = sub.add_parser("deadlock", help="run a what-if ablation on the GPU with bounded waits")
+    d.add_argument("--step", default="7")
+    d.add_argument("--what-if", default="both-phase-0",
+                   choices=["both-phase-0", "expect-tx-small", "expect-tx-large"])
+    d.add_argument("--timeout", type=float, default=60.0, help="seconds before the child process is killed")
+    d.set_defaults(fn=cmd_deadlock)
+
+    t = sub.add_parser("trace", help="measured in-kernel timeline of a step (GPU)")
+    t.add_argument("--step", default="7")
+    t.add_argument("--size", type=parse_sizes, default=[(4096, 4096, 4096)])
+    t.add_argument("--out", default="out")
+    t.add_argument("--events", type=int, default=8192, help="trace capacity per role per CTA")
+    t.set_defaults(fn=cmd_trace)
+
+    try:
+        from . import cli_simulate
+    except Exception:  # the simulator is optional for the rest of the CLI
+        cli_simulate = None
+    if cli_simulate is not None:
+        cli_simulate.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "fn", None) is None:
+        return cmd_default(args)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The CUDA driver side: context, module loading, tensor maps, launches (cuda-bindings).
+
+Every driver call's result is checked; failures raise CudaError with the driver's name and
+description of the error. Kernels run on torch's current stream, in torch's (primary)
+context, so they order naturally with torch work.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+
+from .jit import CompiledKernel
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+def _cu():
+    from cuda.bindings import driver as cu
+    return cu
+
+
+def check(result, what: str = "CUDA driver call"):
+    """Unpack a cuda-bindings result tuple, raising CudaError on failure."""
+    cu = _cu()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        _, desc = cu.cuGetErrorString(err)
+        name = name.decode() if isinstance(name, bytes) else str(err)
+        desc = desc.decode() if isinstance(desc, bytes) else ""
+        raise CudaError(f"{what} failed: {name}: {desc}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+_tls = threading.local()
+_lock = threading.Lock()
+_modules: dict[tuple[str, int], "LoadedKernel"] = {}
+
+
+def ensure_context(device_index: int) -> None:
+    """Make the device's primary context (the one torch uses) current on this thread."""
+    current = getattr(_tls, "ctx", {})
+    if device_index in current:
+        check(_cu().cuCtxSetCurrent(current[device_index]), "cuCtxSetCurrent")
+        return
+    cu = _cu()
+    check(cu.cuInit(0), "cuInit")
+    dev = check(cu.cuDeviceGet(device_index), "cuDeviceGet")
+    ctx = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    current[device_index] = ctx
+    _tls.ctx = current
+
+
+def device_attribute(device_index: int, attr_name: str) -> int:
+    cu = _cu()
+    dev = check(cu.cuDeviceGet(device_index), "cuDeviceGet")
+    attr = getattr(cu.CUdevice_attribute, attr_name)
+    return int(check(cu.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({attr_name})"))
+
+
+@dataclass
+class LoadedKernel:
+    compiled: CompiledKernel
+    module: object
+    function: object
+    device_index: int
+    max_dynamic_smem: int = 0
+
+    def global_address(self, name: str) -> tuple[int, int]:
+        """Device address and size of a __device__ variable of the module."""
+        dptr, size = check(_cu().cuModuleGetGlobal(self.module, name.encode()), f"cuModuleGetGlobal({name})")
+        return int(dptr), int(size)
+
+    def set_global_u64(self, name: str, value: int) -> None:
+        dptr, size = self.global_address(name)
+        host = ctypes.c_uint64(value)
+        check(_cu().cuMemcpyHtoD(dptr, ctypes.addressof(host), min(size, 8)), f"write {name}")
+
+    def set_global_u32(self, name: str, value: int) -> None:
+        dptr, size = self.global_address(name)
+        host = ctypes.c_uint32(value)
+        check(_cu().cuMemcpyHtoD(dptr, ctypes.addressof(host), min(size, 4)), f"write {name}")
+
+
+def load(compiled: CompiledKernel, device_index: int, dynamic_smem: int = 0) -> LoadedKernel:
+    """Load a cubin into the device's context once; raise its dynamic shared-memory limit."""
+    ensure_context(device_index)
+    cache_key = (compiled.key, device_index)
+    with _lock:
+        lk = _modules.get(cache_key)
+        if lk is None:
+            cu = _cu()
+            module = check(cu.cuModuleLoadData(compiled.cubin), f"cuModuleLoadData({compiled.name})")
+            fn = check(cu.cuModuleGetFunction(module, compiled.name.encode()), f"cuModuleGetFunction({compiled.name})")
+            lk = LoadedKernel(compiled, module, fn, device_index)
+            _modules[cache_key] = lk
+        if dynamic_smem > lk.max_dynamic_smem:
+            cu = _cu()
+            check(cu.cuFuncSetAttribute(lk.function,
+                                        cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        dynamic_smem), "raise dynamic shared memory limit")
+            lk.max_dynamic_smem = dynamic_smem
+    return lk
+
+
+class TensorMap:
+    """A 2-D TMA descriptor (cuTensorMapEncodeTiled) over a row-major matrix of 16-bit
+    elements, 128B-swizzled: box = (box_rows, box_cols) with box_cols * 2 <= 128 bytes."""
+
+    def __init__(self, ptr: int, rows: int, cols: int, row_stride_elems: int, box_rows: int,
+                 box_cols: int, bf16: bool = False, swizzle_128b: bool = True):
+        cu = _cu()
+        if ptr % 16 or (row_stride_elems * 2) % 16:
+            raise ValueError("TMA needs a 16-byte aligned base address and row stride")
+        dtype = (cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if bf16
+                 else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
+        swizzle = (cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzle_128b
+                   else cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE)
+        self.map = check(cu.cuTensorMapEncodeTiled(
+            dtype, 2, ptr,
+            [cols, rows],             # innermost dimension first
+            [row_stride_elems * 2],   # byte stride of every dimension but the innermost
+            [box_cols, box_rows],
+            [1, 1],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        ), "cuTensorMapEncodeTiled")
+
+    def address(self) -> int:
+        return int(self.map.getPtr())
+
+
+class PreparedLaunch:
+    """Everything cuLaunchKernelEx needs, built once; calling it only launches. The
+    argument storage (and the tensor maps) live as long as this object."""
+
+    def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 args: list, *, stream: int, dynamic_smem: int = 0,
+                 cluster: tuple[int, int, int] | None = None):
+        cu = _cu()
+        self.kernel = kernel
+        self._holders = []
+        addresses = []
+        for a in args:
+            if isinstance(a, TensorMap):
+                addresses.append(a.address())
+                self._holders.append(a)
+                continue
+            if isinstance(a, bool) or not isinstance(a, (int, ctypes._SimpleCData)):
+                raise TypeError(f"unsupported kernel argument {a!r}")
+            c = a if isinstance(a, ctypes._SimpleCData) else ctypes.c_int32(a)
+            self._holders.append(c)
+            addresses.append(ctypes.addressof(c))
+        self._arg_array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
+        self._arg_ptr = ctypes.addressof(self._arg_array)
+
+        config = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = dynamic_smem
+        config.hStream = cu.CUstream(stream)
+        attrs = []
+        if cluster is not None and tuple(cluster) != (1, 1, 1):
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+            attrs.append(attr)
+        config.attrs = attrs
+        config.numAttrs = len(attrs)
+        self._config = config
+        self._launch = cu.cuLaunchKernelEx
+        self._what = f"cuLaunchKernelEx({kernel.compiled.name})"
+
+    def __call__(self) -> None:
+        check(self._launch(self._config, self.kernel.function, self._arg_ptr, 0), self._what)
+
+
+def launch(kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
+           args: list, *, stream: int, dynamic_smem: int = 0,
+           cluster: tuple[int, int, int] | None = None) -> None:
+    """Launch once. args: ints are passed as C int (i32) unless wrapped in a ctypes value;
+    TensorMap objects are passed by value (128 bytes)."""
+    PreparedLaunch(kernel, grid, block, args, stream=stream, dynamic_smem=dynamic_smem, cluster=cluster)()
+
+
+class HostMappedBuffer:
+    """Pinned host memory the device can write (survives a trapped kernel: the host can
+    still read it after the context is lost)."""
+
+    def __init__(self, nbytes: int):
+        cu = _cu()
+        self.nbytes = nbytes
+        self.host_ptr = int(check(cu.cuMemHostAlloc(nbytes, cu.CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc"))
+        ctypes.memset(self.host_ptr, 0, nbytes)
+        self.device_ptr = int(check(cu.cuMemHostGetDevicePointer(self.host_ptr, 0), "cuMemHostGetDevicePointer"))
+
+    def read(self) -> bytes:
+        return ctypes.string_at(self.host_ptr, self.nbytes)
+
+    def clear(self) -> None:
+        ctypes.memset(self.host_ptr, 0, self.nbytes)

@@ -1,0 +1,69 @@
+"""GPU state beside every figure: name, clocks, power, temperature, throttle reasons (NVML)."""
+from __future__ import annotations
+
+_THROTTLE_BITS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+    0x100: "display_clocks",
+}
+
+
+class Nvml:
+    """Reads one GPU's state; every method degrades to {} when NVML is unavailable."""
+
+    def __init__(self, device_index: int = 0):
+        self.handle = None
+        self.error = ""
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            handle = None
+            try:
+                import torch
+                props = torch.cuda.get_device_properties(device_index)
+                bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+                handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
+            except Exception:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            self.handle = handle
+        except Exception as e:  # no NVML (CPU machine) or no permission
+            self.error = f"{type(e).__name__}: {e}"
+
+    def static(self) -> dict:
+        if self.handle is None:
+            return {"nvml_error": self.error}
+        nv, h = self.nv, self.handle
+        out = {}
+        for key, fn in (("name", lambda: nv.nvmlDeviceGetName(h)),
+                        ("driver", lambda: nv.nvmlSystemGetDriverVersion()),
+                        ("power_limit_w", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000),
+                        ("max_sm_clock_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM)),
+                        ("max_mem_clock_mhz", lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM))):
+            try:
+                v = fn()
+                out[key] = v.decode() if isinstance(v, bytes) else v
+            except Exception:
+                pass
+        return out
+
+    def sample(self) -> dict:
+        if self.handle is None:
+            return {}
+        nv, h = self.nv, self.handle
+        out = {}
+        try:
+            out["sm_clock_mhz"] = nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)
+            out["mem_clock_mhz"] = nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM)
+            out["power_w"] = round(nv.nvmlDeviceGetPowerUsage(h) / 1000, 1)
+            out["temp_c"] = nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
+        except Exception:
+            pass
+        try:
+            get = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                nv.nvmlDeviceGetCurrentClocksThrottleReasons
+            bits = get(h)
+            out["throttle"] = [n for b, n in _THROTTLE_BITS.items() if bits & b] or ["none"]
+        except Exception:
+            pass
+        return out

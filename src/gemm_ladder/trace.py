@@ -1,0 +1,263 @@
+"""Measured in-kernel traces: run a GL_TRACE build of a step, decode its event buffer into
+the same Timeline model the simulator produces, and compute the same KPIs.
+
+Clock handling: each recording thread stamps clock64 (its SM's cycle counter) on every
+event, and %globaltimer + clock64 at its start and end. Per slot, the two anchors give a
+linear map clock64 -> ns, which puts all SMs on one axis (globaltimer is global but coarse;
+clock64 is fine but per-SM).
+"""
+from __future__ import annotations
+
+import re
+import struct
+from collections import defaultdict
+
+from . import jit
+from .timeline import Handoff, Span, Timeline, kpis
+
+HEADER_WORDS = 8
+SLOTS_PER_CTA = 4
+SLOT_LANE = {0: None, 1: "consumer0", 2: "consumer1", 3: "writeback"}  # slot 0: team or producer
+
+
+def _enum(header: str, enum: str) -> dict[int, str]:
+    text = (jit.KERNEL_DIR / header).read_text()
+    body = re.search(r"enum\s+" + enum + r"\s*:\s*unsigned\s*\{(.*?)\};", text, re.S).group(1)
+    return {int(v): n for n, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
+
+
+EVENTS = {v: k for k, v in _enum("gl_trace.cuh", "GlEvent").items()}  # name -> id
+EVENT_NAMES = {v: k for k, v in EVENTS.items()}
+ROLES = {k: v.removeprefix("ROLE_").lower() for k, v in _enum("gl_roles.cuh", "GlRole").items()}
+BARRIERS = {k: v.removeprefix("BAR_").lower() for k, v in _enum("gl_roles.cuh", "GlBarrier").items()}
+
+
+def events_needed(step, M: int, N: int, K: int, num_sms: int) -> int:
+    """Capacity per slot that holds every event of the busiest role."""
+    tiles = -(-M // step.bm) * -(-N // step.bn)
+    per_cta = -(-tiles // num_sms) if step.persistent else 1
+    k_tiles = -(-K // step.bk)
+    return per_cta * (k_tiles * 6 + 16) + 16
+
+
+def decode(words, num_blocks: int, events: int) -> list[dict]:
+    """Raw int64 words -> one record per recording slot: {block, slot, role, smid, events:
+    [(t_ns, kind, barrier, stage, phase, k, tile)]} with t_ns on the global axis (not yet
+    shifted to zero)."""
+    stride = HEADER_WORDS + 2 * events
+    out = []
+    for block in range(num_blocks):
+        for slot in range(SLOTS_PER_CTA):
+            base = (block * SLOTS_PER_CTA + slot) * stride
+            gt0, clk0, gt1, clk1, sm_count = (int(words[base + i]) & 0xFFFFFFFFFFFFFFFF for i in range(5))
+            if gt0 == 0 or gt1 == 0:
+                continue
+            count = min(sm_count >> 32, events)
+            role = ROLES.get(int(words[base + 6]), "?")
+            scale = (gt1 - gt0) / (clk1 - clk0) if clk1 > clk0 else 0.0
+            evs = []
+            for i in range(count):
+                clk = int(words[base + HEADER_WORDS + 2 * i]) & 0xFFFFFFFFFFFFFFFF
+                d = int(words[base + HEADER_WORDS + 2 * i + 1]) & 0xFFFFFFFFFFFFFFFF
+                t = gt0 + (clk - clk0) * scale
+                evs.append((t, d & 0xFF, (d >> 8) & 0xFF, (d >> 16) & 0xFF, (d >> 24) & 1,
+                            (d >> 32) & 0xFFFF, (d >> 48) & 0xFFFF))
+            out.append({"block": block, "slot": slot, "role": role, "smid": sm_count & 0xFFFFFFFF,
+                        "events": evs, "ns_per_clock": scale, "t0": gt0, "t1": gt1})
+    return out
+
+
+def _signed16(k: int) -> int:
+    return k - 0x10000 if k >= 0x8000 else k
+
+
+def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] | None = None,
+                meta: dict | None = None) -> Timeline:
+    """Decoded records -> Timeline (source="measured"). ctas: which blocks to include
+    (default all). Span times are ns from the earliest recorded start."""
+    if not records:
+        return Timeline("measured", step.number, title or f"step {step.key} (measured)", meta=dict(meta or {}))
+    t_zero = min(r["t0"] for r in records)
+    spans: list[Span] = []
+    handoffs: list[Handoff] = []
+    lanes: list[str] = []
+    keep = set(ctas) if ctas is not None else None
+    by_block = defaultdict(list)
+    for r in records:
+        if keep is None or r["block"] in keep:
+            by_block[r["block"]].append(r)
+    for block in sorted(by_block):
+        arrivals = defaultdict(list)  # (barrier, stage) -> [(t, lane)]
+        waits = []  # (barrier, stage, phase, t_release, lane)
+        loads = defaultdict(list)  # stage -> [t_issue, tile, k]
+        ready_waits = defaultdict(list)  # stage -> [t_release] on the "data landed" barrier
+        for r in sorted(by_block[block], key=lambda r: r["slot"]):
+            role = SLOT_LANE[r["slot"]] or r["role"]
+            lane = f"cta{block}/{role}"
+            lanes.append(lane)
+            open_wait = None
+            mma_open: dict[int, float] = {}
+            epi_open = store_open = None
+            for (t, kind, bar, stage, phase, k, tile) in r["events"]:
+                t -= t_zero
+                name = EVENT_NAMES.get(kind, "?")
+                bname = BARRIERS.get(bar)
+                k = _signed16(k)
+                if name == "EV_WAIT_BEGIN":
+                    open_wait = (t, bname, stage, phase, k)
+                elif name == "EV_WAIT_END" and open_wait is not None:
+                    t0, b0, s0, p0, k0 = open_wait
+                    spans.append(Span(lane, "wait", t0, t, stage=s0, phase=p0, barrier=b0, k=k0, tile=tile,
+                                      cta=block, label=f"wait {b0}[{s0}] parity {p0}"))
+                    waits.append((b0, s0, p0, t, lane))
+                    if b0 in ("tma2mma", "full"):
+                        ready_waits[s0].append(t)
+                    open_wait = None
+                elif name == "EV_LOAD_ISSUE":
+                    spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
+                                      cta=block, label=f"TMA load k={k} -> stage {stage}"))
+                    loads[stage].append((t, tile, k))
+                    arrivals[(bname, stage)].append((t, lane))
+                elif name == "EV_MMA_ISSUE":
+                    mma_open[k] = t
+                elif name == "EV_MMA_DONE" and k in mma_open:
+                    spans.append(Span(lane, "mma", mma_open.pop(k), t, stage=stage, k=k, tile=tile, cta=block,
+                                      label=f"wgmma k={k}"))
+                elif name == "EV_EPI_BEGIN":
+                    epi_open = t
+                elif name == "EV_EPI_END" and epi_open is not None:
+                    spans.append(Span(lane, "epilogue", epi_open, t, tile=tile, cta=block, label="acc -> SMEM staging"))
+                    epi_open = None
+                elif name == "EV_STORE_ISSUE":
+                    store_open = t
+                elif name == "EV_STORE_DONE" and store_open is not None:
+                    spans.append(Span(lane, "store", store_open, t, tile=tile, cta=block, label="TMA store (SMEM read)"))
+                    store_open = None
+                elif name == "EV_ARRIVE":
+                    arrivals[(bname, stage)].append((t, lane))
+                    spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
+                                      cta=block, label=f"arrive {bname}[{stage}]"))
+        # Loads in flight: from issue until the waiter saw the stage complete (an upper bound
+        # on the landing time; exact when the consumer was already waiting).
+        tma_lane = f"cta{block}/tma"
+        for stage, issued in loads.items():
+            releases = sorted(ready_waits.get(stage, []))
+            j = 0
+            for (t_issue, tile, k) in issued:
+                while j < len(releases) and releases[j] < t_issue:
+                    j += 1
+                if j < len(releases):
+                    spans.append(Span(tma_lane, "load", t_issue, releases[j], stage=stage, k=k, tile=tile, cta=block,
+                                      label=f"load k={k} stage {stage}"))
+                    j += 1
+        if loads:
+            lanes.append(tma_lane)
+        # Hand-offs: each completed wait is released by the latest earlier arrival on that
+        # barrier/stage from another lane.
+        for (b, s, p, t_rel, lane) in waits:
+            cands = [(ta, la) for (ta, la) in arrivals.get((b, s), []) if ta <= t_rel and la != lane]
+            if cands:
+                ta, la = max(cands)
+                handoffs.append(Handoff(b, s, p, la, lane, ta, t_rel, cta=block))
+    m = {"style": "lockstep" if step.number < 7 else "warp-specialized", "depth": step.stages,
+         "tile": [step.bm, step.bn, step.bk]}
+    m.update(meta or {})
+    return Timeline("measured", step.number, title or f"step {step.key} {step.name} (measured)",
+                    lanes=lanes, spans=spans, handoffs=handoffs, meta=m)
+
+
+def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10) -> dict:
+    """Run `step` with tracing on the GPU. Returns {records, overhead, timeline kwargs}."""
+    import torch
+    from . import launch
+    from .bench import Bench, check_output
+    launch.check_device(torch.device("cuda"))
+    sms = launch.num_sms(torch.cuda.current_device())
+    cap = events or events_needed(step, M, N, K, sms)
+    gx, gy, gz = step.grid(M, N, sms)
+    blocks = gx * gy * gz
+    words = blocks * SLOTS_PER_CTA * (HEADER_WORDS + 2 * cap)
+    bench = Bench(torch.cuda.current_device())
+    a, b = bench.inputs(M, N, K, torch.float16)
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    buf = torch.zeros(words, dtype=torch.int64, device="cuda")
+    traced = launch.plan(step, a, b, out, trace_buffer=buf, trace_events=cap)
+    traced()
+    traced.synchronize()
+    ok, _, rel, msg = check_output(out, a.float() @ b.float().T, "float16")
+    plain = launch.plan(step, a, b, torch.empty_like(out))
+    t_plain, t_traced = bench.time_interleaved([plain, traced], reps)
+    buf.zero_()
+    bench.flush_l2()
+    traced()
+    traced.synchronize()
+    import statistics
+    records = decode(buf.cpu().tolist(), blocks, cap)
+    return {"records": records, "correct": ok, "rel_err": rel, "check": msg,
+            "ms_plain": statistics.median(t_plain), "ms_traced": statistics.median(t_traced),
+            "overhead": statistics.median(t_traced) / statistics.median(t_plain) - 1.0,
+            "blocks": blocks, "events_per_slot": cap}
+
+
+def trace_command(args, console) -> int:
+    import json
+    from pathlib import Path
+    from .steps import get_step
+    st = get_step(args.step)
+    if not st.uses_tma:
+        console.print(f"[red]step {st.key} has no tracing hooks (steps 4 and up do)[/red]")
+        return 2
+    (M, N, K) = args.size[0]
+    res = measure(st, M, N, K, events=None)
+    full = to_timeline(res["records"], st, meta={"M": M, "N": N, "K": K})
+    shown = to_timeline(res["records"], st, ctas=[0, 1], meta={"M": M, "N": N, "K": K, "shown_ctas": [0, 1]})
+    k_meas = kpis(full)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {"step": st.key, "size": [M, N, K], "correct": res["correct"], "rel_err": res["rel_err"],
+               "ms_plain": res["ms_plain"], "ms_traced": res["ms_traced"], "trace_overhead": res["overhead"],
+               "kpis_measured": k_meas}
+    tl_sim = None
+    try:
+        from . import sim
+        simres = sim.simulate(st.number, **sim_overrides_for(st, M, N, K))
+        tl_sim = simres.timeline
+        summary["kpis_simulated"] = simres.kpis
+    except Exception as e:  # the simulator may not model this step/variant
+        summary["sim_error"] = f"{type(e).__name__}: {e}"
+    (out / f"trace_step{st.key.replace(':', '_')}.json").write_text(json.dumps(
+        {"summary": summary, "timeline": shown.to_dict()}, default=float))
+    try:
+        from . import viz
+        viz.write_page([t for t in (tl_sim, shown) if t is not None],
+                       out / f"trace_step{st.key.replace(':', '_')}.html", title=f"step {st.key}: simulated vs measured")
+        viz.write_chrome_trace([shown], out / f"trace_step{st.key.replace(':', '_')}_perfetto.json")
+    except Exception as e:
+        summary["viz_error"] = f"{type(e).__name__}: {e}"
+    print_kpis(summary, console)
+    return 0 if res["correct"] else 1
+
+
+def sim_overrides_for(step, M: int, N: int, K: int) -> dict:
+    """Simulator parameters matching a measured run: depth, k-tiles, tiles per CTA."""
+    tiles = -(-M // step.bm) * -(-N // step.bn)
+    return {"depth": max(1, step.stages), "k_tiles": -(-K // step.bk),
+            "tiles_per_cta": -(-tiles // 132) if step.persistent else 1}
+
+
+def print_kpis(summary: dict, console) -> None:
+    from rich.table import Table
+    t = Table(title=f"step {summary['step']} at {'x'.join(map(str, summary['size']))}: measured vs simulated")
+    t.add_column("KPI")
+    t.add_column("measured", justify="right")
+    t.add_column("simulated", justify="right")
+    km, ks = summary["kpis_measured"], summary.get("kpis_simulated", {})
+    for key in ("tensor_core_busy", "tensor_core_busy_steady", "fill_ns", "drain_ns", "makespan_ns"):
+        fm = km.get(key)
+        fs = ks.get(key)
+        fmt = (lambda v: f"{v:.3f}") if "busy" in key else (lambda v: f"{v / 1000:.1f} us")
+        t.add_row(key, fmt(fm) if isinstance(fm, (int, float)) else "-", fmt(fs) if isinstance(fs, (int, float)) else "-")
+    console.print(t)
+    console.print(f"traced kernel {summary['ms_traced']:.4f} ms vs untraced {summary['ms_plain']:.4f} ms "
+                  f"(overhead {summary['trace_overhead'] * 100:+.1f}%); output "
+                  f"{'correct' if summary['correct'] else 'WRONG'}")

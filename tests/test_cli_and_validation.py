@@ -1,0 +1,131 @@
+"""CLI behaviour and input validation that need no GPU."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gemm_ladder
+from gemm_ladder import cli, launch, steps
+
+NO_GPU = not torch.cuda.is_available()
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "gemm_ladder", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def test_help_lists_commands():
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for c in ("bench", "report", "check", "deadlock", "trace"):
+        assert c in r.stdout
+
+
+def test_report_command_json(tmp_path):
+    out = tmp_path / "report.json"
+    r = run_cli("report", "--steps", "1,4,7", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    import json
+    rows = json.loads(out.read_text())
+    assert [row["step"] for row in rows] == ["1", "4", "7"]
+    assert all(row["ok"] and row["spill_bytes"] == 0 for row in rows)
+    assert "compile report" in r.stdout
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU fallback")
+def test_bench_without_gpu_is_a_clear_error():
+    r = run_cli("bench")
+    assert r.returncode == 2
+    assert "needs a CUDA GPU" in r.stdout
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU fallback")
+def test_default_main_job_without_gpu(tmp_path):
+    r = run_cli("--out-dir", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "No CUDA GPU" in r.stdout
+    assert "compile report" in r.stdout
+
+
+def test_parse_sizes_and_steps():
+    assert cli.parse_sizes("4096") == [(4096, 4096, 4096)]
+    assert cli.parse_sizes("1x2x3,8") == [(1, 2, 3), (8, 8, 8)]
+    with pytest.raises(Exception):
+        cli.parse_sizes("1x2")
+    assert [s.key for s in steps.parse_steps("1-3,7:d4")] == ["1", "2", "3", "7:d4"]
+    with pytest.raises(KeyError, match="unknown step"):
+        steps.get_step("12")
+
+
+# ---- validation (runs on CPU tensors: the checks come before any GPU is touched) ---------
+
+def t(*shape, dtype=torch.float16):
+    return torch.randn(*shape).to(dtype)
+
+
+def test_step_validation_messages():
+    st = steps.get_step("4")
+    with pytest.raises(TypeError, match="float16 or torch.bfloat16"):
+        launch.check_operands(t(8, 8, dtype=torch.float32), t(8, 8, dtype=torch.float32), step=st)
+    with pytest.raises(TypeError, match="same dtype"):
+        launch.check_operands(t(8, 8), t(8, 8, dtype=torch.bfloat16), step=st)
+    with pytest.raises(ValueError, match="2-D"):
+        launch.check_operands(t(2, 8, 8), t(8, 8), step=st)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        launch.check_operands(t(8, 16), t(8, 24), step=st)
+    with pytest.raises(steps.ShapeError, match="K=12 must be a multiple of 8"):
+        launch.check_operands(t(8, 12), t(8, 12), step=st)
+    with pytest.raises(steps.ShapeError, match="M=100 must be a multiple of 128"):
+        launch.check_operands(t(100, 64), t(128, 64), step=steps.get_step("2"))
+    with pytest.raises(ValueError, match="contiguous"):
+        launch.check_operands(t(16, 32)[:, ::2], t(16, 16), step=st)
+    flat = t(16 * 16 + 1)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        launch.check_operands(flat[1:].view(16, 16), t(16, 16), step=st)
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        launch.check_operands(t(16, 16), t(16, 16), step=st)
+    with pytest.raises(ValueError, match="out has shape"):
+        launch.check_operands(t(16, 16), t(8, 16), t(16, 16), step=st)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        launch.check_operands([[1.0]], t(8, 8), step=st)
+
+
+def test_step1_accepts_any_shape_tma_steps_need_alignment():
+    assert steps.get_step("1").accepts(1, 1, 1)
+    assert steps.get_step("7").accepts(1, 8, 8)
+    assert not steps.get_step("7").accepts(8, 7, 8)
+    assert not steps.get_step("3").accepts(128, 128, 32)
+
+
+def test_matmul_input_errors_on_cpu():
+    with pytest.raises(TypeError, match="not supported"):
+        gemm_ladder.matmul(t(4, 4, dtype=torch.float32), t(4, 4, dtype=torch.float32))
+    with pytest.raises(TypeError, match="same dtype"):
+        gemm_ladder.matmul(t(4, 4), t(4, 4, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        gemm_ladder.matmul(t(4, 4), t(4, 4))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        gemm_ladder.matmul(None, t(4, 4))
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU error")
+def test_no_gpu_error_is_clear():
+    with pytest.raises(RuntimeError, match="no CUDA GPU"):
+        launch.check_device(torch.device("cpu"))
+
+
+def test_role_and_barrier_names_parsed_from_header():
+    assert launch.role_names()[3] == "consumer"
+    assert launch.barrier_names()[2] == "tma2mma"
+    from gemm_ladder import trace
+    assert trace.EVENTS["EV_WAIT_BEGIN"] == 1
+
+
+def test_stuck_record_decoding():
+    import struct
+    raw = struct.pack("<IIIIIIIIQ", 0x57A11ED0, 2, 3, 1, 0, 5, 0, 17, 1_500_000_000)
+    msg = launch.decode_stuck_record(raw, steps.get_step("7"))
+    assert "producer" in msg and "mma2tma[stage 1]" in msg and "parity 0" in msg and "1.50 s" in msg
+    assert launch.decode_stuck_record(b"\0" * 40, steps.get_step("7")) is None

@@ -1,0 +1,92 @@
+"""Every kernel compiles for sm_90a through our JIT (NVRTC on the CPU): no spills, no
+C75xx warning, and its SASS holds the instructions the step claims. No GPU needed."""
+import pytest
+
+from gemm_ladder import jit, sass, steps
+
+ALL = steps.all_steps()
+IDS = [st.key for st in ALL]
+
+
+def _sass_or_skip(cubin):
+    try:
+        return sass.opcodes(sass.disassemble(cubin))
+    except sass.SassUnavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.parametrize("st", ALL, ids=IDS)
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
+def test_compiles_clean(st, bf16):
+    k = st.compile(bf16=bf16)  # strict: raises on spills or C75xx warnings
+    assert k.report.spill_bytes == 0
+    assert k.report.stack_frame_bytes == 0
+    assert not [w for w in k.report.warnings if "C75" in w], k.report.warnings
+    assert 0 < k.report.registers <= 255
+    assert len(k.cubin) > 1000
+
+
+@pytest.mark.parametrize("st", ALL, ids=IDS)
+def test_sass_holds_claims(st):
+    ops = _sass_or_skip(st.compile().cubin)
+    missing = [c for c in st.sass_claims if sass.count_class(ops, c) == 0]
+    assert not missing, f"step {st.key}: SASS lacks {missing}"
+    if st.number >= 2:
+        assert sass.count_class(ops, "HGMMA") > 0
+        assert sass.count_class(ops, "FFMA") == 0, "tensor-core steps must not fall back to FFMA"
+    if st.number == 1:
+        assert sass.count_class(ops, "HGMMA") == 0
+    if st.number == 2:
+        assert sass.count_class(ops, "LDG.E.128") == 0, "step 2 copies 2 bytes at a time"
+    if st.number == 3:
+        assert sass.count_class(ops, "LDG.E.128") > 0, "step 3 copies 16 bytes at a time"
+    if st.number >= 4:
+        assert sass.count_class(ops, "UTMALDG") > 0 and sass.count_class(ops, "UTMASTG") > 0
+    if st.number >= 7:
+        assert sass.count_class(ops, "USETMAXREG") >= 2, "producer dec + consumer inc"
+
+
+@pytest.mark.parametrize("key", ["4", "5", "6", "7", "7:d4"])
+@pytest.mark.parametrize("extra", [{"GL_TRACE": 1}, {"GL_DEBUG_WAITS": 1},
+                                   {"GL_DEBUG_WAITS": 1, "GL_ABLATE_SAME_PHASE": 1},
+                                   {"GL_DEBUG_WAITS": 1, "GL_ABLATE_EXPECT_TX_DELTA": -1024}],
+                         ids=["trace", "debug", "debug-same-phase", "debug-tx-small"])
+def test_instrumented_builds_compile_clean(key, extra):
+    k = steps.get_step(key).compile(extra_defines=extra)
+    assert k.report.spill_bytes == 0
+
+
+def test_step7_setmaxnreg_not_ignored():
+    k = steps.get_step("7").compile()
+    assert not any("C7508" in w for w in k.report.warnings)
+    assert k.report.registers <= 255
+
+
+def test_smem_budget_fits_h200():
+    for st in ALL:
+        assert st.dynamic_smem <= 232448, (st.key, st.dynamic_smem)
+
+
+def test_compile_error_shows_file_and_line(tmp_path, monkeypatch):
+    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path / "cache"))
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    (kdir / "bad.cu").write_text('extern "C" __global__ void k() {\n  int x = ;\n}\n')
+    with pytest.raises(jit.KernelBuildError) as e:
+        jit.compile_kernel("bad.cu", "k", kernel_dir=kdir)
+    assert "bad.cu(2)" in str(e.value)
+
+
+def test_spill_fails_loudly(tmp_path, monkeypatch):
+    monkeypatch.setenv(jit.CACHE_ENV, str(tmp_path / "cache"))
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    # a big dynamically indexed array forces local memory (stack frame) — and with a tiny
+    # register cap, spills
+    (kdir / "spill.cu").write_text(
+        'extern "C" __global__ void __launch_bounds__(1024, 2) k(float* o, int i) {\n'
+        '  float v[64];\n#pragma unroll\n  for (int j = 0; j < 64; ++j) v[j] = o[j * 977 + i];\n'
+        '  float s = 0;\n#pragma unroll\n  for (int j = 0; j < 64; ++j) s += v[j] * v[63 - j] * v[(j * 7) % 64];\n'
+        '  o[i] = s;\n}\n')
+    with pytest.raises(jit.KernelBuildError, match="spill"):
+        jit.compile_kernel("spill.cu", "k", extra_options=("--maxrregcount=16",), kernel_dir=kdir)

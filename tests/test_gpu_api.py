@@ -1,0 +1,74 @@
+"""gemm_ladder.matmul / matmul_nt on the GPU: any shape, fp16/bf16, awkward layouts."""
+import pytest
+
+import gemm_ladder
+from gpu_util import fresh, needs_gpu
+
+pytestmark = [needs_gpu, pytest.mark.gpu]
+
+
+def _ref(a, b):
+    return a.float() @ b.float()
+
+
+def _close(out, ref, dtype):
+    from gemm_ladder.bench import check_output
+    ok, mx, rel, msg = check_output(out, ref, "float16" if str(dtype).endswith("float16") else "bfloat16")
+    assert ok, msg
+
+
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (1, 1, 1), (7, 9, 13), (1000, 1000, 1000),
+                                   (3000, 5000, 4000), (16, 4096, 4096), (4096, 16, 4096), (513, 257, 129)])
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+def test_matmul_shapes(M, N, K, dtype_name):
+    import torch
+    dtype = getattr(torch, dtype_name)
+    a, bt = fresh(M, N, K, dtype, M * 7 + N)
+    b = bt.T.contiguous()  # (K, N)
+    out = gemm_ladder.matmul(a, b)
+    assert out.shape == (M, N) and out.dtype == dtype
+    _close(out, _ref(a, b), dtype)
+    out_nt = gemm_ladder.matmul_nt(a, bt)
+    _close(out_nt, _ref(a, b), dtype)
+
+
+def test_matmul_layouts():
+    import torch
+    a, bt = fresh(512, 384, 256, torch.float16, 3)
+    b_view = bt.T  # (K, N) transposed view: read in place
+    _close(gemm_ladder.matmul(a, b_view), _ref(a, b_view), torch.float16)
+    a_nc = torch.randn(256, 1024, device="cuda").half()[:, ::2]  # non-contiguous (256, 512)
+    b2 = torch.randn(512, 128, device="cuda").half()
+    _close(gemm_ladder.matmul(a_nc, b2), _ref(a_nc, b2), torch.float16)
+    flat = torch.randn(256 * 512 + 1, device="cuda").half()
+    a_mis = flat[1:].view(256, 512)  # contiguous but 2-byte aligned
+    _close(gemm_ladder.matmul(a_mis, b2), _ref(a_mis, b2), torch.float16)
+    batched = torch.randn(3, 100, 512, device="cuda").half()
+    res = gemm_ladder.matmul(batched, b2)
+    assert res.shape == (3, 100, 128)
+    _close(res.view(-1, 128), _ref(batched.view(-1, 512), b2), torch.float16)
+
+
+def test_matmul_out_and_empty():
+    import torch
+    a, bt = fresh(256, 200, 64, torch.float16, 4)
+    out = torch.full((256, 200), float("nan"), dtype=torch.float16, device="cuda")
+    res = gemm_ladder.matmul(a, bt.T, out=out)
+    assert res.data_ptr() == out.data_ptr()
+    _close(out, _ref(a, bt.T), torch.float16)
+    z = gemm_ladder.matmul(torch.randn(5, 0, device="cuda").half(), torch.randn(0, 7, device="cuda").half())
+    assert z.shape == (5, 7) and not z.any()
+    assert gemm_ladder.matmul(torch.randn(0, 8, device="cuda").half(), torch.randn(8, 7, device="cuda").half()).shape == (0, 7)
+
+
+def test_matmul_gpu_errors():
+    import torch
+    a = torch.randn(64, 64, device="cuda").half()
+    with pytest.raises(ValueError, match="inner dimensions"):
+        gemm_ladder.matmul(a, torch.randn(32, 64, device="cuda").half())
+    with pytest.raises(TypeError, match="same dtype"):
+        gemm_ladder.matmul(a, torch.randn(64, 64, device="cuda").bfloat16())
+    with pytest.raises(TypeError, match="not supported"):
+        gemm_ladder.matmul(a.float(), a.float())
+    with pytest.raises(ValueError, match="CUDA"):
+        gemm_ladder.matmul(a, a.cpu())

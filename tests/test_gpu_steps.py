@@ -1,0 +1,78 @@
+"""Every ladder step against an fp32 reference on the GPU: outputs poisoned with NaN first,
+fresh random inputs for every case. Skipped without a Hopper GPU."""
+import itertools
+
+import pytest
+
+from gemm_ladder import steps
+from gemm_ladder.launch import run_step
+from gpu_util import assert_matches, fresh, needs_gpu
+
+pytestmark = [needs_gpu, pytest.mark.gpu]
+
+SQUARES = [(n, n, n) for n in (1024, 2048, 4096, 8192)]
+TILE_SHAPES = [(128, 128, 64), (256, 384, 192), (384, 128, 1024), (1024, 256, 4096)]
+ODD_SHAPES = [(1, 8, 8), (100, 200, 72), (333, 136, 520), (4097, 264, 1000), (129, 1032, 64), (2000, 3000, 4000)]
+NAIVE_SHAPES = [(1, 1, 1), (17, 33, 5), (333, 257, 129), (1024, 1024, 1024)]
+
+_seed = itertools.count(100)
+
+
+def _cases(st):
+    if st.number == 1:
+        shapes = NAIVE_SHAPES + [(4096, 4096, 4096)]
+    elif st.tile_multiple:
+        shapes = SQUARES + TILE_SHAPES
+    else:
+        shapes = SQUARES + TILE_SHAPES + ODD_SHAPES
+    return [(st.key, s) for s in shapes if st.accepts(*s)]
+
+
+CASES = [c for st in steps.all_steps() for c in _cases(st)]
+
+
+@pytest.mark.parametrize("key,shape", CASES, ids=[f"step{k}-{'x'.join(map(str, s))}" for k, s in CASES])
+def test_step_fp16(key, shape):
+    import torch
+    st = steps.get_step(key)
+    M, N, K = shape
+    a, b = fresh(M, N, K, torch.float16, next(_seed))
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    run_step(st, a, b, out, sync=True)
+    assert_matches(out, a, b)
+
+
+BF16_KEYS = ["2", "3", "4", "5", "6", "7", "7:d4"]
+
+
+@pytest.mark.parametrize("key", BF16_KEYS)
+def test_step_bf16(key):
+    import torch
+    st = steps.get_step(key)
+    for (M, N, K) in [(1024, 1024, 1024), (256, 384, 192)] + ([] if st.tile_multiple else [(333, 136, 520)]):
+        a, b = fresh(M, N, K, torch.bfloat16, next(_seed))
+        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        run_step(st, a, b, out, sync=True)
+        assert_matches(out, a, b, "bfloat16")
+
+
+@pytest.mark.parametrize("key", ["4", "7"])
+def test_repeatable(key):
+    """The same inputs give bit-identical outputs run after run (a moving error is a race)."""
+    import torch
+    st = steps.get_step(key)
+    a, b = fresh(2048, 2048, 2048, torch.float16, next(_seed))
+    outs = []
+    for _ in range(3):
+        o = torch.full((2048, 2048), float("nan"), dtype=torch.float16, device="cuda")
+        run_step(st, a, b, o, sync=True)
+        outs.append(o)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2])
+
+
+def test_step_rejects_bad_shape_on_gpu():
+    import torch
+    st = steps.get_step("2")
+    a, b = fresh(100, 128, 64, torch.float16, 1)
+    with pytest.raises(steps.ShapeError, match="multiple of 128"):
+        run_step(st, a, b)
