@@ -427,7 +427,11 @@ def timeline_events(tl: Timeline) -> list[dict]:
                 ev.append((s.start, 1, lane_ix[s.lane], i, "pass", f"{txt}: passes at once"))
             else:
                 ev.append((s.start, 1, lane_ix[s.lane], i, "begin", f"{txt}: blocks"))
-                ev.append((s.end, 0, lane_ix[s.lane], i, "end", f"{txt}: released"))
+                if "blocked forever" in txt:
+                    ev.append((s.end, 0, lane_ix[s.lane], i, "end",
+                               f"{txt.replace(' - blocked forever', '')}: never released (deadlock)"))
+                else:
+                    ev.append((s.end, 0, lane_ix[s.lane], i, "end", f"{txt}: released"))
         elif s.kind == "issue" or s.end <= s.start:
             ev.append((s.start, 1, lane_ix[s.lane], i, "begin", txt))
         else:
