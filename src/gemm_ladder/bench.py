@@ -26,6 +26,9 @@ from .steps import Step
 
 
 def git_commit(path: Path | None = None) -> str:
+    """HEAD (+ "-dirty"), or $GEMM_LADDER_COMMIT where the tree travels without .git."""
+    if os.environ.get("GEMM_LADDER_COMMIT"):
+        return os.environ["GEMM_LADDER_COMMIT"]
     try:
         root = path or Path(__file__).resolve().parents[2]
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()

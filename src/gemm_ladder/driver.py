@@ -124,10 +124,10 @@ class TensorMap:
                    else cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE)
         self.map = check(cu.cuTensorMapEncodeTiled(
             dtype, 2, ptr,
-            [cols, rows],             # innermost dimension first
-            [row_stride_elems * 2],   # byte stride of every dimension but the innermost
-            [box_cols, box_rows],
-            [1, 1],
+            [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],  # innermost dimension first
+            [cu.cuuint64_t(row_stride_elems * 2)],       # byte strides of the outer dimensions
+            [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)],
+            [cu.cuuint32_t(1), cu.cuuint32_t(1)],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             swizzle,
             cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

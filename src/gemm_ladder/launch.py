@@ -133,7 +133,7 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
     compiled = step.compile(bf16=bf16, extra_defines=defines)
     lk = driver.load(compiled, device_index, step.dynamic_smem)
     stuck = None
-    if debug:
+    if debug and step.barriers:  # steps without mbarriers have nothing to bound
         stuck = _DEBUG_BUFFERS.get(compiled.key)
         if stuck is None:
             stuck = driver.HostMappedBuffer(64)
