@@ -76,7 +76,8 @@ def _row(r: SimResult) -> dict:
     k = r.kpis
     style = "lockstep" if r.params.lockstep else "warp-specialized"
     # the stall that starves the tensor core: the MMA side's (consumer / team) longest wait
-    mma_side = [(lane, b, ns) for lane, bars in k["stall_ns"].items() for b, ns in bars.items()
+    # while the tensor core sat idle
+    mma_side = [(lane, b, ns) for lane, bars in k["exposed_stall_ns"].items() for b, ns in bars.items()
                 if lane.split("/")[-1].startswith(("consumer", "team"))]
     top = max(mma_side, key=lambda x: x[2]) if mma_side else None
     return dict(
@@ -112,7 +113,7 @@ def _print_table(results: list[SimResult], title: str) -> None:
     t = Table(title=title)
     for c, j in (("step", "right"), ("style", "left"), ("depth", "right"), ("what-if", "left"),
                  ("TC busy", "right"), ("steady", "right"), ("fill", "right"), ("drain", "right"),
-                 ("makespan", "right"), ("MMA-side stall", "left"), ("verdict", "left")):
+                 ("makespan", "right"), ("MMA-side stall, TC idle", "left"), ("verdict", "left")):
         t.add_column(c, justify=j)
     for d in rows:
         t.add_row(str(d["step"]), d["style"], str(d["depth"]), d["what_if"], f"{d['busy']:.1%}",

@@ -226,6 +226,21 @@ def union_length(iv: Iterable[tuple[float, float]], lo: float | None = None,
     return tot
 
 
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total overlap of two sorted lists of disjoint intervals."""
+    i = j = 0
+    tot = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            tot += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return tot
+
+
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
@@ -312,7 +327,12 @@ def kpis(tl: Timeline) -> dict:
     * ``mma_ns``: mean over CTAs of ``|MMA_c|``.
     * ``stall_ns``: ``{lane: {barrier: ns}}``, the union of that lane's
       ``wait`` spans on that barrier (all stages together).
-    * ``top_stalls``: the five largest ``(lane, barrier, ns)`` entries.
+    * ``exposed_stall_ns``: ``{lane: {barrier: ns}}``, the part of those waits
+      during which the lane's CTA had no ``mma`` running: the waits that
+      actually starve the tensor core (a consumer waiting for the next stage
+      while its previous wgmma still runs costs nothing).
+    * ``top_stalls``: the five largest ``[lane, barrier, ns, exposed_ns]``
+      entries (by ``ns``).
     * ``ring_occupancy``: ``{ring: {"mean": x, "per_stage": {stage: f},
       "stages": n}}`` where ``mean`` is the time-average number of *full*
       slots (see :func:`stage_intervals`) over each CTA's makespan, averaged
@@ -352,8 +372,17 @@ def kpis(tl: Timeline) -> dict:
             waits.setdefault(s.lane, {}).setdefault(s.barrier or "?", []).append((s.start, s.end))
     stall = {lane: {b: union_length(iv) for b, iv in sorted(bars.items())}
              for lane, bars in sorted(waits.items())}
-    top = sorted(((lane, b, ns) for lane, bars in stall.items() for b, ns in bars.items()),
-                 key=lambda x: -x[2])[:5]
+    mma_by_cta = {c: merge_intervals((s.start, s.end) for s in by_cta[c] if s.kind == "mma")
+                  for c in by_cta}
+    exposed: dict[str, dict[str, float]] = {}
+    for lane, bars in sorted(waits.items()):
+        c = next(s.cta for s in tl.spans if s.lane == lane)
+        exposed[lane] = {}
+        for b, iv in sorted(bars.items()):
+            w = merge_intervals(iv)
+            exposed[lane][b] = sum(b1 - a1 for a1, b1 in w) - _overlap(w, mma_by_cta.get(c, []))
+    top = sorted(((lane, b, ns, exposed[lane][b]) for lane, bars in stall.items()
+                  for b, ns in bars.items()), key=lambda x: -x[2])[:5]
 
     # ring occupancy
     occ: dict[str, dict] = {}
@@ -386,6 +415,7 @@ def kpis(tl: Timeline) -> dict:
         "makespan_ns": makespan,
         "mma_ns": _mean([d["mma_ns"] for d in per_cta]),
         "stall_ns": stall,
+        "exposed_stall_ns": exposed,
         "top_stalls": [list(x) for x in top],
         "ring_occupancy": occ,
         "per_cta": per_cta,

@@ -6,7 +6,7 @@
                  wait: '#e8590c', issue: '#343a40', idle: '#ced4da' };
   var KIND_TEXT = { load: 'TMA load in flight', mma: 'tensor core (wgmma)', epilogue: 'epilogue (regs \u2192 SMEM)',
                     store: 'TMA store', wait: 'waiting on an mbarrier', issue: 'issue', idle: 'idle' };
-  var LABEL_W = 150, ROW_H = 17, ISSUE_H = 4, WAIT_H = 7, PAD = 3, AXIS_H = 22, STARTUP_NS = 6000;
+  var LABEL_W = 150, TC_H = 12, ROW_H = 17, ISSUE_H = 4, WAIT_H = 7, PAD = 3, AXIS_H = 22, STARTUP_NS = 6000;
   var SPAN = { lane: 0, kind: 1, t0: 2, t1: 3, stage: 4, phase: 5, bar: 6, tile: 7, k: 8, cta: 9, label: 10 };
   var st = { sel: { a: DATA.defaults[0], b: DATA.defaults[1] }, target: 'a', t0: 0, dt: 1, ev: 0, timer: null };
 
@@ -53,14 +53,28 @@
         ends[placed] = Math.max(sp[SPAN.t1], sp[SPAN.t0]);
         rows[idx[j]] = placed;
       }
-      nrows.push(Math.max(1, Math.min(ends.length, 10)));
+      nrows.push(Math.max(1, Math.min(ends.length, 6)));
     }
     var rowH = [];
-    for (l = 0; l < nl; l++) rowH.push(/\/tma$/.test(tl.lanes[l]) && nrows[l] > 2 ? 12 : ROW_H);
+    for (l = 0; l < nl; l++) rowH.push(/\/tma$/.test(tl.lanes[l]) && nrows[l] > 2 ? 11 : ROW_H);
+    // the tensor core of each CTA: the union of its lanes' wgmma spans
+    var tcIv = {}, tcRows = [];
+    for (i = 0; i < tl.spans.length; i++) {
+      var sm = tl.spans[i];
+      if (KINDS[sm[SPAN.kind]] !== 'mma') continue;
+      var cn = tl.lanes[sm[SPAN.lane]].split('/')[0];
+      (tcIv[cn] = tcIv[cn] || []).push([sm[SPAN.t0], sm[SPAN.t1]]);
+    }
+    Object.keys(tcIv).forEach(function (cn) {
+      var iv = tcIv[cn].sort(function (a, b) { return a[0] - b[0]; }), out = [];
+      iv.forEach(function (x) { if (out.length && x[0] <= out[out.length - 1][1]) out[out.length - 1][1] = Math.max(out[out.length - 1][1], x[1]); else out.push([x[0], x[1]]); });
+      tcIv[cn] = out;
+    });
     var y = AXIS_H, laneY = [], laneH = [], prevCta = null;
     for (l = 0; l < nl; l++) {
       var cta = tl.lanes[l].split('/')[0];
       if (prevCta !== null && cta !== prevCta) y += 8;
+      if (cta !== prevCta && tcIv[cta]) { tcRows.push({ cta: cta, y: y, iv: tcIv[cta] }); y += TC_H + 1; }
       prevCta = cta;
       var h = PAD * 2 + ISSUE_H + nrows[l] * rowH[l] + WAIT_H;
       laneY.push(y); laneH.push(h); y += h + 1;
@@ -72,7 +86,7 @@
       var h2 = tl.handoffs[i];
       hoKey[h2[4] + '|' + h2[6].toFixed(1)] = i;
     }
-    tl._lay = { rows: rows, nrows: nrows, rowH: rowH, laneY: laneY, laneH: laneH, height: y + 4, tmin: tmin, tmax: tmax, hoKey: hoKey };
+    tl._lay = { tcRows: tcRows, rows: rows, nrows: nrows, rowH: rowH, laneY: laneY, laneH: laneH, height: y + 4, tmin: tmin, tmax: tmax, hoKey: hoKey };
     return tl._lay;
   }
 
@@ -106,6 +120,14 @@
     return k;
   }
 
+  function roleNote(r) {
+    if (r === 'producer') return ' \u00b7 TMA warp';
+    if (/^consumer/.test(r)) return ' \u00b7 wgmma warpgroup';
+    if (r === 'writeback') return ' \u00b7 TMA-store warp';
+    if (r === 'team') return ' \u00b7 all jobs in turn';
+    if (r === 'tma') return ' \u00b7 bytes in flight';
+    return '';
+  }
   function curEvent() {
     var ti = st.sel[st.target];
     if (ti < 0) return null;
@@ -138,13 +160,27 @@
              '<text x="' + (x + 2).toFixed(1) + '" y="' + (AXIS_H - 8) + '">' + (t / 1000).toFixed(dec) + ' \u00b5s</text>');
     }
     o.push('</g>');
+    // tensor-core rows (one per CTA)
+    L.tcRows.forEach(function (r) {
+      var iv = r.iv, lo = iv[0][0], hi = iv[iv.length - 1][1];
+      o.push('<g class="tc-row" data-tc="' + esc(r.cta) + '"><rect class="tc-bg" x="0" y="' + r.y + '" width="' + W + '" height="' + TC_H + '"/>' +
+             '<text class="tc-label" x="6" y="' + (r.y + TC_H - 2.5) + '">tensor core \u00b7 ' + esc(r.cta) + '</text><g clip-path="url(#clip-' + p + ')">');
+      var xa0 = Math.max(X(lo), LABEL_W - 2), xb0 = Math.min(X(hi), W);
+      if (xb0 > xa0) o.push('<rect class="tc-idle" x="' + xa0.toFixed(1) + '" y="' + (r.y + 2) + '" width="' + (xb0 - xa0).toFixed(1) + '" height="' + (TC_H - 4) + '"/>');
+      iv.forEach(function (x) {
+        if (x[1] < t0 || x[0] > t1) return;
+        var a = X(x[0]), b = X(x[1]);
+        o.push('<rect class="tc-busy" x="' + a.toFixed(1) + '" y="' + (r.y + 2) + '" width="' + Math.max(0.6, b - a).toFixed(1) + '" height="' + (TC_H - 4) + '"/>');
+      });
+      o.push('</g></g>');
+    });
     // lanes
     for (var l = 0; l < tl.lanes.length; l++) {
       var ln = tl.lanes[l], parts = ln.split('/'), y0 = L.laneY[l], h = L.laneH[l];
       o.push('<g class="lane" data-lane="' + esc(ln) + '">');
       o.push('<rect class="lane-bg' + (l % 2 ? ' alt' : '') + '" x="0" y="' + y0 + '" width="' + W + '" height="' + h + '"/>');
       o.push('<text class="lane-label" x="6" y="' + (y0 + h / 2 + 1) + '">' + esc(parts.length > 1 ? parts[1] : ln) + '</text>');
-      if (parts.length > 1) o.push('<text class="lane-sub" x="6" y="' + (y0 + h / 2 + 12) + '">' + esc(parts[0]) + '</text>');
+      if (parts.length > 1) o.push('<text class="lane-sub" x="6" y="' + (y0 + h / 2 + 12) + '">' + esc(parts[0] + roleNote(parts[1])) + '</text>');
       o.push('<g clip-path="url(#clip-' + p + ')">');
       for (var i = 0; i < tl.spans.length; i++) {
         var s = tl.spans[i];
@@ -195,9 +231,8 @@
       });
     }
     o.push('</g>');
-    if (vis.length > 260 && hot < 0) {
-      o.push('<text class="tc-title" x="' + (W - 8) + '" y="' + (AXIS_H - 8) + '" text-anchor="end">zoom in to see the ' + vis.length + ' barrier hand-offs</text>');
-    }
+    $('note-' + p).textContent = vis.length > 260 ? 'zoom in to see the ' + vis.length + ' barrier hand-offs in this window' :
+      (vis.length ? vis.length + ' barrier hand-offs in this window' : '');
     // hazard marker
     var hz = tl.meta && tl.meta.hazard_t;
     if (hz !== null && hz !== undefined && hz >= t0 && hz <= t1) {
@@ -312,9 +347,12 @@
     if (occ) o.push('<div class="card" data-kpi="ring_occupancy"><div class="k">full slots (avg)</div><div class="v">' + occ.mean.toFixed(2) +
                     ' <small>/ ' + ((tl.meta && tl.meta.depth) || occ.stages) + '</small></div></div>');
     var top = (K.top_stalls || []).slice(0, 3);
-    o.push('<div class="card stalls" data-kpi="top_stalls"><div class="k">top stalls</div><table>');
+    o.push('<div class="card stalls" data-kpi="top_stalls"><div class="k">top stalls <span title="of which the tensor core sat idle">(TC idle)</span></div><table>');
     if (!top.length) o.push('<tr><td>none</td></tr>');
-    top.forEach(function (r) { o.push('<tr><td>' + esc(r[0]) + '</td><td>' + esc(r[1]) + '</td><td class="n">' + fmtNs(r[2]) + '</td></tr>'); });
+    top.forEach(function (r) {
+      o.push('<tr><td>' + esc(r[0]) + '</td><td>' + esc(r[1]) + '</td><td class="n">' + fmtNs(r[2]) + '</td><td class="n x">' +
+             (r.length > 3 ? '(' + fmtNs(r[3]) + ')' : '') + '</td></tr>');
+    });
     o.push('</table></div></div></div>');
     return o.join('');
   }
