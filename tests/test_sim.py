@@ -423,3 +423,20 @@ def test_invalid_parameters_are_rejected():
     with pytest.raises(ValueError):
         params_for_step(7, depth=0)
     assert isinstance(params_for_step(7, depth=None), SimParams)
+
+
+def test_exposed_stall_is_the_wait_while_the_tensor_core_idles():
+    spans = [
+        Span("cta0/consumer0", "mma", 0, 50, cta=0),
+        Span("cta0/consumer0", "wait", 20, 80, barrier="tma2mma", stage=1, phase=0, cta=0),
+        Span("cta0/consumer0", "mma", 80, 100, cta=0),
+    ]
+    k = kpis(_tl(spans))
+    assert k["stall_ns"]["cta0/consumer0"]["tma2mma"] == 60
+    assert k["exposed_stall_ns"]["cta0/consumer0"]["tma2mma"] == 30   # 50..80 only
+    assert k["top_stalls"][0] == ["cta0/consumer0", "tma2mma", 60, 30]
+    # in the simulated warp-specialized kernel with a deep enough ring, the consumer's waits
+    # hide behind its running wgmma: almost nothing is exposed after the fill
+    r = simulate_step(7, depth=6)
+    exp = r.kpis["exposed_stall_ns"]["cta0/consumer0"]["tma2mma"]
+    assert exp < r.kpis["fill_ns"] + 0.02 * r.kpis["makespan_ns"]

@@ -26,7 +26,7 @@
     return tl.bars[s[SPAN.bar]];
   }
   function short(tl) {
-    var w = tl.meta && tl.meta.what_if ? ' \u00b7 ' + tl.meta.what_if : '';
+    var w = tl.meta && tl.meta.what_if && tl.title.indexOf(tl.meta.what_if) < 0 ? ' \u00b7 ' + tl.meta.what_if : '';
     return '[' + tl.source + '] ' + tl.title + w;
   }
 
@@ -269,7 +269,7 @@
     if (m2.verdict && m2.verdict !== 'ok') {
       v.className = 'verdict bad';
       v.innerHTML = '<b>' + esc(m2.verdict.replace('_', ' ')) + '</b> \u00b7 what-if <i>' + esc(m2.what_if || '') + '</i>: ' +
-        esc(m2.what_if_text || '') + '<br>' + esc(m2.explanation || '');
+        esc(m2.what_if_text || '') + '<br>' + esc((m2.explanation || '').replace(/^(deadlock|early release): /, ''));
     } else if (m2.explanation) {
       v.className = 'verdict info';
       v.innerHTML = (m2.what_if ? '<b>what-if ' + esc(m2.what_if) + '</b> \u2014 ' : '') + esc(m2.explanation);
