@@ -220,7 +220,12 @@ def trace_command(args, console) -> int:
     tl_sim = None
     try:
         from . import sim
-        simres = sim.simulate(st.number, **sim_overrides_for(st, M, N, K))
+        try:  # the model with its mma time and load latency fitted to this measurement
+            simres = sim.simulate_like(shown, fit=True)
+            summary["sim_calibrated"] = True
+        except Exception:
+            simres = sim.simulate(st.number, **sim_overrides_for(st, M, N, K))
+            summary["sim_calibrated"] = False
         tl_sim = simres.timeline
         summary["kpis_simulated"] = simres.kpis
     except Exception as e:  # the simulator may not model this step/variant
