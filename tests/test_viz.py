@@ -218,3 +218,13 @@ def test_simulate_report_covers_every_step_and_what_if(tmp_path):
     assert len(data["timelines"]) == 12
     one = cli_simulate.simulate_report(tmp_path / "one", step=9, k_tiles=4)
     assert "step 9" in one and "what-if" not in one
+
+
+def test_repeated_and_unlisted_lanes_are_drawn_once():
+    spans = [Span("cta0/consumer0", "mma", 0, 10), Span("cta0/producer", "wait", 0, 5, barrier="mma2tma"),
+             Span("cta0/extra", "issue", 1, 1)]
+    tl = Timeline("measured", 7, "m", lanes=["cta0/producer", "cta0/consumer0", "cta0/producer"], spans=spans)
+    data = page_data([tl])
+    assert data["timelines"][0]["lanes"] == ["cta0/producer", "cta0/consumer0", "cta0/extra"]
+    names = [e["args"]["name"] for e in chrome_trace(tl)["traceEvents"] if e.get("name") == "thread_name"]
+    assert sorted(names) == ["consumer0", "extra", "producer"]

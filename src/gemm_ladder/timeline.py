@@ -173,9 +173,14 @@ class Timeline:
         return sorted({s.cta for s in self.spans})
 
     def all_lanes(self) -> list[str]:
-        """``lanes`` plus any lane that only appears in spans, in a stable order."""
-        out = list(self.lanes)
-        seen = set(out)
+        """``lanes`` (without repeats) plus any lane that only appears in spans, in a
+        stable order."""
+        out: list[str] = []
+        seen: set[str] = set()
+        for ln in self.lanes:
+            if ln not in seen:
+                seen.add(ln)
+                out.append(ln)
         for s in self.spans:
             if s.lane not in seen:
                 seen.add(s.lane)
