@@ -415,6 +415,11 @@ def test_simulate_like_uses_the_measured_configuration():
     r = sim.simulate_like(m)
     assert (r.params.depth, r.params.k_tiles, r.params.tiles_per_cta) == (3, 10, 1)
     assert r.kpis["tensor_core_busy"] == pytest.approx(kpis(m)["tensor_core_busy"], abs=0.01)
+    # a decoder that only records the depth: k-tiles and tiles come from the spans
+    m2 = simulate_step(7, depth=3, k_tiles=6, tiles_per_cta=2).timeline
+    m2 = Timeline.from_dict(dict(m2.to_dict(), source="measured", meta={"depth": 3}))
+    r2 = sim.simulate_like(m2)
+    assert (r2.params.depth, r2.params.k_tiles, r2.params.tiles_per_cta) == (3, 6, 2)
 
 
 def test_invalid_parameters_are_rejected():

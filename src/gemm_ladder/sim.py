@@ -1118,10 +1118,17 @@ def calibrate(params: SimParams, measured: Timeline) -> SimParams:
 
 def simulate_like(measured: Timeline, fit: bool = True, **overrides: Any) -> SimResult:
     """Simulate the configuration a measured timeline describes (its step and the
-    ``depth``/``k_tiles``/``tiles_per_cta`` in its meta), optionally calibrated
-    to it, so the two can be shown side by side."""
+    ``depth``/``k_tiles``/``tiles_per_cta`` in its meta; k_tiles and tiles_per_cta
+    are inferred from the wgmma spans' ``k``/``tile`` when the meta lacks them),
+    optionally calibrated to it, so the two can be shown side by side."""
     m = measured.meta or {}
     kw = {k: m.get(k) for k in ("depth", "k_tiles", "tiles_per_cta")}
+    # not in the meta: infer from the spans (k and tile indices of the wgmma spans)
+    mm = [s for s in measured.spans if s.kind == "mma"]
+    if kw["k_tiles"] is None and any(s.k is not None for s in mm):
+        kw["k_tiles"] = 1 + max(s.k for s in mm if s.k is not None)
+    if kw["tiles_per_cta"] is None and any(s.tile is not None for s in mm):
+        kw["tiles_per_cta"] = 1 + max(s.tile for s in mm if s.tile is not None)
     kw.update(overrides)
     p = params_for_step(measured.step, **kw)
     if fit:
