@@ -1128,7 +1128,11 @@ def simulate_like(measured: Timeline, fit: bool = True, **overrides: Any) -> Sim
     if kw["k_tiles"] is None and any(s.k is not None for s in mm):
         kw["k_tiles"] = 1 + max(s.k for s in mm if s.k is not None)
     if kw["tiles_per_cta"] is None and any(s.tile is not None for s in mm):
-        kw["tiles_per_cta"] = 1 + max(s.tile for s in mm if s.tile is not None)
+        per_cta: dict[int, set] = {}
+        for s in mm:
+            if s.tile is not None:
+                per_cta.setdefault(s.cta, set()).add(s.tile)
+        kw["tiles_per_cta"] = max(len(t) for t in per_cta.values())   # tile ids may be global
     kw.update(overrides)
     p = params_for_step(measured.step, **kw)
     if fit:

@@ -39,7 +39,8 @@ Span kinds::
     idle      nothing to do
 
 Keys that tie spans together (used by the ring-occupancy KPI): ``cta``,
-``tile`` (the output tile's index within the CTA, 0, 1, ...), ``k`` (k-tile
+``tile`` (an output tile id, unique within the CTA: the simulator numbers a
+CTA's tiles 0, 1, ...; a decoder may use global tile ids), ``k`` (k-tile
 index within the tile for load/mma; epilogue chunk index for epilogue/store)
 and ``stage`` (the ring slot).  A decoder of measured traces should fill them
 when it knows them; KPIs that need a key skip spans without one.
