@@ -13,7 +13,8 @@ def _ref(a, b):
 
 def _close(out, ref, dtype):
     from gemm_ladder.bench import check_output
-    ok, mx, rel, msg = check_output(out, ref, "float16" if str(dtype).endswith("float16") else "bfloat16")
+    import torch
+    ok, mx, rel, msg = check_output(out, ref, "float16" if dtype == torch.float16 else "bfloat16")
     assert ok, msg
 
 

@@ -7,6 +7,7 @@ deeper ring) are the same step with other compile-time defines.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -189,15 +190,25 @@ def all_steps(include_variants: bool = True) -> list[Step]:
     return out
 
 
+_VARIANT_TOKENS = {"d": "GL_DEPTH", "g": "GL_GROUP_M"}
+
+
 def get_step(key) -> Step:
-    """'7', 7, '7:d4' -> Step."""
+    """'7', 7, '7:d4' -> Step. Ad-hoc variants of pipelined steps: 'N:d<depth>g<group>',
+    e.g. '6:d6' or '6:g1' (tokens in any order)."""
     k = str(key).strip()
     if k.isdigit() and int(k) in STEPS:
         return STEPS[int(k)]
     if k in VARIANTS:
         return VARIANTS[k]
+    m = re.fullmatch(r"(\d+):((?:[dg]\d+)+)", k)
+    if m and int(m.group(1)) in STEPS:
+        base = STEPS[int(m.group(1))]
+        defines = {_VARIANT_TOKENS[t]: int(v) for t, v in re.findall(r"([dg])(\d+)", m.group(2))}
+        if all(d in base.defines for d in defines):
+            return base.with_defines(m.group(2), **defines)
     known = ", ".join([str(n) for n in STEPS] + list(VARIANTS))
-    raise KeyError(f"unknown step {key!r}; known: {known}")
+    raise KeyError(f"unknown step {key!r}; known: {known} (or N:d<depth>g<group> for steps 5-7)")
 
 
 def parse_steps(spec: str) -> list[Step]:

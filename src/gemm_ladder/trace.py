@@ -41,9 +41,9 @@ def events_needed(step, M: int, N: int, K: int, num_sms: int) -> int:
 
 
 def decode(words, num_blocks: int, events: int) -> list[dict]:
-    """Raw int64 words -> one record per recording slot: {block, slot, role, smid, events:
-    [(t_ns, kind, barrier, stage, phase, k, tile)]} with t_ns on the global axis (not yet
-    shifted to zero)."""
+    """Raw int64 words -> one record per recording slot: {block, slot, role, smid, t0, t1,
+    events: [(t_ns, kind, barrier, stage, phase, k, tile)]}; t0/t1 are the slot's
+    globaltimer anchors (int ns) and event times are ns after t0."""
     stride = HEADER_WORDS + 2 * events
     out = []
     for block in range(num_blocks):
@@ -59,7 +59,9 @@ def decode(words, num_blocks: int, events: int) -> list[dict]:
             for i in range(count):
                 clk = int(words[base + HEADER_WORDS + 2 * i]) & 0xFFFFFFFFFFFFFFFF
                 d = int(words[base + HEADER_WORDS + 2 * i + 1]) & 0xFFFFFFFFFFFFFFFF
-                t = gt0 + (clk - clk0) * scale
+                # ns after this slot's own start: small, so float keeps sub-ns precision
+                # (globaltimer itself is ~1.8e18 ns, where a float64 only resolves 256 ns)
+                t = (clk - clk0) * scale
                 evs.append((t, d & 0xFF, (d >> 8) & 0xFF, (d >> 16) & 0xFF, (d >> 24) & 1,
                             (d >> 32) & 0xFFFF, (d >> 48) & 0xFFFF))
             out.append({"block": block, "slot": slot, "role": role, "smid": sm_count & 0xFFFFFFFF,
@@ -98,8 +100,9 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
             open_wait = None
             mma_open: dict[int, float] = {}
             epi_open = store_open = None
+            offset = r["t0"] - t_zero  # exact integer arithmetic on the big timer values
             for (t, kind, bar, stage, phase, k, tile) in r["events"]:
-                t -= t_zero
+                t += offset
                 name = EVENT_NAMES.get(kind, "?")
                 bname = BARRIERS.get(bar)
                 k = _signed16(k)
@@ -137,6 +140,7 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
                     arrivals[(bname, stage)].append((t, lane))
                     spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
                                       cta=block, label=f"arrive {bname}[{stage}]"))
+        _settle_mma_spans(spans, block)
         # Loads in flight: from issue until the waiter saw the stage complete (an upper bound
         # on the landing time; exact when the consumer was already waiting).
         tma_lane = f"cta{block}/tma"
@@ -160,10 +164,41 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
                 ta, la = max(cands)
                 handoffs.append(Handoff(b, s, p, la, lane, ta, t_rel, cta=block))
     m = {"style": "lockstep" if step.number < 7 else "warp-specialized", "depth": step.stages,
-         "tile": [step.bm, step.bn, step.bk]}
+         "tile": [step.bm, step.bn, step.bk],
+         "mma_spans": "issue -> observed retirement, in order, capped at "
+                      f"{MMA_CAP_FACTOR}x the {MMA_CAP_QUANTILE:.0%} quantile duration (see trace._settle_mma_spans)"}
     m.update(meta or {})
     return Timeline("measured", step.number, title or f"step {step.key} {step.name} (measured)",
                     lanes=lanes, spans=spans, handoffs=handoffs, meta=m)
+
+
+MMA_CAP_QUANTILE, MMA_CAP_FACTOR = 0.2, 1.15
+
+
+def _settle_mma_spans(spans: list[Span], block: int) -> None:
+    """Turn a lane's raw wgmma spans (issue -> retirement seen by wgmma.wait_group) into an
+    estimate of when the tensor core worked on them. The tensor core runs a lane's groups in
+    order, so group k starts at max(issue_k, end_{k-1}). Retirement of k is only observed
+    after the consumer waited for stage k+1; when that wait blocked, the observed end is
+    late. So each span is capped at MMA_CAP_FACTOR x the MMA_CAP_QUANTILE duration of the
+    lane (the duration when nothing delayed the observation)."""
+    by_lane = defaultdict(list)
+    for s in spans:
+        if s.kind == "mma" and s.cta == block:
+            by_lane[s.lane].append(s)
+    for lane_spans in by_lane.values():
+        lane_spans.sort(key=lambda s: s.start)
+        prev_end = float("-inf")
+        for s in lane_spans:
+            s.start = max(s.start, prev_end)
+            s.end = max(s.end, s.start)
+            prev_end = s.end
+        durs = sorted(s.end - s.start for s in lane_spans if s.end > s.start)
+        if not durs:
+            continue
+        cap = durs[int(MMA_CAP_QUANTILE * (len(durs) - 1))] * MMA_CAP_FACTOR
+        for s in lane_spans:
+            s.end = min(s.end, s.start + cap)
 
 
 def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10) -> dict:

@@ -53,18 +53,22 @@ struct GlStuckRecord {
 __device__ GlStuckRecord* gl_stuck_record;  // set by the runtime: host-mapped pinned memory
 __device__ u32 gl_stuck_claimed;
 
-GL_DEVICE void gl_report_stuck(u32 role, u32 barrier, u32 stage, u32 phase,
-                                             u64 waited_ns) {
-  if (atomicCAS(&gl_stuck_claimed, 0u, 1u) == 0u && gl_stuck_record != nullptr) {
-    volatile GlStuckRecord* r = gl_stuck_record;
-    r->role = role; r->barrier = barrier; r->stage = stage; r->phase = phase;
-    r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    r->thread = threadIdx.x; r->smid = smid(); r->waited_ns = waited_ns;
-    __threadfence_system();
-    r->magic = 0x57A11ED0u;
-    __threadfence_system();
+GL_DEVICE void gl_report_stuck(u32 role, u32 barrier, u32 stage, u32 phase, u64 waited_ns) {
+  if (atomicCAS(&gl_stuck_claimed, 0u, 1u) == 0u) {
+    if (gl_stuck_record != nullptr) {
+      volatile GlStuckRecord* r = gl_stuck_record;
+      r->role = role; r->barrier = barrier; r->stage = stage; r->phase = phase;
+      r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+      r->thread = threadIdx.x; r->smid = smid(); r->waited_ns = waited_ns;
+      __threadfence_system();
+      r->magic = 0x57A11ED0u;
+      __threadfence_system();
+    }
+    asm volatile("trap;");
   }
-  asm volatile("trap;");
+  // Everyone else who timed out waits for the first reporter's trap, which ends the grid;
+  // trapping here could end it before the report is written.
+  while (true) __nanosleep(1000000);
 }
 #endif
 

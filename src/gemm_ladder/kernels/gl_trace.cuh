@@ -36,17 +36,19 @@ __device__ u32 gl_trace_events;  // capacity per slot, in events
 struct Tracer {
   u32 role;
 #if GL_TRACE
-  u64* slot;  // nullptr on threads that do not record
-  u32 count;
+  u64* slot;    // this recorder's slot (nullptr on threads that do not record)
+  u64* cursor;  // next free event
+  u64* end;     // one past the last event the slot holds
 #endif
   GL_DEVICE Tracer(u32 role_id, int slot_idx, bool recorder) : role(role_id) {
 #if GL_TRACE
-    slot = nullptr;
-    count = 0;
+    slot = cursor = end = nullptr;
     if (recorder && gl_trace_buf != nullptr) {
-      const u64 stride = GL_TRACE_HEADER_WORDS + 2ull * gl_trace_events;
+      const u64 events = gl_trace_events;
       const u64 block = blockIdx.x + (u64)gridDim.x * blockIdx.y;
-      slot = gl_trace_buf + (block * GL_TRACE_SLOTS_PER_CTA + slot_idx) * stride;
+      slot = gl_trace_buf + (block * GL_TRACE_SLOTS_PER_CTA + slot_idx) * (GL_TRACE_HEADER_WORDS + 2 * events);
+      cursor = slot + GL_TRACE_HEADER_WORDS;
+      end = cursor + 2 * events;
       slot[0] = globaltimer_ns();
       slot[1] = clock64();
       slot[5] = block;
@@ -56,15 +58,15 @@ struct Tracer {
     (void)slot_idx; (void)recorder;
 #endif
   }
+  // One 16-byte store per event and no loads: the recorder sits on its role's critical path.
   GL_DEVICE void event(u32 kind, u32 barrier = 0, u32 stage = 0, u32 phase = 0, u32 k = 0,
                        u32 tile = 0) {
 #if GL_TRACE
-    if (slot != nullptr && count < gl_trace_events) {
-      u64* e = slot + GL_TRACE_HEADER_WORDS + 2ull * count;
-      e[0] = clock64();
-      e[1] = (u64)(kind & 0xff) | ((u64)(barrier & 0xff) << 8) | ((u64)(stage & 0xff) << 16) |
-             ((u64)(phase & 1) << 24) | ((u64)(k & 0xffff) << 32) | ((u64)(tile & 0xffff) << 48);
-      ++count;
+    if (cursor < end) {
+      const u64 info = (u64)(kind & 0xff) | ((u64)(barrier & 0xff) << 8) | ((u64)(stage & 0xff) << 16) |
+                       ((u64)(phase & 1) << 24) | ((u64)(k & 0xffff) << 32) | ((u64)(tile & 0xffff) << 48);
+      asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(cursor), "l"((u64)clock64()), "l"(info) : "memory");
+      cursor += 2;
     }
 #else
     (void)kind; (void)barrier; (void)stage; (void)phase; (void)k; (void)tile;
@@ -75,7 +77,7 @@ struct Tracer {
     if (slot != nullptr) {
       slot[2] = globaltimer_ns();
       slot[3] = clock64();
-      slot[4] = (u64)smid() | ((u64)count << 32);
+      slot[4] = (u64)smid() | ((u64)((cursor - slot - GL_TRACE_HEADER_WORDS) / 2) << 32);
     }
 #endif
   }
