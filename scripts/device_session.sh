@@ -47,7 +47,7 @@ fi
 if has trace; then
   mkdir -p "$OUT/trace"
   : > "$OUT/trace.log"
-  for s in 4 5 6 7 7:d4; do
+  for s in ${TRACE_STEPS:-4 5 6 7 7:d4}; do
     timeout 200 $PY -m gemm_ladder trace --step "$s" --out "$OUT/trace" 2>&1 | tee -a "$OUT/trace.log"
   done
   (cd "$OUT" && tar czf trace.tgz trace && rm -rf trace)
