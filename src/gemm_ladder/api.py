@@ -8,6 +8,8 @@ slower path: a copy into an aligned, padded buffer. Invalid input raises a clear
 """
 from __future__ import annotations
 
+import math
+
 from . import launch
 from .steps import Step, get_step
 
@@ -106,7 +108,7 @@ def matmul(a, b, out=None, *, step: Step | str | None = None):
     if a.shape[-1] != K:
         raise ValueError(f"matmul: a is {'x'.join(map(str, a.shape))} and b is {K}x{N}: inner dimensions differ")
     lead = a.shape[:-1]
-    a2 = a.reshape(-1, K)
+    a2 = a.reshape(math.prod(lead), K)  # explicit rows: reshape(-1, 0) is ambiguous
     bt = b.t()  # (N, K); contiguous iff b was a transposed view of a row-major (N, K) tensor
     if out is not None:
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (*lead, N) or out.dtype != a.dtype:

@@ -136,8 +136,9 @@ def cmd_deadlock(args) -> int:
         console.print("[red]gemm-ladder deadlock runs kernels on the GPU; without one use "
                       "`gemm-ladder simulate --what-if ...`.[/red]")
         return 2
+    from rich.markup import escape
     res = run_whatif_subprocess(args.step, args.what_if, timeout_s=args.timeout)
-    console.print(res["summary"])
+    console.print(escape(res["summary"]))
     return 0 if res["detected"] else 1
 
 

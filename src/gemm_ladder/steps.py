@@ -190,7 +190,7 @@ def all_steps(include_variants: bool = True) -> list[Step]:
     return out
 
 
-_VARIANT_TOKENS = {"d": "GL_DEPTH", "g": "GL_GROUP_M"}
+_VARIANT_TOKENS = {"d": "GL_DEPTH", "g": "GL_GROUP_M", "r": "GL_K_ROTATE"}
 
 
 def get_step(key) -> Step:
@@ -201,11 +201,12 @@ def get_step(key) -> Step:
         return STEPS[int(k)]
     if k in VARIANTS:
         return VARIANTS[k]
-    m = re.fullmatch(r"(\d+):((?:[dg]\d+)+)", k)
+    m = re.fullmatch(r"(\d+):((?:[dgr]\d+)+)", k)
     if m and int(m.group(1)) in STEPS:
         base = STEPS[int(m.group(1))]
-        defines = {_VARIANT_TOKENS[t]: int(v) for t, v in re.findall(r"([dg])(\d+)", m.group(2))}
-        if all(d in base.defines for d in defines):
+        defines = {_VARIANT_TOKENS[t]: int(v) for t, v in re.findall(r"([dgr])(\d+)", m.group(2))}
+        if all(d in base.defines for d in defines if d != "GL_K_ROTATE") and \
+                ("GL_K_ROTATE" not in defines or base.persistent):
             return base.with_defines(m.group(2), **defines)
     known = ", ".join([str(n) for n in STEPS] + list(VARIANTS))
     raise KeyError(f"unknown step {key!r}; known: {known} (or N:d<depth>g<group> for steps 5-7)")

@@ -20,6 +20,9 @@
 #ifndef GL_GROUP_M
 #define GL_GROUP_M 8
 #endif
+#ifndef GL_K_ROTATE
+#define GL_K_ROTATE 0  // experiment: start each CTA's k loop at a different k-tile
+#endif
 #define STAGE_BYTES ((BM + BN) * BK * 2)
 
 struct SharedStorage {
@@ -32,7 +35,8 @@ struct SharedStorage {
 // This CTA's i-th k-tile of its flattened (tile, k) stream -> load it into stage i % DEPTH.
 GL_DEVICE void issue_load(SharedStorage& s, const CUtensorMap* ta, const CUtensorMap* tb, Tracer& tr,
                           const TileScheduler& sched, int i, int k_tiles) {
-  const int tile = blockIdx.x + (i / k_tiles) * gridDim.x, kt = i % k_tiles;
+  const int tile = blockIdx.x + (i / k_tiles) * gridDim.x;
+  const int kt = (i % k_tiles + (GL_K_ROTATE ? blockIdx.x : 0)) % k_tiles;
   int tm, tn;
   sched.coords(tile, tm, tn);
   const int stage = i % GL_DEPTH;
