@@ -54,6 +54,7 @@ class Step:
     defines: dict = field(default_factory=dict)  # compile-time configuration
     sass_claims: tuple[str, ...] = ()  # instruction classes the SASS must hold
     variant: str = ""  # "" for the step's default configuration, e.g. "d4"
+    ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
 
     @property
     def key(self) -> str:
@@ -124,7 +125,7 @@ class Step:
             return (-(-N // 16), -(-M // 16), 1)
         tiles_m, tiles_n = -(-M // self.bm), -(-N // self.bn)
         if self.persistent:
-            return (min(num_sms, tiles_m * tiles_n), 1, 1)
+            return (min(num_sms * self.ctas_per_sm, tiles_m * tiles_n), 1, 1)
         return (tiles_n, tiles_m, 1)
 
     def smem_ai(self) -> float:
@@ -201,13 +202,16 @@ def get_step(key) -> Step:
         return STEPS[int(k)]
     if k in VARIANTS:
         return VARIANTS[k]
-    m = re.fullmatch(r"(\d+):((?:[dgr]\d+)+)", k)
+    m = re.fullmatch(r"(\d+):((?:[dgrw]\d+)+)", k)
     if m and int(m.group(1)) in STEPS:
         base = STEPS[int(m.group(1))]
-        defines = {_VARIANT_TOKENS[t]: int(v) for t, v in re.findall(r"([dgr])(\d+)", m.group(2))}
+        tokens = re.findall(r"([dgrw])(\d+)", m.group(2))
+        defines = {_VARIANT_TOKENS[t]: int(v) for t, v in tokens if t != "w"}
+        waves = [int(v) for t, v in tokens if t == "w"]
         if all(d in base.defines for d in defines if d != "GL_K_ROTATE") and \
-                ("GL_K_ROTATE" not in defines or base.persistent):
-            return base.with_defines(m.group(2), **defines)
+                ("GL_K_ROTATE" not in defines or base.persistent) and (not waves or base.persistent):
+            st = base.with_defines(m.group(2), **defines)
+            return dataclasses.replace(st, ctas_per_sm=waves[0]) if waves else st
     known = ", ".join([str(n) for n in STEPS] + list(VARIANTS))
     raise KeyError(f"unknown step {key!r}; known: {known} (or N:d<depth>g<group> for steps 5-7)")
 
