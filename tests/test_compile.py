@@ -90,3 +90,26 @@ def test_spill_fails_loudly(tmp_path, monkeypatch):
         '  o[i] = s;\n}\n')
     with pytest.raises(jit.KernelBuildError, match="spill"):
         jit.compile_kernel("spill.cu", "k", extra_options=("--maxrregcount=16",), kernel_dir=kdir)
+
+
+@pytest.mark.parametrize("st", [s for s in ALL if s.number >= 5], ids=[s.key for s in ALL if s.number >= 5])
+def test_pipelined_mma_loop_never_waits_for_all(st):
+    """Steps 5+ keep a wgmma group in flight across k-tiles. ptxas silently serializes the
+    loop (a `wgmma.wait_group 0` inside it) when accumulators are touched on a path through
+    it — it did for our first step 6, which then ran at half speed."""
+    text = sass.disassemble(st.compile().cubin) if sass.find_tool("cuobjdump") else pytest.skip("no cuobjdump")
+    assert sass.mma_loop_full_waits(text) == 0
+
+
+def test_full_wait_detector_on_synthetic_sass():
+    body = """
+        /*0100*/                   WARPGROUP.ARRIVE ;
+        /*0110*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], R24, gsb0 ;
+        /*0120*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*0130*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0140*/               @!P0 BRA 0x100 ;
+        /*0150*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+    """
+    assert sass.mma_loop_full_waits(body) == 1
+    assert sass.mma_loop_full_waits(body.replace("/*0130*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;", "")) == 0
+    assert sass.mma_loop_full_waits("/*0100*/ HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;") is None

@@ -72,3 +72,34 @@ def count_class(ops: Counter, cls: str) -> int:
 
 def classes(ops: Counter, names) -> dict[str, int]:
     return {c: count_class(ops, c) for c in names}
+
+
+_LINE_RE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def instructions(sass: str) -> list[tuple[int, str]]:
+    """(address, instruction text) in program order."""
+    return [(int(m.group(1), 16), m.group(2)) for m in _LINE_RE.finditer(sass)]
+
+
+def mma_loop_full_waits(sass: str) -> int | None:
+    """How many `WARPGROUP.DEPBAR.LE gsb0, 0x0` (wait for ALL wgmma groups) sit inside the
+    innermost loop that issues HGMMA, or None if no loop issues HGMMA.
+
+    A pipelined k-loop keeps one wgmma group in flight (wait_group 1); a full wait inside
+    it means ptxas serialized the MMAs (e.g. when accumulators are read or written on a
+    path through the loop) — without any warning."""
+    ins = instructions(sass)
+    loops = []
+    for addr, text in ins:
+        m = re.search(r"\bBRA\s+(?:`\()?(?:\.L_x_\d+\)?)?(0x[0-9a-f]+)", text)
+        if m and "BRA" in text.split()[0 if not text.startswith("@") else 1]:
+            target = int(m.group(1), 16)
+            if target < addr:
+                loops.append((target, addr))
+    body = lambda lo, hi: [t for a, t in ins if lo <= a <= hi]  # noqa: E731
+    mma_loops = [(lo, hi) for lo, hi in loops if any(t.startswith("HGMMA") for t in body(lo, hi))]
+    if not mma_loops:
+        return None
+    lo, hi = min(mma_loops, key=lambda iv: iv[1] - iv[0])
+    return sum(1 for t in body(lo, hi) if t.startswith("WARPGROUP.DEPBAR") and t.rstrip().endswith("0x0"))

@@ -69,52 +69,56 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
   if (leader)
     for (int i = 0; i < min(GL_DEPTH - 1, total); ++i) issue_load(s, &tmap_a, &tmap_b, tr, sched, i, k_tiles);
 
-  float acc[2][BN / 2];
+  // Two nested loops (tiles, k-tiles), not one flattened loop: with the accumulators
+  // zeroed and stored inside a single loop, ptxas must wait for every wgmma at each
+  // iteration's end (WARPGROUP.DEPBAR 0), and the k-loop stops overlapping its MMAs.
   PipelineState<GL_DEPTH> st(GL_CONSUMER_START_PHASE);
-  for (int i = 0; i < total; ++i) {
-    const int kt = i % k_tiles, tile = blockIdx.x + (i / k_tiles) * gridDim.x;
-    if (kt == 0) {
-      tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, tile);
+  int consumed = 0;  // position in this CTA's k-tile stream; loads run DEPTH-1 ahead
+  for (int tile = blockIdx.x; tile < sched.num_tiles(); tile += gridDim.x) {
+    tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, tile);
+    float acc[2][BN / 2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int j = 0; j < BN / 2; ++j) acc[h][j] = 0.f;
-    }
-    consumer_wait(tr, s.full, st, BAR_FULL, kt);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        wgmma_m64n128k16(acc[h], desc_sw128(s.A[st.stage] + h * 64 * BK + kk * 16),
-                         desc_sw128(s.B[st.stage] + kk * 16), 1);
-    wgmma_commit();
-    tr.event(EV_MMA_ISSUE, 0, st.stage, 0, kt, tile);
-    wgmma_wait<1>();
-    tr.event(EV_MMA_DONE, 0, 0, 0, kt - 1, tile);
-    __syncthreads();
-    if (leader && i + GL_DEPTH - 1 < total) issue_load(s, &tmap_a, &tmap_b, tr, sched, i + GL_DEPTH - 1, k_tiles);
-    st.advance();
+      for (int j = 0; j < BN / 2; ++j) acc[h][j] = 0.f;
 
-    if (kt == k_tiles - 1) {  // epilogue of this tile; the loads for the next are in flight
-      wgmma_wait<0>();
-      tr.event(EV_MMA_DONE, 0, 0, 0, kt, tile);
-      int tm, tn;
-      sched.coords(tile, tm, tn);
-      if (leader) tma_store_wait_read<0>();  // previous tile's store has read the staging
-      __syncthreads();
-      tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, tile);
+    for (int kt = 0; kt < k_tiles; ++kt, ++consumed) {
+      consumer_wait(tr, s.full, st, BAR_FULL, kt);
+      wgmma_fence();
 #pragma unroll
-      for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, BM>(acc[h], s.C, 64 * h);
-      fence_proxy_async_smem();
-      __syncthreads();
-      tr.event(EV_EPI_END, 0, 0, 0, 0, tile);
-      if (leader) {
+      for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
-        for (int c = 0; c < BN / 64; ++c) tma_store_2d(&tmap_c, s.C + c * BM * 64, tn * BN + 64 * c, tm * BM);
-        tma_store_commit();
-        tr.event(EV_STORE_ISSUE, 0, 0, 0, 0, tile);
-      }
+        for (int h = 0; h < 2; ++h)
+          wgmma_m64n128k16(acc[h], desc_sw128(s.A[st.stage] + h * 64 * BK + kk * 16),
+                           desc_sw128(s.B[st.stage] + kk * 16), 1);
+      wgmma_commit();
+      tr.event(EV_MMA_ISSUE, 0, st.stage, 0, kt, tile);
+      wgmma_wait<1>();
+      tr.event(EV_MMA_DONE, 0, 0, 0, kt - 1, tile);
+      __syncthreads();  // every warp is past the previous k-tile: its buffer may be refilled
+      const int next = consumed + GL_DEPTH - 1;  // may belong to the next tile already
+      if (leader && next < total) issue_load(s, &tmap_a, &tmap_b, tr, sched, next, k_tiles);
+      st.advance();
+    }
+    wgmma_wait<0>();
+    tr.event(EV_MMA_DONE, 0, 0, 0, k_tiles - 1, tile);
+
+    // Epilogue; the loads of the next tile's first k-tiles are already in flight.
+    int tm, tn;
+    sched.coords(tile, tm, tn);
+    if (leader) tma_store_wait_read<0>();  // previous tile's store has read the staging
+    __syncthreads();
+    tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, tile);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, BM>(acc[h], s.C, 64 * h);
+    fence_proxy_async_smem();
+    __syncthreads();
+    tr.event(EV_EPI_END, 0, 0, 0, 0, tile);
+    if (leader) {
+#pragma unroll
+      for (int c = 0; c < BN / 64; ++c) tma_store_2d(&tmap_c, s.C + c * BM * 64, tn * BN + 64 * c, tm * BM);
+      tma_store_commit();
+      tr.event(EV_STORE_ISSUE, 0, 0, 0, 0, tile);
     }
   }
   if (leader) tma_store_wait_all<0>();
