@@ -21,7 +21,7 @@ def test_expect_tx_too_large_reports_deadlock():
     from gemm_ladder.whatif import run_whatif_subprocess
     res = run_whatif_subprocess("7", "expect-tx-large", timeout_s=120)
     assert res["outcome"] == "deadlock", res
-    assert "tma2mma" in res["message"], res
+    assert "consumer" in res["message"] and "tma2mma" in res["message"], res
 
 
 def test_expect_tx_too_small_is_detected_or_reported():

@@ -24,6 +24,18 @@ ABLATIONS = {
 }
 
 
+WHY = {
+    "both-phase-0": "both ends of the operand ring started at phase 0: on a fresh barrier the producer's "
+                    "first wait (mma2tma, parity 0) blocks like the consumer's (tma2mma, parity 0), and each "
+                    "waits for the other's first arrival",
+    "expect-tx-large": "expect_tx announced 1 KB more than the copy engine delivers, so the stage's tx-count "
+                       "never returns to zero and tma2mma never completes its phase",
+    "expect-tx-small": "expect_tx announced 1 KB less than delivered: the phase completes before the last "
+                       "bytes land, and the surplus bytes are credited to the next phase, which then can no "
+                       "longer balance",
+}
+
+
 def run_whatif(step_key: str, what_if: str, size: int = 2048) -> dict:
     import torch
     from . import bench, launch
@@ -59,7 +71,9 @@ def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0) 
     res = json.loads(line) if line else {"outcome": "error", "message": (p.stderr or p.stdout)[-2000:]}
     res["wall_seconds"] = time.perf_counter() - t0
     res["detected"] = res["outcome"] in ("deadlock", "finished-wrong")
-    res["summary"] = f"step {step_key} / {what_if}: {res['outcome']} after {res['wall_seconds']:.1f} s — {res['message']}"
+    res["why"] = WHY.get(what_if, "")
+    res["summary"] = (f"step {step_key} / {what_if}: {res['outcome']} after {res['wall_seconds']:.1f} s — "
+                      f"{res['message']}\n  why: {res['why']}")
     return res
 
 
