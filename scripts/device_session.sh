@@ -9,7 +9,7 @@ OUT=${OUT:-out/device}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=220
 export GEMM_LADDER_CACHE_DIR=${GEMM_LADDER_CACHE_DIR:-/tmp/gemm-ladder-cache}
-STAGES=",${1:-check,bench,tests,whatif,trace},"
+STAGES=",${1:-check,bench,whatif,trace,tests},"
 PY=${PYTHON:-python3}
 has() { [[ "$STAGES" == *",$1,"* ]]; }
 summary=()
@@ -29,11 +29,6 @@ fi
 if has bench; then
   timeout 480 $PY -m gemm_ladder bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
   summary+=("bench: rc=$?")
-fi
-
-if has tests; then
-  timeout 540 $PY -m pytest tests -m gpu -q -x -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
-  summary+=("gpu tests: $(tail -1 "$OUT/gpu-tests.log")")
 fi
 
 if has whatif; then
@@ -58,6 +53,11 @@ if has sweep; then
   timeout 540 $PY -m gemm_ladder bench --steps 7:d4 --sizes 1024,2048,8192,3000x5000x4000,16x4096x4096 \
     --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log"
   summary+=("sweep: rc=$?")
+fi
+
+if has tests; then
+  timeout ${TESTS_TIMEOUT:-540} $PY -m pytest tests -m gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
+  summary+=("gpu tests: $(tail -1 "$OUT/gpu-tests.log")")
 fi
 
 echo "================ summary ================"
