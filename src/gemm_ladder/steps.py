@@ -191,7 +191,7 @@ def all_steps(include_variants: bool = True) -> list[Step]:
     return out
 
 
-_VARIANT_TOKENS = {"d": "GL_DEPTH", "g": "GL_GROUP_M", "r": "GL_K_ROTATE"}
+_VARIANT_TOKENS = {"d": "GL_DEPTH", "g": "GL_GROUP_M"}
 
 
 def get_step(key) -> Step:
@@ -202,14 +202,13 @@ def get_step(key) -> Step:
         return STEPS[int(k)]
     if k in VARIANTS:
         return VARIANTS[k]
-    m = re.fullmatch(r"(\d+):((?:[dgrw]\d+)+)", k)
+    m = re.fullmatch(r"(\d+):((?:[dgw]\d+)+)", k)
     if m and int(m.group(1)) in STEPS:
         base = STEPS[int(m.group(1))]
-        tokens = re.findall(r"([dgrw])(\d+)", m.group(2))
+        tokens = re.findall(r"([dgw])(\d+)", m.group(2))
         defines = {_VARIANT_TOKENS[t]: int(v) for t, v in tokens if t != "w"}
         waves = [int(v) for t, v in tokens if t == "w"]
-        if all(d in base.defines for d in defines if d != "GL_K_ROTATE") and \
-                ("GL_K_ROTATE" not in defines or base.persistent) and (not waves or base.persistent):
+        if all(d in base.defines for d in defines) and (not waves or base.persistent):
             st = base.with_defines(m.group(2), **defines)
             return dataclasses.replace(st, ctas_per_sm=waves[0]) if waves else st
     known = ", ".join([str(n) for n in STEPS] + list(VARIANTS))

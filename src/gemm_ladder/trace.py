@@ -93,10 +93,13 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
         waits = []  # (barrier, stage, phase, t_release, lane)
         loads = defaultdict(list)  # stage -> [t_issue, tile, k]
         ready_waits = defaultdict(list)  # stage -> [t_release] on the "data landed" barrier
+        cap_ns: dict[str, float] = {}
         for r in sorted(by_block[block], key=lambda r: r["slot"]):
             role = SLOT_LANE[r["slot"]] or r["role"]
             lane = f"cta{block}/{role}"
             lanes.append(lane)
+            if r.get("ns_per_clock"):
+                cap_ns[lane] = nominal_mma_ns(step, r["ns_per_clock"])
             open_wait = None
             mma_open: dict[int, float] = {}
             epi_open = store_open = None
@@ -140,7 +143,7 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
                     arrivals[(bname, stage)].append((t, lane))
                     spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
                                       cta=block, label=f"arrive {bname}[{stage}]"))
-        _settle_mma_spans(spans, block)
+        _settle_mma_spans(spans, block, cap_ns)
         # Loads in flight: from issue until the waiter saw the stage complete (an upper bound
         # on the landing time; exact when the consumer was already waiting).
         tma_lane = f"cta{block}/tma"
@@ -165,40 +168,42 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
                 handoffs.append(Handoff(b, s, p, la, lane, ta, t_rel, cta=block))
     m = {"style": "lockstep" if step.number < 7 else "warp-specialized", "depth": step.stages,
          "tile": [step.bm, step.bn, step.bk],
-         "mma_spans": "issue -> observed retirement, in order, capped at "
-                      f"{MMA_CAP_FACTOR}x the {MMA_CAP_QUANTILE:.0%} quantile duration (see trace._settle_mma_spans)"}
+         "mma_spans": "in order from issue, capped at the k-tile's duration at peak tensor-core rate "
+                      "(busy = lower bound; see trace._settle_mma_spans)"}
     m.update(meta or {})
     return Timeline("measured", step.number, title or f"step {step.key} {step.name} (measured)",
                     lanes=lanes, spans=spans, handoffs=handoffs, meta=m)
 
 
-MMA_CAP_QUANTILE, MMA_CAP_FACTOR = 0.2, 1.15
+DENSE_FLOP_PER_CLOCK_PER_SM = 4096  # Hopper fp16/bf16 wgmma, dense (989 TFLOP/s at 1.83 GHz, 132 SMs)
 
 
-def _settle_mma_spans(spans: list[Span], block: int) -> None:
+def nominal_mma_ns(step, ns_per_clock: float) -> float:
+    """Time one k-tile's wgmma group takes at the tensor core's peak rate."""
+    return 2.0 * step.bm * step.bn * step.bk / DENSE_FLOP_PER_CLOCK_PER_SM * ns_per_clock
+
+
+def _settle_mma_spans(spans: list[Span], block: int, cap_ns: dict[str, float]) -> None:
     """Turn a lane's raw wgmma spans (issue -> retirement seen by wgmma.wait_group) into an
     estimate of when the tensor core worked on them. The tensor core runs a lane's groups in
-    order, so group k starts at max(issue_k, end_{k-1}). Retirement of k is only observed
-    after the consumer waited for stage k+1; when that wait blocked, the observed end is
-    late. So each span is capped at MMA_CAP_FACTOR x the MMA_CAP_QUANTILE duration of the
-    lane (the duration when nothing delayed the observation)."""
+    order, so group k starts at max(issue_k, end_{k-1}). Its retirement is only observed
+    when the consumer gets round to wgmma.wait_group (after issuing k+1), which may be long
+    after the tensor core finished. So each span is capped at the group's duration at the
+    tensor core's peak rate (cap_ns[lane], from the recorder's own clock): the busy fraction
+    is then the share of time the tensor core would need at peak for the work it was given
+    — a lower bound, where the uncapped spans give an upper bound."""
     by_lane = defaultdict(list)
     for s in spans:
         if s.kind == "mma" and s.cta == block:
             by_lane[s.lane].append(s)
-    for lane_spans in by_lane.values():
+    for lane, lane_spans in by_lane.items():
         lane_spans.sort(key=lambda s: s.start)
         prev_end = float("-inf")
+        cap = cap_ns.get(lane, float("inf"))
         for s in lane_spans:
             s.start = max(s.start, prev_end)
-            s.end = max(s.end, s.start)
+            s.end = max(min(s.end, s.start + cap), s.start)
             prev_end = s.end
-        durs = sorted(s.end - s.start for s in lane_spans if s.end > s.start)
-        if not durs:
-            continue
-        cap = durs[int(MMA_CAP_QUANTILE * (len(durs) - 1))] * MMA_CAP_FACTOR
-        for s in lane_spans:
-            s.end = min(s.end, s.start + cap)
 
 
 def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10) -> dict:

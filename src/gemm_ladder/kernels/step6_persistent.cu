@@ -20,9 +20,6 @@
 #ifndef GL_GROUP_M
 #define GL_GROUP_M 8
 #endif
-#ifndef GL_K_ROTATE
-#define GL_K_ROTATE 0  // experiment: start each CTA's k loop at a different k-tile
-#endif
 #define STAGE_BYTES ((BM + BN) * BK * 2)
 
 struct SharedStorage {
@@ -32,19 +29,33 @@ struct SharedStorage {
   u64 full[GL_DEPTH];
 };
 
-// This CTA's i-th k-tile of its flattened (tile, k) stream -> load it into stage i % DEPTH.
-GL_DEVICE void issue_load(SharedStorage& s, const CUtensorMap* ta, const CUtensorMap* tb, Tracer& tr,
-                          const TileScheduler& sched, int i, int k_tiles) {
-  const int tile = blockIdx.x + (i / k_tiles) * gridDim.x;
-  const int kt = (i % k_tiles + (GL_K_ROTATE ? blockIdx.x : 0)) % k_tiles;
-  int tm, tn;
-  sched.coords(tile, tm, tn);
-  const int stage = i % GL_DEPTH;
-  mbar_arrive_expect_tx(&s.full[stage], GL_EXPECT_TX(STAGE_BYTES));
-  tma_load_2d(s.A[stage], ta, &s.full[stage], kt * BK, tm * BM);
-  tma_load_2d(s.B[stage], tb, &s.full[stage], kt * BK, tn * BN);
-  tr.event(EV_LOAD_ISSUE, BAR_FULL, stage, (i / GL_DEPTH) & 1, kt, tile);
-}
+// Where the leader's next TMA load goes: this CTA's k-tile stream, walked incrementally so
+// the tile coordinates (divisions) are computed once per tile, not on every k-tile.
+struct LoadCursor {
+  int issued = 0;  // k-tiles loaded so far; the stage is issued % DEPTH
+  int tile, kt = 0, m0 = 0, n0 = 0;
+  GL_DEVICE explicit LoadCursor(const TileScheduler& s) : tile(blockIdx.x) { locate(s); }
+  GL_DEVICE void locate(const TileScheduler& s) {
+    int tm, tn;
+    s.coords(tile, tm, tn);
+    m0 = tm * BM;
+    n0 = tn * BN;
+  }
+  GL_DEVICE void issue(SharedStorage& sm, const CUtensorMap* ta, const CUtensorMap* tb, Tracer& tr,
+                       const TileScheduler& s, int k_tiles) {
+    const int stage = issued % GL_DEPTH;
+    mbar_arrive_expect_tx(&sm.full[stage], GL_EXPECT_TX(STAGE_BYTES));
+    tma_load_2d(sm.A[stage], ta, &sm.full[stage], kt * BK, m0);
+    tma_load_2d(sm.B[stage], tb, &sm.full[stage], kt * BK, n0);
+    tr.event(EV_LOAD_ISSUE, BAR_FULL, stage, (issued / GL_DEPTH) & 1, kt, tile);
+    ++issued;
+    if (++kt == k_tiles) {
+      kt = 0;
+      tile += gridDim.x;
+      locate(s);
+    }
+  }
+};
 
 extern "C" __global__ void __launch_bounds__(128, 1)
 gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
@@ -66,8 +77,9 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
     fence_barrier_init();
   }
   __syncthreads();
+  LoadCursor loads(sched);  // used by the leader only
   if (leader)
-    for (int i = 0; i < min(GL_DEPTH - 1, total); ++i) issue_load(s, &tmap_a, &tmap_b, tr, sched, i, k_tiles);
+    while (loads.issued < min(GL_DEPTH - 1, total)) loads.issue(s, &tmap_a, &tmap_b, tr, sched, k_tiles);
 
   // Two nested loops (tiles, k-tiles), not one flattened loop: with the accumulators
   // zeroed and stored inside a single loop, ptxas must wait for every wgmma at each
@@ -96,8 +108,8 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
       wgmma_wait<1>();
       tr.event(EV_MMA_DONE, 0, 0, 0, kt - 1, tile);
       __syncthreads();  // every warp is past the previous k-tile: its buffer may be refilled
-      const int next = consumed + GL_DEPTH - 1;  // may belong to the next tile already
-      if (leader && next < total) issue_load(s, &tmap_a, &tmap_b, tr, sched, next, k_tiles);
+      // refill the buffer just freed, DEPTH-1 k-tiles ahead (maybe of the next tile already)
+      if (leader && consumed + GL_DEPTH - 1 < total) loads.issue(s, &tmap_a, &tmap_b, tr, sched, k_tiles);
       st.advance();
     }
     wgmma_wait<0>();

@@ -31,9 +31,6 @@
 #ifndef GL_GROUP_M
 #define GL_GROUP_M 8
 #endif
-#ifndef GL_K_ROTATE
-#define GL_K_ROTATE 0  // experiment: start each CTA's k loop at a different k-tile
-#endif
 #define STAGE_BYTES ((BM + BN) * BK * 2)
 #define CONSUMER_WARPS 4
 #define PRODUCER_REGS 40
@@ -79,8 +76,7 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
       for (int tile = blockIdx.x; tile < sched.num_tiles(); tile += gridDim.x) {
         int tm, tn;
         sched.coords(tile, tm, tn);
-        for (int i = 0; i < k_tiles; ++i) {
-          const int kt = GL_K_ROTATE ? (i + blockIdx.x) % k_tiles : i;
+        for (int kt = 0; kt < k_tiles; ++kt) {
           producer_acquire(tr, s.mma2tma, st, BAR_MMA2TMA, kt);  // buffer free to refill?
           producer_expect(s.tma2mma, st, STAGE_BYTES);
           tma_load_2d(s.A[st.stage], &tmap_a, &s.tma2mma[st.stage], kt * BK, tm * BM);
