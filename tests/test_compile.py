@@ -56,6 +56,15 @@ def test_instrumented_builds_compile_clean(key, extra):
     assert k.report.spill_bytes == 0
 
 
+def test_step7_barriers_are_role_local():
+    """Step 7 meets CTA-wide only once (after barrier init); the consumer warpgroup's own
+    meeting is named barrier 1 for its 128 threads."""
+    text = sass.disassemble(steps.get_step("7").compile().cubin) if sass.find_tool("cuobjdump") else pytest.skip("no cuobjdump")
+    bars = [t for _, t in sass.instructions(text) if t.startswith("BAR.")]
+    assert bars.count("BAR.SYNC.DEFER_BLOCKING 0x0") == 1, bars
+    assert "BAR.SYNC.DEFER_BLOCKING 0x1, 0x80" in bars, bars
+
+
 def test_step7_setmaxnreg_not_ignored():
     k = steps.get_step("7").compile()
     assert not any("C7508" in w for w in k.report.warnings)

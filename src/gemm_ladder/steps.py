@@ -168,7 +168,8 @@ STEPS: dict[int, Step] = {
     7: Step(7, "warp specialization", "step7_warp_specialized.cu", "gemm_step7_warp_specialized",
             forced_move="one team doing load, compute and write in turn",
             mechanism="producer warp (TMA), consumer warpgroup (wgmma), writeback warp (TMA store); "
-                      "rings tma2mma/mma2tma + mma2ld/ld2mma; PipelineState phases 1/0; setmaxnreg 40/232",
+                      "rings tma2mma/mma2tma + mma2ld/ld2mma; PipelineState phases 1/0; consumer named barrier; "
+                      "setmaxnreg 40/232",
             threads=256, stages=2, barriers=2 * 2 + 2, uses_tma=True, persistent=True,
             defines={"GL_DEPTH": 2, "GL_GROUP_M": 8}, sass_claims=_TMA_CLAIMS + ("USETMAXREG",)),
 }

@@ -295,7 +295,8 @@ def print_kpis(summary: dict, console) -> None:
     t = Table(title=f"step {summary['step']} at {'x'.join(map(str, summary['size']))}: measured vs simulated")
     t.add_column("KPI")
     t.add_column("measured", justify="right")
-    t.add_column("simulated", justify="right")
+    t.add_column("simulated" + (" (fitted to this trace)" if summary.get("sim_calibrated") else ""),
+                 justify="right")
     km, ks = summary["kpis_measured"], summary.get("kpis_simulated", {})
     for key in ("tensor_core_busy", "tensor_core_busy_steady", "fill_ns", "drain_ns", "makespan_ns"):
         fm = km.get(key)

@@ -33,6 +33,8 @@
 #endif
 #define STAGE_BYTES ((BM + BN) * BK * 2)
 #define CONSUMER_WARPS 4
+#define CONSUMER_THREADS 128
+#define CONSUMER_SYNC_ID 1  // named barrier of the consumer warpgroup (0 is __syncthreads')
 #define PRODUCER_REGS 40
 #define CONSUMER_REGS 232
 
@@ -60,7 +62,7 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
       mbar_init(&s.tma2mma[i], 1);               // the producer's arrive.expect_tx
       mbar_init(&s.mma2tma[i], CONSUMER_WARPS);  // one arrive per consumer warp
     }
-    mbar_init(&s.mma2ld, CONSUMER_WARPS);
+    mbar_init(&s.mma2ld, 1);                     // one consumer thread, after a named barrier
     mbar_init(&s.ld2mma, 1);                     // the writeback thread
     fence_barrier_init();
   }
@@ -147,9 +149,11 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
 #pragma unroll
       for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, BM>(acc[h], s.C, 64 * h);
       fence_proxy_async_smem();  // each writer, before the hand-over
-      __syncwarp();
+      // The warpgroup meets on its own named barrier — a __syncthreads here would wait for
+      // producer and writeback threads that never come — then one thread hands over.
+      named_barrier_sync(CONSUMER_SYNC_ID, CONSUMER_THREADS);
       tr.event(EV_EPI_END, 0, 0, 0, 0, tile);
-      if (warp_leader) consumer_release(tr, &s.mma2ld, acc_st, BAR_MMA2LD, 0);
+      if (threadIdx.x == 128) consumer_release(tr, &s.mma2ld, acc_st, BAR_MMA2LD, 0);
       acc_st.advance();
     }
     tr.finish();
