@@ -76,3 +76,17 @@ def test_step_rejects_bad_shape_on_gpu():
     a, b = fresh(100, 128, 64, torch.float16, 1)
     with pytest.raises(steps.ShapeError, match="multiple of 128"):
         run_step(st, a, b)
+
+
+@pytest.mark.parametrize("cluster", [(2, 1, 1), (1, 2, 1)])
+def test_cluster_launch_attribute(cluster):
+    """cuLaunchKernelEx with the cluster-dimension attribute: step 4 uses no cluster
+    features, so launched as 2-CTA clusters it must still be correct."""
+    import torch
+    from gemm_ladder.launch import plan
+    a, b = fresh(1024, 1024, 512, torch.float16, next(_seed))
+    out = torch.full((1024, 1024), float("nan"), dtype=torch.float16, device="cuda")
+    p = plan(steps.get_step("4"), a, b, out, cluster=cluster)
+    p()
+    p.synchronize()
+    assert_matches(out, a, b)

@@ -143,9 +143,10 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
 
 
 def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
-         trace_buffer=None, trace_events: int = 0) -> "Plan":
+         trace_buffer=None, trace_events: int = 0, cluster: tuple[int, int, int] | None = None) -> "Plan":
     """Validate, compile, load and build the launch of C = A @ B^T once; the returned
-    Plan launches it (on the stream current now) each time it is called."""
+    Plan launches it (on the stream current now) each time it is called. `cluster`
+    launches thread-block clusters of that shape (the grid must divide by it)."""
     torch = _torch()
     M, N, K = check_operands(a, b, out, step=step)
     check_device(a.device)
@@ -171,8 +172,10 @@ def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict
         else:
             args = [ctypes.c_uint64(out.data_ptr()), ctypes.c_uint64(a.data_ptr()),
                     ctypes.c_uint64(b.data_ptr()), M, N, K]
+        if cluster is not None and any(g % c for g, c in zip(grid, cluster)):
+            raise ShapeError(f"grid {grid} is not a multiple of the cluster shape {cluster}")
         launcher = driver.PreparedLaunch(prep.kernel, grid, (step.threads, 1, 1), args, stream=stream,
-                                         dynamic_smem=step.dynamic_smem)
+                                         dynamic_smem=step.dynamic_smem, cluster=cluster)
     return Plan(step, prep, launcher, (a, b, out), dev, debug)
 
 
