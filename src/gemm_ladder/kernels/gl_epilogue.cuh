@@ -6,6 +6,7 @@
 // 32-bit register: exactly the fragment of an 8x8 matrix that stmatrix stores.
 #pragma once
 #include "gl_common.cuh"
+#include "gl_tma.cuh"
 
 // Straight from registers to global memory (steps 2-3): 4-byte stores, C row-major, ldc
 // elements per row. (row0, col0): the tile corner of this m64 slice.
@@ -53,4 +54,19 @@ GL_DEVICE void stage_acc_sw128(const float (&d)[N / 2], void* staging, int row0,
                 pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
                 pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
   }
+}
+
+// Both m64 halves of a 128-row accumulator tile -> the swizzled staging buffer.
+template <int BN>
+GL_DEVICE void stage_tile_128(const float (&acc)[2][BN / 2], void* staging) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, 128>(acc[h], staging, 64 * h);
+}
+
+// The staged ROWS x COLS tile -> global at (x0 = column, y0 = row), one TMA store per
+// 64-column chunk. One thread issues; the caller commits and waits.
+template <int ROWS, int COLS>
+GL_DEVICE void tma_store_tile(const CUtensorMap* map, const u16* staging, int x0, int y0) {
+#pragma unroll
+  for (int c = 0; c < COLS / 64; ++c) tma_store_2d(map, staging + c * ROWS * 64, x0 + 64 * c, y0);
 }

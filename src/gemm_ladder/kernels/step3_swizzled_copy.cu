@@ -45,13 +45,7 @@ gemm_step3_swizzled_copy(u16* __restrict__ C, const u16* __restrict__ A,
     __syncthreads();
 
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {  // +32 bytes per 16-wide k slice
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        wgmma_m64n128k16(acc[h], desc_sw128(sA + h * 64 * BK + kk * 16),
-                         desc_sw128(sB + kk * 16), 1);
-    }
+    mma_ktile_128x128_sw128(acc, sA, sB);
     wgmma_commit();
     wgmma_wait<0>();
     __syncthreads();

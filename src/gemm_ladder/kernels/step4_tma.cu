@@ -57,12 +57,7 @@ gemm_step4_tma(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant
     st.advance();
 
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        wgmma_m64n128k16(acc[h], desc_sw128(s.A + h * 64 * BK + kk * 16),
-                         desc_sw128(s.B + kk * 16), 1);
+    mma_ktile_128x128_sw128(acc, s.A, s.B);
     wgmma_commit();
     tr.event(EV_MMA_ISSUE, 0, 0, 0, kt);
     wgmma_wait<0>();
@@ -71,14 +66,12 @@ gemm_step4_tma(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant
   }
 
   tr.event(EV_EPI_BEGIN);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, BM>(acc[h], s.C, 64 * h);
+  stage_tile_128<BN>(acc, s.C);
   fence_proxy_async_smem();
   __syncthreads();
   tr.event(EV_EPI_END);
   if (leader) {
-#pragma unroll
-    for (int c = 0; c < BN / 64; ++c) tma_store_2d(&tmap_c, s.C + c * BM * 64, n0 + 64 * c, m0);
+    tma_store_tile<BM, BN>(&tmap_c, s.C, n0, m0);
     tma_store_commit();
     tr.event(EV_STORE_ISSUE);
     tma_store_wait_read<0>();  // shared memory must outlive the copy engine's reads

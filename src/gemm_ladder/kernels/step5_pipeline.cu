@@ -65,12 +65,7 @@ gemm_step5_pipeline(const __grid_constant__ CUtensorMap tmap_a, const __grid_con
   for (int kt = 0; kt < k_tiles; ++kt) {
     consumer_wait(tr, s.full, st, BAR_FULL, kt);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        wgmma_m64n128k16(acc[h], desc_sw128(s.A[st.stage] + h * 64 * BK + kk * 16),
-                         desc_sw128(s.B[st.stage] + kk * 16), 1);
+    mma_ktile_128x128_sw128(acc, s.A[st.stage], s.B[st.stage]);
     wgmma_commit();
     tr.event(EV_MMA_ISSUE, 0, st.stage, 0, kt);
     wgmma_wait<1>();  // k-tile kt-1 retired; kt keeps the tensor core busy meanwhile
@@ -83,14 +78,12 @@ gemm_step5_pipeline(const __grid_constant__ CUtensorMap tmap_a, const __grid_con
   tr.event(EV_MMA_DONE, 0, 0, 0, k_tiles - 1);
 
   tr.event(EV_EPI_BEGIN);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, BM>(acc[h], s.C, 64 * h);
+  stage_tile_128<BN>(acc, s.C);
   fence_proxy_async_smem();
   __syncthreads();
   tr.event(EV_EPI_END);
   if (leader) {
-#pragma unroll
-    for (int c = 0; c < BN / 64; ++c) tma_store_2d(&tmap_c, s.C + c * BM * 64, n0 + 64 * c, m0);
+    tma_store_tile<BM, BN>(&tmap_c, s.C, n0, m0);
     tma_store_commit();
     tr.event(EV_STORE_ISSUE);
     tma_store_wait_read<0>();

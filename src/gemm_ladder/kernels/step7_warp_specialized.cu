@@ -96,8 +96,7 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
         int tm, tn;
         sched.coords(tile, tm, tn);
         consumer_wait(tr, &s.mma2ld, acc, BAR_MMA2LD, 0);  // accumulators staged?
-#pragma unroll
-        for (int c = 0; c < BN / 64; ++c) tma_store_2d(&tmap_c, s.C + c * BM * 64, tn * BN + 64 * c, tm * BM);
+        tma_store_tile<BM, BN>(&tmap_c, s.C, tn * BN, tm * BM);
         tma_store_commit();
         tr.event(EV_STORE_ISSUE, 0, 0, 0, 0, tile);
         tma_store_wait_read<0>();  // the copy engine has read the staging buffer
@@ -124,12 +123,7 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
       for (int kt = 0; kt < k_tiles; ++kt) {
         consumer_wait(tr, s.tma2mma, st, BAR_TMA2MMA, kt);  // stage landed?
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            wgmma_m64n128k16(acc[h], desc_sw128(s.A[st.stage] + h * 64 * BK + kk * 16),
-                             desc_sw128(s.B[st.stage] + kk * 16), 1);
+        mma_ktile_128x128_sw128(acc, s.A[st.stage], s.B[st.stage]);
         wgmma_commit();
         tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
         wgmma_wait<1>();  // k-tile kt-1 has retired: its stage goes back to the producer
@@ -146,8 +140,7 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
 
       producer_acquire(tr, &s.ld2mma, acc_st, BAR_LD2MMA, 0);  // staging buffer free?
       tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, tile);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, BM>(acc[h], s.C, 64 * h);
+      stage_tile_128<BN>(acc, s.C);
       fence_proxy_async_smem();  // each writer, before the hand-over
       // The warpgroup meets on its own named barrier — a __syncthreads here would wait for
       // producer and writeback threads that never come — then one thread hands over.
