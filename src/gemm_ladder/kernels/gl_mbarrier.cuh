@@ -78,9 +78,10 @@ GL_DEVICE void mbar_wait(u64* bar, u32 phase, u32 role, u32 barrier, u32 stage) 
   const u32 addr = smem_u32(bar);
 #if GL_DEBUG_WAITS
   if (mbar_try_wait(addr, phase)) return;
-  // The writeback is downstream of everyone: give it longer, so that when a pipeline
-  // stalls the report names the ring that stalled first, not its last victim.
-  const u64 limit = GL_WAIT_TIMEOUT_NS * (role == ROLE_WRITEBACK ? 2ull : 1ull);
+  // When one ring stalls, every role ends up waiting. Time out the consumers first (they
+  // wait on data), then the producer (it waits on the consumers), then the writeback, so
+  // the report names the ring that stalled first rather than one of its victims.
+  const u64 limit = GL_WAIT_TIMEOUT_NS * (role == ROLE_WRITEBACK ? 4ull : role == ROLE_PRODUCER ? 2ull : 1ull);
   const u64 t0 = globaltimer_ns();
   while (!mbar_try_wait(addr, phase)) {
     const u64 waited = globaltimer_ns() - t0;
