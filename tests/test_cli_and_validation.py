@@ -129,3 +129,24 @@ def test_stuck_record_decoding():
     msg = launch.decode_stuck_record(raw, steps.get_step("7"))
     assert "producer" in msg and "mma2tma[stage 1]" in msg and "parity 0" in msg and "1.50 s" in msg
     assert launch.decode_stuck_record(b"\0" * 40, steps.get_step("7")) is None
+
+
+def test_prepare_memo_keys_on_everything_the_build_depends_on(monkeypatch):
+    """launch.prepare compiles and loads once per configuration; a different dtype, depth
+    or define must never reuse another configuration's kernel."""
+    loads = []
+
+    class FakeLoaded:
+        def __init__(self, compiled):
+            self.compiled = compiled
+
+    monkeypatch.setattr(launch, "_PREPARED", {})
+    monkeypatch.setattr(launch.driver, "load", lambda compiled, dev, smem: loads.append(compiled.key) or FakeLoaded(compiled))
+    s7, s7d4 = steps.get_step("7"), steps.get_step("7:d4")
+    a = launch.prepare(s7, 0, bf16=False)
+    assert launch.prepare(s7, 0, bf16=False) is a and len(loads) == 1
+    others = [launch.prepare(s7, 0, bf16=True), launch.prepare(s7d4, 0, bf16=False),
+              launch.prepare(s7, 0, bf16=False, extra_defines={"GL_TRACE": 1}), launch.prepare(s7, 1, bf16=False)]
+    assert len(loads) == 5
+    assert len({id(o) for o in others} | {id(a)}) == 5
+    assert len(set(loads[:4])) == 4  # fp16 / bf16 / depth 4 / trace: four different cubins

@@ -125,11 +125,20 @@ class Launched:
 _DEBUG_BUFFERS: dict[str, driver.HostMappedBuffer] = {}
 
 
+_PREPARED: dict[tuple, Launched] = {}
+
+
 def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
             extra_defines: dict | None = None) -> Launched:
+    """Compile (through the disk cache) and load a step's kernel, once per process: the
+    key holds everything the build depends on, so later calls skip hashing the sources."""
     defines = dict(extra_defines or {})
     if debug:
         defines["GL_DEBUG_WAITS"] = 1
+    key = (step.source, step.entry, tuple(sorted(step.defines.items())), step.dynamic_smem, bool(bf16),
+           tuple(sorted(defines.items())), device_index)
+    if key in _PREPARED:
+        return _PREPARED[key]
     compiled = step.compile(bf16=bf16, extra_defines=defines)
     lk = driver.load(compiled, device_index, step.dynamic_smem)
     stuck = None
@@ -139,7 +148,8 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
             stuck = driver.HostMappedBuffer(64)
             lk.set_global_u64("gl_stuck_record", stuck.device_ptr)
             _DEBUG_BUFFERS[compiled.key] = stuck
-    return Launched(lk, stuck)
+    _PREPARED[key] = Launched(lk, stuck)
+    return _PREPARED[key]
 
 
 def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
