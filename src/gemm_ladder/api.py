@@ -39,14 +39,7 @@ def _aligned_contiguous(t, cols_multiple: int = 8):
 
 
 def _validate_pair(a, b, what: str) -> None:
-    torch = _torch()
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{what}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if a.dtype != b.dtype:
-        raise TypeError(f"{what}: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
-    if a.dtype not in (torch.float16, torch.bfloat16):
-        raise TypeError(f"{what}: dtype {a.dtype} is not supported: use torch.float16 or torch.bfloat16")
+    launch.check_types(a, b, what=what)
     if a.device.type != "cuda" or b.device.type != "cuda":
         raise ValueError(f"{what}: a is on {a.device} and b on {b.device}; both must be CUDA tensors")
     if a.device != b.device:

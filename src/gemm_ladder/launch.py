@@ -26,19 +26,25 @@ def _torch():
     return torch
 
 
+def check_types(a, b, out=None, what: str = "") -> None:
+    """a, b (and out) are torch tensors; a and b share a supported dtype."""
+    torch = _torch()
+    pre = f"{what}: " if what else ""
+    for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{pre}{name} must be a torch.Tensor, got {type(t).__name__}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{pre}a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if str(a.dtype).replace("torch.", "") not in SUPPORTED:
+        raise TypeError(f"{pre}dtype {a.dtype} is not supported: use torch.float16 or torch.bfloat16")
+
+
 def check_operands(a, b, out=None, *, step: Step | None = None) -> tuple[int, int, int]:
     """Validate C = A @ B^T operands: A (M, K), B (N, K), out (M, N). Returns (M, N, K).
 
     Order: types, dtypes, ranks, shapes, layout, alignment, then device, so the error names
     the first thing that is wrong."""
-    torch = _torch()
-    for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if a.dtype != b.dtype:
-        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
-    if str(a.dtype).replace("torch.", "") not in SUPPORTED:
-        raise TypeError(f"dtype {a.dtype} is not supported: use torch.float16 or torch.bfloat16")
+    check_types(a, b, out)
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     M, K = a.shape
