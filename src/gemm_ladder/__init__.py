@@ -3,10 +3,28 @@
     import gemm_ladder
     c = gemm_ladder.matmul(a, b)        # a @ b, fp16/bf16, CUDA (sm_90a)
     c = gemm_ladder.matmul_nt(a, b)     # a @ b.T (both operands K-major, no copy)
+    y = gemm_ladder.linear(x, w)        # x @ w.T, like torch.nn.functional.linear without bias
+    layer = gemm_ladder.Linear(4096, 4096, device="cuda", dtype=torch.float16)
 """
 __version__ = "0.1.0"
 
-from .api import best_step, matmul, matmul_nt  # noqa: E402
+from .api import best_step  # noqa: E402
 from .steps import STEPS, VARIANTS, ShapeError, get_step  # noqa: E402
 
-__all__ = ["matmul", "matmul_nt", "best_step", "get_step", "STEPS", "VARIANTS", "ShapeError", "__version__"]
+# The torch-facing names load torch (and register the gemm_ladder::matmul op) on first
+# use, so the CLI's torch-free commands stay quick to start.
+_LAZY = {"matmul": "fastpath", "matmul_nt": "fastpath", "warmup": "fastpath",
+         "linear": "torch_ops", "Linear": "torch_ops"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["matmul", "matmul_nt", "linear", "Linear", "warmup", "best_step", "get_step", "STEPS", "VARIANTS",
+           "ShapeError", "__version__"]

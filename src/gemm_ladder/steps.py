@@ -55,6 +55,10 @@ class Step:
     sass_claims: tuple[str, ...] = ()  # instruction classes the SASS must hold
     variant: str = ""  # "" for the step's default configuration, e.g. "d4"
     ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
+    # wgmma reads MN-major A/B from shared memory (built with GL_A_MN_MAJOR / GL_B_MN_MAJOR,
+    # see fastpath.operand_map): matmul then reads `x @ W` (W row-major) and transposed-view
+    # operands in place instead of copying them K-major
+    supports_mn_major: bool = False
 
     @property
     def key(self) -> str:

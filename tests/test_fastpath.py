@@ -1,0 +1,293 @@
+"""The library's fast path without a GPU: layout classification, caches, the launch each
+call would make (emulated on the CPU by fake_gpu.FakeGpu), errors, and the custom op."""
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import gemm_ladder
+from fake_gpu import FakeGpu
+from gemm_ladder import fastpath, layout
+from gemm_ladder.steps import get_step
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    return FakeGpu(monkeypatch)
+
+
+def rnd(*shape, dtype=torch.float16, seed=0):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def assert_product(c, a, b):
+    """c == a @ b (fp32 reference, fp16/bf16 rounding)."""
+    ref = a.float() @ b.float()
+    assert c.shape == ref.shape
+    torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
+
+
+# ---- layout classification (pure) --------------------------------------------------------
+
+def test_fold_rows():
+    assert layout.fold_rows((4, 6, 8), (48, 8, 1)) == (24, 8)
+    assert layout.fold_rows((4, 6, 8), (96, 16, 1)) == (24, 16)  # row-strided batch folds
+    assert layout.fold_rows((4, 6, 8), (8, 32, 1)) is None  # permuted batch does not
+    assert layout.fold_rows((1, 6, 8), (999, 8, 1)) == (6, 8)  # size-1 dims are free
+    assert layout.fold_rows((1, 8), (3, 1)) == (1, None)
+
+
+@pytest.mark.parametrize("rows,k,rs,cs,ptr_ok,mn_ok,expect", [
+    (64, 64, 64, 1, True, False, ("K", 64, True)),          # row-major
+    (64, 64, 128, 1, True, False, ("K", 128, True)),        # x[:, :64] of a (64, 128)
+    (64, 13, 16, 1, True, False, ("K", 16, True)),          # K=13 in a 16-wide buffer: no padding copy
+    (64, 13, 13, 1, True, False, ("K", 13, False)),         # 26-byte rows: unaligned
+    (64, 64, 64, 1, False, False, ("K", 64, False)),        # misaligned pointer
+    (64, 64, 1, 64, True, False, ("MN", 64, False)),        # transposed: copy until MN-major kernels
+    (64, 64, 1, 64, True, True, ("MN", 64, True)),          # ... and in place with them
+    (64, 64, 2, 128, True, True, ("K", 64, False)),         # neither dimension contiguous
+    (64, 64, 0, 1, True, False, ("K", 0, False)),           # broadcast rows overlap
+    (1, 40, None, 1, True, False, ("K", 40, True)),         # single row: any stride
+])
+def test_operand_classification(rows, k, rs, cs, ptr_ok, mn_ok, expect):
+    op = layout.operand(rows, k, rs, cs, ptr_aligned=ptr_ok, mn_major_ok=mn_ok)
+    assert (op.major, op.ld, op.direct) == expect
+    assert bool(op.why) != op.direct
+    assert op.staged_ld == layout.round_up(k, 8)
+
+
+def test_output_classification_and_result_strides():
+    assert layout.output(8, 33, 40, 1, ptr_aligned=True).direct
+    assert not layout.output(8, 33, 33, 1, ptr_aligned=True).direct  # 66-byte rows
+    assert not layout.output(8, 32, 1, 8, ptr_aligned=True).direct  # column-major out
+    assert layout.output(1, 33, None, 1, ptr_aligned=True).direct
+    assert layout.result_strides((5,), 33) == ((5, 33), (40, 1))
+    assert layout.result_strides((2, 3), 16) == ((2, 3, 16), (48, 16, 1))
+    assert torch.empty(2, 3, 16).stride() == layout.result_strides((2, 3), 16)[1]
+
+
+def test_lru_bound_and_recency():
+    lru = fastpath.LRU(3)
+    for i in range(3):
+        lru.put(i, str(i))
+    assert lru.get(0) == "0"  # 0 is now the most recent
+    lru.put(3, "3")
+    lru.put(4, "4")
+    assert len(lru) == 3 and lru.get(1) is None and lru.get(2) is None
+    assert lru.get(0) == "0" and lru.get(4) == "4"
+
+
+# ---- the emulated fast path --------------------------------------------------------------
+
+def _strided(rows, cols, row_stride, seed):
+    return rnd(rows, row_stride, seed=seed)[:, :cols]
+
+
+def _misaligned(rows, cols, seed):
+    return rnd(rows * cols + 1, seed=seed)[1:].view(rows, cols)
+
+
+A_LAYOUTS = {
+    "row-major": lambda M, K: rnd(M, K, seed=1),
+    "row-strided slice": lambda M, K: _strided(M, K, layout.round_up(K, 8) + 8, 2),
+    "transposed view": lambda M, K: rnd(K, M, seed=3).T,
+    "misaligned": lambda M, K: _misaligned(M, K, 4),
+    "column-strided": lambda M, K: rnd(M, 2 * K, seed=5)[:, ::2],
+}
+B_LAYOUTS = {  # b is (K, N)
+    "row-major": lambda K, N: rnd(K, N, seed=6),
+    "transposed view": lambda K, N: rnd(N, K, seed=7).T,
+    "strided transposed view": lambda K, N: _strided(N, K, layout.round_up(K, 8) + 16, 8).T,
+    "misaligned": lambda K, N: _misaligned(K, N, 9),
+}
+
+
+@pytest.mark.parametrize("M,N,K", [(64, 48, 32), (37, 33, 13), (1, 8, 24), (130, 1, 9)])
+@pytest.mark.parametrize("a_kind", list(A_LAYOUTS))
+@pytest.mark.parametrize("b_kind", list(B_LAYOUTS))
+def test_every_layout_matches_reference(gpu, M, N, K, a_kind, b_kind):
+    a, b = A_LAYOUTS[a_kind](M, K), B_LAYOUTS[b_kind](K, N)
+    c = gemm_ladder.matmul(a, b)
+    assert_product(c, a, b)
+    assert c.stride() == layout.result_strides((M,), N)[1]
+
+
+@pytest.mark.parametrize("out_kind,N,in_place", [
+    ("contiguous", 32, True), ("contiguous", 33, False),  # 66-byte rows need the temporary
+    ("padded rows", 33, True), ("column-major", 32, False), ("misaligned", 32, False)])
+def test_out_written_in_place_when_its_strides_allow(gpu, out_kind, N, in_place):
+    M, K = 40, 24
+    a, w = rnd(M, K), rnd(N, K, seed=1)
+    out = {"contiguous": lambda: torch.empty((M, N)).half(),
+           "padded rows": lambda: torch.empty((M, 48)).half()[:, :N],
+           "column-major": lambda: torch.empty((N, M)).half().T,
+           "misaligned": lambda: _misaligned(M, N, 3)}[out_kind]()
+    out.fill_(float("nan"))
+    res = gemm_ladder.matmul(a, w.T, out=out)
+    assert res is out
+    assert_product(out, a, w.T)
+    assert (gpu.launches[-1].maps[2].ptr == out.data_ptr()) == in_place
+
+
+def test_direct_operands_are_not_copied(gpu):
+    """What the kernel reads is the caller's memory: the maps point at the tensors."""
+    x = rnd(64, 80)[:, :72]  # row-strided slice, K=72 of a 80-wide buffer
+    w = rnd(40, 72, seed=1)
+    y = gemm_ladder.linear(x, w)
+    assert_product(y, x, w.T)
+    ma, mb, mc = gpu.launches[-1].maps
+    assert (ma.ptr, ma.ld, mb.ptr, mb.ld, mc.ptr) == (x.data_ptr(), 80, w.data_ptr(), 72, y.data_ptr())
+    xk = rnd(64, 16)[:, :13]  # K=13, 32-byte row stride: zero fill, no padding copy
+    wk = rnd(40, 16, seed=2)[:, :13]
+    assert_product(gemm_ladder.matmul_nt(xk, wk), xk, wk.T)
+    ma, mb, _ = gpu.launches[-1].maps
+    assert (ma.ptr, ma.cols, ma.ld, mb.ptr) == (xk.data_ptr(), 13, 16, wk.data_ptr())
+
+
+def test_mn_major_operands_copy_unless_the_step_supports_them(gpu):
+    a_t, b = rnd(48, 64).T, rnd(48, 40, seed=1)  # a M-major (64 x 48), b row-major (K, N)
+    assert_product(gemm_ladder.matmul(a_t, b), a_t, b)
+    ma, mb, _ = gpu.launches[-1].maps
+    assert ma.ptr != a_t.data_ptr() and mb.ptr != b.data_ptr() and gpu.launches[-1].defines == {}
+    mn_step = dataclasses.replace(get_step("7:d4"), supports_mn_major=True)
+    assert_product(gemm_ladder.matmul(a_t, b, step=mn_step), a_t, b)
+    rec = gpu.launches[-1]
+    assert (rec.maps[0].ptr, rec.maps[1].ptr) == (a_t.data_ptr(), b.data_ptr())
+    assert rec.defines == {"GL_A_MN_MAJOR": 1, "GL_B_MN_MAJOR": 1}
+    assert gpu.prepared[-1][3] == rec.defines
+
+
+def test_batched_a_folds_into_rows(gpu):
+    a = rnd(3, 5, 24)
+    res = gemm_ladder.matmul(a, rnd(24, 16, seed=1))
+    assert res.shape == (3, 5, 16)
+    assert gpu.launches[-1].maps[0].ptr == a.data_ptr() and gpu.launches[-1].M == 15
+    perm = rnd(5, 3, 24).transpose(0, 1)  # batch dims that do not fold: staged
+    b = rnd(24, 16, seed=2)
+    assert_product(gemm_ladder.matmul(perm, b).reshape(15, 16), perm.reshape(15, 24), b)
+    out = torch.empty(3, 5, 16).half()
+    assert gemm_ladder.matmul(a, b, out=out) is out
+    assert gpu.launches[-1].maps[2].ptr == out.data_ptr()
+    assert_product(out.reshape(15, 16), a.reshape(15, 24), b)
+
+
+def test_empty_and_k0(gpu):
+    z = gemm_ladder.matmul(rnd(5, 0), rnd(0, 7))
+    assert z.shape == (5, 7) and not z.any()
+    assert gemm_ladder.matmul(rnd(0, 8), rnd(8, 7)).shape == (0, 7)
+    assert not gpu.launches
+
+
+def test_teaching_steps_take_the_copying_path(gpu):
+    a, b = rnd(128, 64), rnd(64, 128, seed=1)
+    assert_product(gemm_ladder.matmul(a, b, step="3"), a, b)
+    assert not gpu.launches  # strict path (launch.run_step), not a fast-path launch
+
+
+# ---- caches: validate once, encode once, stream per call ---------------------------------
+
+def test_second_call_only_launches(gpu):
+    a, w = rnd(64, 32), rnd(48, 32, seed=1)
+    out = torch.empty(64, 48).half()
+    gemm_ladder.matmul_nt(a, w, out=out)
+    built = fastpath.cache_info()
+    for _ in range(3):
+        gemm_ladder.matmul_nt(a, w, out=out)
+    assert gpu.validations == 1 and len(gpu.prepared) == 1
+    assert fastpath.cache_info() == built  # nothing validated, prepared or encoded again
+    assert len(gpu.launches) == 4
+
+
+def test_new_pointer_encodes_one_map(gpu):
+    w = rnd(48, 32, seed=1)
+    first = (rnd(64, 32), torch.empty(64, 48).half())  # kept alive: the next ones get new memory
+    gemm_ladder.matmul_nt(first[0], w, out=first[1])
+    before = fastpath.cache_info()
+    gemm_ladder.matmul_nt(rnd(64, 32, seed=3), w, out=torch.empty(64, 48).half())
+    after = fastpath.cache_info()
+    assert after["configs_built"] == before["configs_built"]
+    assert after["tensor_maps_encoded"] - before["tensor_maps_encoded"] == 2  # new a, new out; w known
+
+
+def test_tensor_map_cache_is_bounded(gpu, monkeypatch):
+    monkeypatch.setattr(fastpath, "_TMAPS", fastpath.LRU(4))
+    w = rnd(16, 32, seed=1)
+    keep = [(rnd(8, 32, seed=i), torch.empty(8, 16).half()) for i in range(10)]
+    for a, out in keep:
+        gemm_ladder.matmul_nt(a, w, out=out)
+        assert_product(out, a, w.T)
+    assert len(fastpath._TMAPS) == 4
+
+
+def test_config_cache_is_bounded(gpu, monkeypatch):
+    monkeypatch.setattr(fastpath, "_CONFIGS", fastpath.LRU(3))
+    for n in range(8, 80, 8):
+        gemm_ladder.matmul(rnd(16, 32), rnd(32, n, seed=n))
+    assert len(fastpath._CONFIGS) == 3
+
+
+def test_stream_is_read_per_call(gpu):
+    """A cached launch never keeps a stale stream (CUDA graphs capture on a side stream)."""
+    a, w = rnd(16, 32), rnd(16, 32, seed=1)
+    for s in (7, 9, 7, 11):
+        gpu.stream = s
+        gemm_ladder.matmul_nt(a, w)
+    assert [r.stream for r in gpu.launches] == [7, 9, 7, 11]
+    assert fastpath.cache_info()["configs_built"] == 1
+
+
+def test_cache_keys_on_layout_dtype_and_alignment(gpu):
+    a, b = rnd(32, 32), rnd(32, 32, seed=1)
+    gemm_ladder.matmul(a, b)
+    gemm_ladder.matmul(a, b.T.contiguous().T)  # same shape, other strides
+    gemm_ladder.matmul(a.bfloat16(), b.bfloat16())
+    gemm_ladder.matmul(_misaligned(32, 32, 2), b)
+    gemm_ladder.matmul(a, b, step="7")
+    assert fastpath.cache_info()["configs_built"] == 5
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call,exc,match", [
+    (lambda: gemm_ladder.matmul(rnd(4, 4).float(), rnd(4, 4).float()), TypeError, "float16 or torch.bfloat16"),
+    (lambda: gemm_ladder.matmul(rnd(4, 4), rnd(4, 4).bfloat16()), TypeError, "same dtype"),
+    (lambda: gemm_ladder.matmul(rnd(4, 8), rnd(4, 8)), ValueError, "inner dimensions differ"),
+    (lambda: gemm_ladder.matmul_nt(rnd(4, 8), rnd(4, 6)), ValueError, "needs equal K"),
+    (lambda: gemm_ladder.matmul(rnd(8), rnd(8, 4)), ValueError, ">= 2 dims"),
+    (lambda: gemm_ladder.matmul(rnd(4, 8), rnd(8, 4), out=rnd(4, 5)), ValueError, "out must be a"),
+    (lambda: gemm_ladder.matmul(rnd(4, 8), rnd(8, 4)), ValueError, "both must be CUDA tensors"),
+    (lambda: gemm_ladder.matmul(None, rnd(4, 4)), TypeError, "torch.Tensor"),
+])
+def test_errors_are_one_clear_exception(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_mixed_devices_error():
+    dev = SimpleNamespace
+    with pytest.raises(ValueError, match="different devices"):
+        fastpath._check_devices("matmul", dev(device=torch.device("cuda:0")), dev(device=torch.device("cuda:1")), None)
+    with pytest.raises(ValueError, match="out is on cuda:1"):
+        fastpath._check_devices("matmul", dev(device=torch.device("cuda:0")), dev(device=torch.device("cuda:0")),
+                                dev(device=torch.device("cuda:1")))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_cpu_tensors_without_gpu_say_so():
+    with pytest.raises(ValueError, match="no CUDA GPU is available"):
+        gemm_ladder.matmul(rnd(4, 8), rnd(8, 4))
+
+
+def test_unknown_step(gpu):
+    with pytest.raises(KeyError, match="unknown step"):
+        gemm_ladder.matmul(rnd(4, 8), rnd(8, 4), step="12")
+
+
+def test_invalid_call_is_not_cached(gpu):
+    with pytest.raises(ValueError):
+        gemm_ladder.matmul(rnd(4, 8), rnd(4, 8))
+    with pytest.raises(ValueError):
+        gemm_ladder.matmul(rnd(4, 8), rnd(4, 8))
+    assert gpu.validations == 2 and fastpath.cache_info()["configs"] == 0

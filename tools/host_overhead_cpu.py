@@ -1,0 +1,54 @@
+"""Host time per `gemm_ladder.matmul` call on a machine without a GPU: the Python side of
+the fast path with the driver replaced by tests/fake_gpu.py (launches recorded, not run).
+
+On the GPU, add the driver's own launch cost (cuLaunchKernelEx) and the caching
+allocator's; `gemm-ladder bench --api` measures the real thing. Usage:
+    PYTHONPATH=src python tools/host_overhead_cpu.py [calls]
+"""
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import gemm_ladder  # noqa: E402
+from fake_gpu import FakeGpu  # noqa: E402
+
+
+def per_call_us(fn, calls: int, rounds: int = 7) -> float:
+    fn()
+    best = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best.append((time.perf_counter() - t0) / calls * 1e6)
+    return min(best)
+
+
+def main(calls: int = 2000) -> None:
+    mp = pytest.MonkeyPatch()
+    FakeGpu(mp, emulate=False)
+    a = torch.randn(128, 128).half()
+    w = torch.randn(128, 128).half()  # (N, K)
+    b_kn = w.T.contiguous()
+    c = torch.empty(128, 128).half()
+    cases = {
+        "matmul_nt(a, w, out=c)": lambda: gemm_ladder.matmul_nt(a, w, out=c),
+        "matmul(a, w.T)  [transposed view: in place]": lambda: gemm_ladder.matmul(a, w.T),
+        "matmul(a, b)    [row-major b: staged copy]": lambda: gemm_ladder.matmul(a, b_kn),
+        "linear(a, w)": lambda: gemm_ladder.linear(a, w),
+        "torch.empty_strided alone (the result's allocation)": lambda: torch.empty_strided((128, 128), (128, 1), dtype=torch.float16),
+        "torch.matmul(a, b) on the CPU (not comparable: computes)": lambda: torch.matmul(a, b_kn),
+    }
+    print(f"best of 7 rounds of {calls} calls, torch {torch.__version__}, CPU tensors, driver faked")
+    for name, fn in cases.items():
+        print(f"  {per_call_us(fn, calls):7.2f} us  {name}")
+    mp.undo()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)
