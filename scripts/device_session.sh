@@ -2,7 +2,7 @@
 # One device session's work in one call: correctness (debug builds first, so a deadlock is
 # an error, not a hang), the ladder benchmark, GPU tests, what-ifs and traces.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   stages: comma list of check,bench,tests,whatif,trace,sweep (default: check,bench,tests,whatif,trace)
+#   stages: comma list of check,bench,tests,whatif,trace,sweep,api (default: check,bench,tests,whatif,trace)
 # Results go under $OUT (default out/device); the last lines printed are a short summary.
 set -u -o pipefail
 OUT=${OUT:-out/device}
@@ -53,6 +53,11 @@ if has sweep; then
   timeout 540 $PY -m gemm_ladder bench --steps 7:d4 --sizes 1024,2048,8192,3000x5000x4000,16x4096x4096 \
     --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log"
   summary+=("sweep: rc=$?")
+fi
+
+if has api; then  # the library path: writes <date>_<gpu>_api_<commit>.json under $OUT
+  timeout 540 $PY -m gemm_ladder bench --api --out "$OUT" 2>&1 | tee "$OUT/api.log"
+  summary+=("bench --api: rc=$?")
 fi
 
 if has tests; then

@@ -291,3 +291,52 @@ def test_invalid_call_is_not_cached(gpu):
     with pytest.raises(ValueError):
         gemm_ladder.matmul(rnd(4, 8), rnd(4, 8))
     assert gpu.validations == 2 and fastpath.cache_info()["configs"] == 0
+
+
+# ---- bench --api, its plumbing on the emulated driver (the numbers come from the GPU) ------
+
+def test_bench_api_plumbing(gpu, monkeypatch):
+    from gemm_ladder import bench_api, cli
+
+    class FakeBench:
+        def __init__(self, device_index):
+            self.nvml = SimpleNamespace(sample=lambda: {"sm_clock_mhz": 1980})
+
+        def inputs(self, M, N, K, dtype):
+            return rnd(M, K, dtype=dtype), rnd(N, K, dtype=dtype, seed=1)
+
+        def time_interleaved(self, fns, reps):
+            for f in fns:
+                f()
+            return [[1.0] * reps, [0.9] * reps]
+
+    class FakePlan:
+        def __init__(self, st, a, b, out):
+            self.a, self.b, self.out = a, b, out
+
+        def __call__(self):
+            self.out.copy_(self.a.float() @ self.b.float().T)
+
+        def synchronize(self):
+            pass
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
+    monkeypatch.setattr(bench_api.launch, "plan", FakePlan)
+    rows = bench_api.device_rows([(64, 48, 40)], "bfloat16", log=lambda m: None)
+    assert [r["call"] for r in rows] == ["kernel (launch.plan)", *bench_api.CALLS]
+    assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
+    assert all(r["api_vs_kernel"] == pytest.approx(1.0) for r in rows[1:])
+    assert rows[1]["operands"] == "in place" and rows[2]["operands"].startswith("copies b (MN-major")
+    host = bench_api.host_overhead(torch.float16, calls=3, rounds=2, size=16, device="cpu")
+    assert set(host) == set(bench_api.CALLS) and all(v["us"] > 0 and v["torch_us"] > 0 for v in host.values())
+    result = {"date": "2026-11-30T10:00:00+00:00", "commit": "0123456789abcdef", "rows": rows,
+              "host_us_by_call": host, "gpu": {"torch_name": "NVIDIA H200"}}
+    assert str(bench_api.default_json_path("benchmarks/results", result)) == \
+        "benchmarks/results/2026-11-30_h200_api_0123456.json"
+    from rich.console import Console
+    console = Console(record=True, width=200)
+    bench_api.print_api(result, console)
+    assert "matmul(a, b_nk.T)" in console.export_text()
+    args = cli.build_parser().parse_args(["bench", "--api"])
+    assert args.api and args.sizes is None and args.dtype is None

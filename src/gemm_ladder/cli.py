@@ -81,6 +81,11 @@ def cmd_bench(args) -> int:
         console.print("[red]gemm-ladder bench needs a CUDA GPU (sm_90a); none is available here.[/red] "
                       "Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
         return 2
+    if getattr(args, "api", False):  # the library path (bench_api.py); its defaults: 4096 and 8192, fp16 and bf16
+        from .bench_api import cli_main
+        return cli_main(args, console)
+    args.sizes = args.sizes or [(4096, 4096, 4096)]
+    args.dtype = args.dtype or "float16"
     from rich.progress import Progress
     from . import bench
     steps = parse_steps(args.steps)
@@ -181,8 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="the ladder benchmark vs cuBLAS")
     b.add_argument("--steps", default=DEFAULT_BENCH, help=f"steps, e.g. '1-7,7:d4' (default {DEFAULT_BENCH})")
-    b.add_argument("--sizes", type=parse_sizes, default=[(4096, 4096, 4096)], help="N or MxNxK, comma separated")
-    b.add_argument("--dtype", type=_dtype, default="float16")
+    b.add_argument("--sizes", type=parse_sizes, help="N or MxNxK, comma separated (default 4096; --api: 4096,8192)")
+    b.add_argument("--dtype", type=_dtype, help="fp16 or bf16 (default fp16; --api: both)")
+    b.add_argument("--api", action="store_true",
+                   help="the library API (host us per call, matmul/matmul_nt vs cuBLAS beside the kernel)")
     b.add_argument("--reps", type=int, default=50, help="timed calls per step (slow steps use fewer)")
     b.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per step at most")
     b.add_argument("--out", default="benchmarks/results", help="directory for the JSON results")
