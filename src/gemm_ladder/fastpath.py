@@ -212,7 +212,7 @@ def plan_layout(kind: str, a, b, out, st: Step, lead: tuple, N: int, K: int):
         a_op = layout.Operand(M, K, "K", layout.round_up(K, 8), False, "leading dimensions do not fold into rows")
     else:
         a_op = layout.operand(M, K, folded[1], a.stride(-1), ptr_aligned=a.data_ptr() % layout.ALIGN == 0,
-                              mn_major_ok=mn_ok and a.dim() == 2)
+                              mn_major_ok=mn_ok)
     n_stride, k_stride = (b.stride(1), b.stride(0)) if kind == "mm" else (b.stride(0), b.stride(1))
     b_op = layout.operand(N, K, n_stride if N > 1 else None, k_stride,
                           ptr_aligned=b.data_ptr() % layout.ALIGN == 0, mn_major_ok=mn_ok)
@@ -355,8 +355,7 @@ class Config:
             return res
         if K == 0:
             return res.zero_()
-        from .api import matmul_nt_copying
-        c = matmul_nt_copying(a.reshape(M, K), b.t() if self.kind == "mm" else b, self.step)
+        c = api.matmul_nt_copying(a.reshape(M, K), b.t() if self.kind == "mm" else b, self.step)
         return res.copy_(c.view(res.shape))
 
 
@@ -402,7 +401,6 @@ def run(kind: str, a, b, out=None, step=None):
 
 
 def _via_op(kind: str, a, b, out, step):
-    from . import torch_ops  # noqa: F401  (registers the op)
     key = None if step is None else (step if isinstance(step, str) else step.key)
     res = torch.ops.gemm_ladder.matmul(a, b.t() if kind == "nt" else b, key)
     if out is None:
