@@ -333,7 +333,7 @@ class Config:
         else:
             c = torch.empty((self.M, self.c.ld), dtype=self.dtype, device=self.device)
         pc = c.data_ptr()
-        maps = self._maps.get((pa, pb, pc)) or self._encode(pa, pb, pc)
+        maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
         self.launch(_raw_stream(self.dev), maps)
         if out is not None and c is not out:
             out.copy_((c if self.c.ld == self.N else c[:, :self.N]).view(out.shape))
@@ -342,7 +342,8 @@ class Config:
 
     def _encode(self, pa: int, pb: int, pc: int) -> tuple:
         """(A, B, C map addresses, the maps): a small memo per configuration over the
-        tensor-map LRU, so a call with known pointers costs one lookup."""
+        tensor-map LRU, so a call with known pointers costs one lookup (hits skip the
+        recency update: an evicted triple is rebuilt from the LRU, not re-encoded)."""
         ma, mb, mc = tensor_map(self.a_desc, pa), tensor_map(self.b_desc, pb), tensor_map(self.c_desc, pc)
         return self._maps.put((pa, pb, pc), (ma[1], mb[1], mc[1], (ma[0], mb[0], mc[0])))
 
