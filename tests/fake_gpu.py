@@ -71,8 +71,10 @@ class FakeGpu:
             gpu.validations += 1
             return real_validate(*args, **kw)
 
-        fastpath.cache_clear()
         FakeTensorMap.registry.clear()
+        # fresh caches for the test, the process's own restored afterwards
+        monkeypatch.setattr(fastpath, "_CONFIGS", fastpath.LRU(fastpath.MAX_CONFIGS))
+        monkeypatch.setattr(fastpath, "_TMAPS", fastpath.LRU(fastpath.MAX_TENSOR_MAPS))
         monkeypatch.setattr(driver, "_cu", lambda: cu)
         monkeypatch.setattr(driver, "TensorMap", FakeTensorMap)
         monkeypatch.setattr(fastpath, "_check_devices", lambda *a: None)
