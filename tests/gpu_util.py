@@ -24,7 +24,7 @@ def fresh(M, N, K, dtype, seed):
 def assert_matches(out, a, b, dtype_name="float16"):
     """out == a @ b.T against an fp32 reference (TF32 off); NaN poison must be overwritten."""
     import torch
-    from gemm_ladder.bench import check_output
+    from gemm_ladder.measure.bench import check_output
     torch.backends.cuda.matmul.allow_tf32 = False
     ref = a.float() @ b.float().T
     ok, mx, rel, msg = check_output(out, ref, dtype_name)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import gemm_ladder
-from gemm_ladder import cli, launch, steps
+from gemm_ladder.cli import commands as cli
+from gemm_ladder.runtime import launch, steps
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -119,7 +120,7 @@ def test_no_gpu_error_is_clear():
 def test_role_and_barrier_names_parsed_from_header():
     assert launch.role_names()[3] == "consumer"
     assert launch.barrier_names()[2] == "tma2mma"
-    from gemm_ladder import trace
+    from gemm_ladder.choreography import trace
     assert trace.EVENTS["EV_WAIT_BEGIN"] == 1
 
 

@@ -2,7 +2,8 @@
 C75xx warning, and its SASS holds the instructions the step claims. No GPU needed."""
 import pytest
 
-from gemm_ladder import jit, sass, steps
+from gemm_ladder.measure import sass
+from gemm_ladder.runtime import jit, steps
 
 ALL = steps.all_steps()
 IDS = [st.key for st in ALL]

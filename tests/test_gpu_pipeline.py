@@ -8,7 +8,7 @@ pytestmark = [needs_gpu, pytest.mark.gpu]
 
 
 def test_both_phase_zero_reports_deadlock():
-    from gemm_ladder.whatif import run_whatif_subprocess
+    from gemm_ladder.choreography.whatif import run_whatif_subprocess
     res = run_whatif_subprocess("7", "both-phase-0", timeout_s=120)
     assert res["outcome"] == "deadlock", res
     msg = res["message"]
@@ -18,7 +18,7 @@ def test_both_phase_zero_reports_deadlock():
 
 
 def test_expect_tx_too_large_reports_deadlock():
-    from gemm_ladder.whatif import run_whatif_subprocess
+    from gemm_ladder.choreography.whatif import run_whatif_subprocess
     res = run_whatif_subprocess("7", "expect-tx-large", timeout_s=120)
     assert res["outcome"] == "deadlock", res
     assert "consumer" in res["message"] and "tma2mma" in res["message"], res
@@ -27,15 +27,15 @@ def test_expect_tx_too_large_reports_deadlock():
 def test_expect_tx_too_small_is_detected_or_reported():
     """Under-counted bytes release the consumer early. Whether the read races ahead of the
     data is timing-dependent; the run must end (no hang) and report what happened."""
-    from gemm_ladder.whatif import run_whatif_subprocess
+    from gemm_ladder.choreography.whatif import run_whatif_subprocess
     res = run_whatif_subprocess("7", "expect-tx-small", timeout_s=120)
     assert res["outcome"] in ("deadlock", "finished-wrong", "finished-correct"), res
 
 
 def test_debug_build_is_correct_when_nothing_is_wrong():
     import torch
-    from gemm_ladder import steps
-    from gemm_ladder.launch import run_step
+    from gemm_ladder.runtime import steps
+    from gemm_ladder.runtime.launch import run_step
     from gpu_util import assert_matches, fresh
     a, b = fresh(1024, 1024, 1024, torch.float16, 11)
     out = torch.full((1024, 1024), float("nan"), dtype=torch.float16, device="cuda")
@@ -45,8 +45,9 @@ def test_debug_build_is_correct_when_nothing_is_wrong():
 
 @pytest.mark.parametrize("key", ["4", "5", "6", "7", "7:d4"])
 def test_trace_decodes(key):
-    from gemm_ladder import steps, trace
-    from gemm_ladder.timeline import kpis
+    from gemm_ladder.choreography import trace
+    from gemm_ladder.runtime import steps
+    from gemm_ladder.choreography.timeline import kpis
     st = steps.get_step(key)
     res = trace.measure(st, 2048, 2048, 2048, reps=3)
     assert res["correct"], res["check"]

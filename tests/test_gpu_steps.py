@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from gemm_ladder import steps
-from gemm_ladder.launch import run_step
+from gemm_ladder.runtime import steps
+from gemm_ladder.runtime.launch import run_step
 from gpu_util import assert_matches, fresh, needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
@@ -83,7 +83,7 @@ def test_cluster_launch_attribute(cluster):
     """cuLaunchKernelEx with the cluster-dimension attribute: step 4 uses no cluster
     features, so launched as 2-CTA clusters it must still be correct."""
     import torch
-    from gemm_ladder.launch import plan
+    from gemm_ladder.runtime.launch import plan
     a, b = fresh(1024, 1024, 512, torch.float16, next(_seed))
     out = torch.full((1024, 1024), float("nan"), dtype=torch.float16, device="cuda")
     p = plan(steps.get_step("4"), a, b, out, cluster=cluster)

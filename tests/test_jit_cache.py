@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from gemm_ladder import jit
+from gemm_ladder.runtime import jit
 
 
 @pytest.fixture

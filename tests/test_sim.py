@@ -1,7 +1,7 @@
 """The choreography simulator and the timeline KPIs (CPU only, deterministic).
 
 The seed's claims are checked with the model's default parameters
-(gemm_ladder.sim.SimParams: wgmma 280 ns per 128x128x64 k-tile, TMA latency
+(gemm_ladder.choreography.sim.SimParams: wgmma 280 ns per 128x128x64 k-tile, TMA latency
 800 ns, bandwidth unlimited) unless a test says otherwise.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gemm_ladder import sim
-from gemm_ladder.sim import (MBarrier, PipelineState, SimParams, WHAT_IFS, calibrate, depth_needed,
+from gemm_ladder.choreography import sim
+from gemm_ladder.choreography.sim import (MBarrier, PipelineState, SimParams, WHAT_IFS, calibrate, depth_needed,
                              params_for_step, run_what_if, simulate, simulate_step)
-from gemm_ladder.timeline import (Handoff, Span, Timeline, kpis, merge_intervals, stage_intervals,
+from gemm_ladder.choreography.timeline import (Handoff, Span, Timeline, kpis, merge_intervals, stage_intervals,
                                   timeline_events, union_length)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -66,8 +66,8 @@ def test_pipeline_state_advance_flips_phase_on_wrap():
 
 
 def test_importing_the_simulator_does_not_import_torch_or_cuda():
-    code = ("import sys; import gemm_ladder.sim, gemm_ladder.timeline, gemm_ladder.viz, "
-            "gemm_ladder.cli_simulate; "
+    code = ("import sys; import gemm_ladder.choreography.sim, gemm_ladder.choreography.timeline, "
+            "gemm_ladder.choreography.viz, gemm_ladder.cli.simulate; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'cuda'))]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(SRC), "PATH": ""},

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gemm_ladder import cli_simulate
-from gemm_ladder.sim import run_what_if, simulate_step
-from gemm_ladder.timeline import Span, Timeline
-from gemm_ladder.viz import (chrome_trace, default_pair, page_data, render_page, split_tracks,
+from gemm_ladder.cli import simulate as cli_simulate
+from gemm_ladder.choreography.sim import run_what_if, simulate_step
+from gemm_ladder.choreography.timeline import Span, Timeline
+from gemm_ladder.choreography.viz import (chrome_trace, default_pair, page_data, render_page, split_tracks,
                              write_chrome_trace, write_page)
 
 

@@ -6,7 +6,7 @@
 """
 __version__ = "0.1.0"
 
-from .api import best_step, matmul, matmul_nt  # noqa: E402
-from .steps import STEPS, VARIANTS, ShapeError, get_step  # noqa: E402
+from .runtime.api import best_step, matmul, matmul_nt  # noqa: E402
+from .runtime.steps import STEPS, VARIANTS, ShapeError, get_step  # noqa: E402
 
 __all__ = ["matmul", "matmul_nt", "best_step", "get_step", "STEPS", "VARIANTS", "ShapeError", "__version__"]

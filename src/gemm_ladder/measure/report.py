@@ -3,8 +3,8 @@ which instruction classes its SASS holds. Needs no GPU."""
 from __future__ import annotations
 
 from . import sass
-from .jit import KernelBuildError
-from .steps import SASS_MEANING, Step
+from ..runtime.jit import KernelBuildError
+from ..runtime.steps import SASS_MEANING, Step
 
 REPORT_CLASSES = ("HGMMA", "FFMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM", "USETMAXREG", "LDG.E.128", "BAR")
 

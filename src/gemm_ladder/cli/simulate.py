@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .sim import (LOCKSTEP_STEPS, STEP_TITLES, WHAT_IF_DEFAULT_STEP, WHAT_IFS, SimResult,
+from ..choreography.sim import (LOCKSTEP_STEPS, STEP_TITLES, WHAT_IF_DEFAULT_STEP, WHAT_IFS, SimResult,
                   depth_needed, params_for_step, run_what_if, simulate)
-from .viz import write_chrome_trace, write_page
+from ..choreography.viz import write_chrome_trace, write_page
 
 __all__ = ["add_parser", "run", "simulate_report", "DEFAULT_OUT"]
 
@@ -133,7 +133,7 @@ def _write(out_dir: str | Path, results: list[SimResult], pair: tuple[int, int] 
     return page, trace
 
 
-_SUBTITLE = ("discrete-event model of the mbarrier pipelines (gemm_ladder.sim), H200 estimates: "
+_SUBTITLE = ("discrete-event model of the mbarrier pipelines (gemm_ladder.choreography.sim), H200 estimates: "
              "wgmma {mma:.0f} ns per 128x128x64 k-tile, TMA latency {lat:.0f} ns{bw}")
 
 
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m gemm_ladder.cli_simulate``), for development."""
+    """Stand-alone entry (``python -m gemm_ladder.cli.simulate``), for development."""
     parser = argparse.ArgumentParser(prog="gemm-ladder")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)

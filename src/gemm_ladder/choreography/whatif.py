@@ -4,7 +4,7 @@ Each what-if compiles a debug build of a step with one ablation and runs it in a
 process (a trapped kernel leaves its CUDA context unusable). The child reports, as JSON,
 whether the kernel deadlocked (and where), finished with a wrong result, or finished fine.
 
-    python -m gemm_ladder.whatif 7 both-phase-0
+    python -m gemm_ladder.choreography.whatif 7 both-phase-0
 """
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ WHY = {
 
 def run_whatif(step_key: str, what_if: str, size: int = 2048) -> dict:
     import torch
-    from . import bench, launch
-    from .steps import get_step
+    from ..measure import bench
+    from ..runtime import launch
+    from ..runtime.steps import get_step
     st = get_step(step_key)
     defines = ABLATIONS[what_if]
     gen = torch.Generator(device="cuda").manual_seed(7)
@@ -60,7 +61,7 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048) -> dict:
 
 def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0) -> dict:
     """Run one what-if in a child process; never hangs longer than timeout_s."""
-    cmd = [sys.executable, "-m", "gemm_ladder.whatif", str(step_key), what_if]
+    cmd = [sys.executable, "-m", "gemm_ladder.choreography.whatif", str(step_key), what_if]
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=dict(os.environ))

@@ -2,12 +2,12 @@
 
 One model serves two sources:
 
-* ``source="sim"``: produced by :mod:`gemm_ladder.sim` (a discrete-event model
+* ``source="sim"``: produced by :mod:`gemm_ladder.choreography.sim` (a discrete-event model
   of the mbarrier pipelines);
 * ``source="measured"``: decoded from in-kernel GPU traces (issue / wait-begin /
   wait-end events recorded by each role).
 
-Both are drawn by :mod:`gemm_ladder.viz` and summarised by :func:`kpis`.  This
+Both are drawn by :mod:`gemm_ladder.choreography.viz` and summarised by :func:`kpis`.  This
 module is pure standard-library Python (no torch, no CUDA).
 
 Model

@@ -1,4 +1,4 @@
-"""Views of :class:`~gemm_ladder.timeline.Timeline` objects.
+"""Views of :class:`~gemm_ladder.choreography.timeline.Timeline` objects.
 
 * :func:`write_page` - one self-contained interactive HTML page (inline JS and
   CSS from ``viz_assets/``, data embedded as JSON; no network, no server, no
@@ -14,7 +14,7 @@
   lane; overlapping spans of a lane are split onto sub-tracks ("consumer0 #2")
   so that no two events on one track overlap.
 
-Imports only :mod:`gemm_ladder.timeline` and the standard library.
+Imports only :mod:`gemm_ladder.choreography.timeline` and the standard library.
 """
 
 from __future__ import annotations

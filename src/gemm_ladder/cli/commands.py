@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from .steps import DEFAULT_BENCH, all_steps, parse_steps
+from ..runtime.steps import DEFAULT_BENCH, all_steps, parse_steps
 
 
 def _console():
@@ -82,7 +82,7 @@ def cmd_bench(args) -> int:
                       "Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
         return 2
     from rich.progress import Progress
-    from . import bench
+    from ..measure import bench
     steps = parse_steps(args.steps)
     with Progress(console=console, transient=True) as progress:
         result = bench.run(steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
@@ -96,7 +96,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import compile_report, print_report
+    from ..measure.report import compile_report, print_report
     console = _console()
     rows = compile_report(parse_steps(args.steps), bf16=args.dtype == "bfloat16")
     print_report(rows, console)
@@ -111,7 +111,8 @@ def cmd_check(args) -> int:
         console.print("[red]gemm-ladder check needs a CUDA GPU (sm_90a).[/red]")
         return 2
     import torch
-    from . import bench, launch
+    from ..measure import bench
+    from ..runtime import launch
     failures = 0
     gen = torch.Generator(device="cuda").manual_seed(1)
     dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[args.dtype]
@@ -130,7 +131,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_deadlock(args) -> int:
-    from .whatif import run_whatif_subprocess
+    from ..choreography.whatif import run_whatif_subprocess
     console = _console()
     if not gpu_available():
         console.print("[red]gemm-ladder deadlock runs kernels on the GPU; without one use "
@@ -148,7 +149,7 @@ def cmd_trace(args) -> int:
         console.print("[red]gemm-ladder trace measures a kernel on the GPU; none is available.[/red] "
                       "`gemm-ladder simulate` draws the modelled timeline.")
         return 2
-    from .trace import trace_command
+    from ..choreography.trace import trace_command
     return trace_command(args, console)
 
 
@@ -160,12 +161,12 @@ def cmd_default(args) -> int:
         return cmd_bench(args)
     console.print("[yellow]No CUDA GPU here: running what needs none — the compile report of every step "
                   "and the pipeline simulator.[/yellow]")
-    from .report import compile_report, print_report
+    from ..measure.report import compile_report, print_report
     rows = compile_report(all_steps())
     print_report(rows, console)
     rc = 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
     try:
-        from .cli_simulate import simulate_report
+        from .simulate import simulate_report
     except ImportError:
         console.print("[dim](simulator not available)[/dim]")
         return rc
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(fn=cmd_trace)
 
     try:
-        from . import cli_simulate
+        from . import simulate as cli_simulate
     except Exception:  # the simulator is optional for the rest of the CLI
         cli_simulate = None
     if cli_simulate is not None:

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import launch
+from ..runtime import launch
 from .gpuinfo import Nvml
-from .steps import Step
+from ..runtime.steps import Step
 
 
 def git_commit(path: Path | None = None) -> str:
@@ -30,7 +30,7 @@ def git_commit(path: Path | None = None) -> str:
     if os.environ.get("GEMM_LADDER_COMMIT"):
         return os.environ["GEMM_LADDER_COMMIT"]
     try:
-        root = path or Path(__file__).resolve().parents[2]
+        root = path or Path(__file__).resolve().parents[3]
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True).stdout.strip()

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels"
 CACHE_ENV = "GEMM_LADDER_CACHE_DIR"
 DEFAULT_ARCH = "sm_90a"
 CACHE_FORMAT = 1  # bump when the entry layout changes

@@ -12,7 +12,7 @@ import re
 import struct
 from collections import defaultdict
 
-from . import jit
+from ..runtime import jit
 from .timeline import Handoff, Span, Timeline, kpis
 
 HEADER_WORDS = 8
@@ -209,8 +209,8 @@ def _settle_mma_spans(spans: list[Span], block: int, cap_ns: dict[str, float]) -
 def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10) -> dict:
     """Run `step` with tracing on the GPU. Returns {records, overhead, timeline kwargs}."""
     import torch
-    from . import launch
-    from .bench import Bench, check_output
+    from ..runtime import launch
+    from ..measure.bench import Bench, check_output
     launch.check_device(torch.device("cuda"))
     sms = launch.num_sms(torch.cuda.current_device())
     cap = events or events_needed(step, M, N, K, sms)
@@ -242,7 +242,7 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
 def trace_command(args, console) -> int:
     import json
     from pathlib import Path
-    from .steps import get_step
+    from ..runtime.steps import get_step
     st = get_step(args.step)
     if not st.uses_tma:
         console.print(f"[red]step {st.key} has no tracing hooks (steps 4 and up do)[/red]")
