@@ -1,56 +1,27 @@
-"""gemm-ladder: the command line.
-
-  gemm-ladder                  the main job: the ladder benchmark on a GPU; without one,
-                               the compile report and the pipeline simulator
-  gemm-ladder bench            ladder vs cuBLAS (table + JSON)
-  gemm-ladder report           compile every step (ptxas report, SASS instruction classes)
-  gemm-ladder check            correctness of steps on the GPU
-  gemm-ladder deadlock         the course's what-ifs on the GPU, as errors instead of hangs
-  gemm-ladder simulate         the mbarrier pipeline simulator (no GPU)
-  gemm-ladder trace            measured in-kernel timeline of a step (GPU)
-"""
+"""gemm-ladder: the command line (`gemm-ladder --help` lists the commands)."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from pathlib import Path
 
-from ..runtime.steps import DEFAULT_BENCH, all_steps, parse_steps
+from ..runtime.steps import DEFAULT_BENCH, all_steps
+from ..runtime.stepkeys import UnknownStep, parse_step_spec
+from . import doors
+from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
+
+DESCRIPTION = """\
+A GEMM ladder for Hopper: CUDA kernels from a naive GEMM to warp-specialized TMA + wgmma,
+compiled at run time with NVRTC. With no command, runs the main job: the ladder benchmark
+on a Hopper GPU; without one, the compile report of every step and the pipeline simulator.
+Files go under --out-dir (default out/)."""
 
 
 def _console():
-    import os
     from rich.console import Console
-    # Tables are wide; when output is captured (CI, device runs) don't squeeze them to 80.
-    return Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 180)))
-
-
-def gpu_available() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
-def parse_sizes(spec: str) -> list[tuple[int, int, int]]:
-    out = []
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        dims = [int(x) for x in part.lower().split("x")]
-        if len(dims) == 1:
-            dims *= 3
-        if len(dims) != 3 or min(dims) < 1:
-            raise argparse.ArgumentTypeError(f"bad size {part!r}: use N (square) or MxNxK")
-        out.append(tuple(dims))
-    return out
-
-
-def _dtype(s: str) -> str:
-    m = {"fp16": "float16", "float16": "float16", "half": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16"}
-    if s not in m:
-        raise argparse.ArgumentTypeError("dtype must be fp16 or bf16")
-    return m[s]
+    # When output is captured (CI, device runs) rich would assume 80 columns; honour COLUMNS.
+    return Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 120)))
 
 
 def print_ladder(result: dict, console) -> None:
@@ -76,47 +47,46 @@ def print_ladder(result: dict, console) -> None:
 
 
 def cmd_bench(args) -> int:
-    console = _console()
-    if not gpu_available():
-        console.print("[red]gemm-ladder bench needs a CUDA GPU (sm_90a); none is available here.[/red] "
-                      "Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
-        return 2
-    from rich.progress import Progress
+    doors.require_hopper("`gemm-ladder report` and `gemm-ladder simulate` need none")
     from ..measure import bench
-    steps = parse_steps(args.steps)
-    with Progress(console=console, transient=True) as progress:
-        result = bench.run(steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
+    json_path = doors.out_file(args.json) if args.json else None
+    out = doors.out_dir(args.out_dir)
+    console = _console()
+    with doors.progress() as progress:
+        result = bench.run(args.steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
                            progress=progress)
     result["command"] = " ".join(["gemm-ladder"] + sys.argv[1:])
     print_ladder(result, console)
-    path = Path(args.json) if args.json else bench.default_json_path(Path(args.out), result)
-    bench.write_json(result, path)
+    path = bench.write_json(result, json_path or bench.default_json_path(out, result))
     console.print(f"results: {path}")
     return 0 if all(r["ok"] for r in result["rows"]) else 1
 
 
-def cmd_report(args) -> int:
+def _write_report(args, bf16: bool, steps) -> int:
     from ..measure.report import compile_report, print_report
-    console = _console()
-    rows = compile_report(parse_steps(args.steps), bf16=args.dtype == "bfloat16")
-    print_report(rows, console)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    json_path = doors.out_file(args.json) if getattr(args, "json", None) else None
+    with doors.progress() as progress:
+        rows = compile_report(steps, bf16=bf16, progress=progress)
+    print_report(rows, _console())
+    if json_path:
+        json_path.write_text(json.dumps(rows, indent=1))
     return 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
 
 
+def cmd_report(args) -> int:
+    return _write_report(args, args.dtype == "bfloat16", args.steps)
+
+
 def cmd_check(args) -> int:
-    console = _console()
-    if not gpu_available():
-        console.print("[red]gemm-ladder check needs a CUDA GPU (sm_90a).[/red]")
-        return 2
+    doors.require_hopper()
     import torch
     from ..measure import bench
     from ..runtime import launch
+    console = _console()
     failures = 0
     gen = torch.Generator(device="cuda").manual_seed(1)
     dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[args.dtype]
-    for st in parse_steps(args.steps):
+    for st in args.steps:
         for (M, N, K) in args.sizes:
             if not st.accepts(M, N, K):
                 continue
@@ -131,106 +101,117 @@ def cmd_check(args) -> int:
 
 
 def cmd_deadlock(args) -> int:
-    from ..choreography.whatif import run_whatif_subprocess
-    console = _console()
-    if not gpu_available():
-        console.print("[red]gemm-ladder deadlock runs kernels on the GPU; without one use "
-                      "`gemm-ladder simulate --what-if ...`.[/red]")
-        return 2
+    doors.require_hopper("`gemm-ladder simulate --what-if ...` models the same what-ifs without one")
     from rich.markup import escape
-    res = run_whatif_subprocess(args.step, args.what_if, timeout_s=args.timeout)
-    console.print(escape(res["summary"]))
+    from ..choreography.whatif import run_whatif_subprocess
+    res = run_whatif_subprocess(args.step.key, args.what_if, timeout_s=args.timeout)
+    _console().print(escape(res["summary"]))
     return 0 if res["detected"] else 1
 
 
 def cmd_trace(args) -> int:
-    console = _console()
-    if not gpu_available():
-        console.print("[red]gemm-ladder trace measures a kernel on the GPU; none is available.[/red] "
-                      "`gemm-ladder simulate` draws the modelled timeline.")
-        return 2
+    doors.require_hopper("`gemm-ladder simulate` draws the modelled timeline without one")
     from ..choreography.trace import trace_command
-    return trace_command(args, console)
+    args.out = str(doors.out_dir(args.out_dir))
+    args.step = args.step.key
+    return trace_command(args, _console())
 
 
 def cmd_default(args) -> int:
-    console = _console()
-    if gpu_available():
-        args.steps, args.sizes, args.dtype, args.reps, args.budget = DEFAULT_BENCH, [(4096, 4096, 4096)], "float16", 50, 2.0
-        args.json, args.out = None, "benchmarks/results"
+    if doors.hopper_problem() is None:
+        args.steps, args.sizes, args.dtype = parse_step_spec(DEFAULT_BENCH), [(4096, 4096, 4096)], "float16"
+        args.reps, args.budget, args.json = 50, 2.0, None
         return cmd_bench(args)
-    console.print("[yellow]No CUDA GPU here: running what needs none — the compile report of every step "
+    from .simulate import simulate_report
+    out = doors.out_dir(args.out_dir)
+    console = _console()
+    console.print("[yellow]No Hopper GPU here: running what needs none — the compile report of every step "
                   "and the pipeline simulator.[/yellow]")
-    from ..measure.report import compile_report, print_report
-    rows = compile_report(all_steps())
-    print_report(rows, console)
-    rc = 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
-    try:
-        from .simulate import simulate_report
-    except ImportError:
-        console.print("[dim](simulator not available)[/dim]")
-        return rc
-    console.print(simulate_report(Path(args.out_dir)))
+    rc = _write_report(args, False, all_steps())
+    with doors.status("simulating the pipelines") as update:
+        text = simulate_report(out, tick=update)
+    console.print(text, markup=False, highlight=False)
     return rc
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gemm-ladder", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out-dir", default="out", help="where the no-GPU main job writes its pages (default: out/)")
-    sub = p.add_subparsers(dest="command")
+_HELP_STEPS = "steps: keys 1..7, variants like 7:d4, ranges 1-7, 'all' (comma separated)"
+_HELP_SIZES = "N (square) or MxNxK, comma separated"
+_HELP_DTYPE = "fp16 or bf16"
 
-    b = sub.add_parser("bench", help="the ladder benchmark vs cuBLAS")
-    b.add_argument("--steps", default=DEFAULT_BENCH, help=f"steps, e.g. '1-7,7:d4' (default {DEFAULT_BENCH})")
-    b.add_argument("--sizes", type=parse_sizes, default=[(4096, 4096, 4096)], help="N or MxNxK, comma separated")
-    b.add_argument("--dtype", type=_dtype, default="float16")
-    b.add_argument("--reps", type=int, default=50, help="timed calls per step (slow steps use fewer)")
-    b.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per step at most")
-    b.add_argument("--out", default="benchmarks/results", help="directory for the JSON results")
-    b.add_argument("--json", help="exact JSON output path")
+
+def _out_dir_parent() -> argparse.ArgumentParser:
+    """--out-dir on a command (also accepted before it); --out is its older spelling."""
+    p = OneLineParser(add_help=False)
+    p.add_argument("--out-dir", "--out", dest="out_dir", default=argparse.SUPPRESS, metavar="DIR",
+                   help=f"folder for the files this command writes (default: {doors.DEFAULT_OUT_DIR}/)")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="gemm-ladder", description=DESCRIPTION,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-dir", default=doors.DEFAULT_OUT_DIR, metavar="DIR",
+                   help=f"folder for every file written (default: {doors.DEFAULT_OUT_DIR}/)")
+    sub = p.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    outp = [_out_dir_parent()]
+    seconds = doors.number(float, 0, 3600, "s", low_open=True)
+
+    b = sub.add_parser("bench", parents=outp, help="the ladder vs cuBLAS, interleaved: table + JSON (GPU)")
+    b.add_argument("--steps", type=doors.step_list, default=DEFAULT_BENCH, help=f"{_HELP_STEPS} (default {DEFAULT_BENCH})")
+    b.add_argument("--sizes", type=parse_sizes, default=[(4096, 4096, 4096)], help=f"{_HELP_SIZES} (default 4096)")
+    b.add_argument("--dtype", type=_dtype, default="float16", help=f"{_HELP_DTYPE} (default fp16)")
+    b.add_argument("--reps", type=doors.number(int, 1, 100_000), default=50, help="timed calls per step at most (slow steps use fewer)")
+    b.add_argument("--budget", type=seconds, default=2.0, help="seconds of timed calls per step at most")
+    b.add_argument("--json", metavar="FILE", help="exact JSON output path (default: a dated name under --out-dir)")
     b.set_defaults(fn=cmd_bench)
 
-    r = sub.add_parser("report", help="compile report (no GPU needed)")
-    r.add_argument("--steps", default="all")
-    r.add_argument("--dtype", type=_dtype, default="float16")
-    r.add_argument("--json")
+    r = sub.add_parser("report", help="compile every step: registers, shared memory, spills, SASS classes (no GPU)")
+    r.add_argument("--steps", type=doors.step_list, default="all", help=f"{_HELP_STEPS} (default all)")
+    r.add_argument("--dtype", type=_dtype, default="float16", help=f"{_HELP_DTYPE}: which build to report (default fp16)")
+    r.add_argument("--json", metavar="FILE", help="also write the report rows as JSON to FILE")
     r.set_defaults(fn=cmd_report)
 
     c = sub.add_parser("check", help="correctness of steps against an fp32 reference (GPU)")
-    c.add_argument("--steps", default="all")
-    c.add_argument("--sizes", type=parse_sizes, default=[(1024, 1024, 1024), (4096, 4096, 4096)])
-    c.add_argument("--dtype", type=_dtype, default="float16")
+    c.add_argument("--steps", type=doors.step_list, default="all", help=f"{_HELP_STEPS} (default all)")
+    c.add_argument("--sizes", type=parse_sizes, default=[(1024, 1024, 1024), (4096, 4096, 4096)],
+                   help=f"{_HELP_SIZES} (default 1024,4096); sizes a step cannot take are skipped")
+    c.add_argument("--dtype", type=_dtype, default="float16", help=f"{_HELP_DTYPE} (default fp16)")
     c.add_argument("--debug", action="store_true", help="bounded mbarrier waits: a deadlock becomes an error")
     c.set_defaults(fn=cmd_check)
 
-    d = sub.add_parser("deadlock", help="run a what-if ablation on the GPU with bounded waits")
-    d.add_argument("--step", default="7")
-    d.add_argument("--what-if", default="both-phase-0",
-                   choices=["both-phase-0", "expect-tx-small", "expect-tx-large"])
-    d.add_argument("--timeout", type=float, default=60.0, help="seconds before the child process is killed")
+    d = sub.add_parser("deadlock", help="run one of the course's what-ifs on the GPU with bounded waits")
+    d.add_argument("--step", type=doors.traced_step, default="7", help="a step with mbarrier rings (default 7)")
+    d.add_argument("--what-if", default="both-phase-0", choices=["both-phase-0", "expect-tx-small", "expect-tx-large"],
+                   help="the ablation to compile in (default both-phase-0)")
+    d.add_argument("--timeout", type=seconds, default=60.0, help="seconds before the child process is killed")
     d.set_defaults(fn=cmd_deadlock)
 
-    t = sub.add_parser("trace", help="measured in-kernel timeline of a step (GPU)")
-    t.add_argument("--step", default="7")
-    t.add_argument("--size", type=parse_sizes, default=[(4096, 4096, 4096)])
-    t.add_argument("--out", default="out")
-    t.add_argument("--events", type=int, default=8192, help="trace capacity per role per CTA")
+    t = sub.add_parser("trace", parents=outp, help="measured in-kernel timeline of a step beside the model (GPU)")
+    t.add_argument("--step", type=doors.traced_step, default="7", help="step key, 4 and up (default 7)")
+    t.add_argument("--size", type=parse_sizes, default=[(4096, 4096, 4096)], help="N or MxNxK (default 4096)")
+    t.add_argument("--events", type=doors.number(int, 1, 1 << 20), default=8192,
+                   help="trace capacity per role per CTA (default 8192)")
     t.set_defaults(fn=cmd_trace)
 
-    try:
-        from . import simulate as cli_simulate
-    except Exception:  # the simulator is optional for the rest of the CLI
-        cli_simulate = None
-    if cli_simulate is not None:
-        cli_simulate.add_parser(sub)
+    from . import simulate as cli_simulate
+    cli_simulate.add_parser(sub, parents=outp)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "fn", None) is None:
-        return cmd_default(args)
-    return args.fn(args)
+    prog = "gemm-ladder" + (f" {args.command}" if getattr(args, "command", None) else "")
+    try:
+        if getattr(args, "fn", None) is None:
+            return cmd_default(args)
+        return args.fn(args)
+    except (CliError, UnknownStep) as e:
+        return doors.fail(prog, str(e), getattr(e, "code", 2))
+    except KeyboardInterrupt:
+        return doors.fail(prog, "interrupted", 130)
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to say
+        sys.stdout = open(os.devnull, "w")
+        return 141
 
 
 if __name__ == "__main__":

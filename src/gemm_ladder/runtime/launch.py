@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import driver, jit
+from .stepkeys import as_step
 from .steps import ShapeError, Step
 
 SUPPORTED = ("float16", "bfloat16")
@@ -158,12 +159,13 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
     return _PREPARED[key]
 
 
-def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
+def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
          trace_buffer=None, trace_events: int = 0, cluster: tuple[int, int, int] | None = None) -> "Plan":
     """Validate, compile, load and build the launch of C = A @ B^T once; the returned
     Plan launches it (on the stream current now) each time it is called. `cluster`
     launches thread-block clusters of that shape (the grid must divide by it)."""
     torch = _torch()
+    step = as_step(step)
     M, N, K = check_operands(a, b, out, step=step)
     check_device(a.device)
     if out is None:
@@ -218,9 +220,10 @@ class Plan:
         _sync_checked(self.step, self.prep, self.device_index)
 
 
-def run_step(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
+def run_step(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
              trace_buffer=None, trace_events: int = 0, sync: bool = False):
-    """C = A @ B^T with one ladder step. Returns `out` (allocated if None).
+    """C = A @ B^T with one ladder step ('7', 7, '7:d4' or a Step). Returns `out`
+    (allocated if None).
 
     debug: bounded mbarrier waits; a timeout raises PipelineDeadlock naming the role,
     barrier, stage and phase (the CUDA context is unusable afterwards: run such builds in
