@@ -104,7 +104,8 @@ def cmd_deadlock(args) -> int:
     doors.require_hopper("`gemm-ladder simulate --what-if ...` models the same what-ifs without one")
     from rich.markup import escape
     from ..choreography.whatif import run_whatif_subprocess
-    res = run_whatif_subprocess(args.step.key, args.what_if, timeout_s=args.timeout)
+    with doors.status(f"step {args.step.key}, what-if {args.what_if}: a debug build in a child process"):
+        res = run_whatif_subprocess(args.step.key, args.what_if, timeout_s=args.timeout)
     _console().print(escape(res["summary"]))
     return 0 if res["detected"] else 1
 

@@ -59,7 +59,7 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
     p.add_argument("--step", type=_sim_step,
                    help=f"one step, {min(STEP_TITLES)}..{max(STEP_TITLES)} (default: all, lockstep beside "
                         "warp-specialized)")
-    p.add_argument("--depth", type=doors.number(int, 1, MAX_DEPTH), help="PIPE_DEPTH (ring stages); default per step")
+    p.add_argument("--depth", type=doors.number(int, 1, MAX_DEPTH), help=f"ring stages (PIPE_DEPTH), 1..{MAX_DEPTH}; default per step")
     p.add_argument("--k-tiles", type=doors.number(int, 1, MAX_K_TILES), dest="k_tiles",
                    help=f"k-tiles per output tile (default 64 = K 4096; at most {MAX_K_TILES})")
     p.add_argument("--tiles-per-cta", type=doors.number(int, 1, MAX_TILES_PER_CTA), dest="tiles_per_cta",
