@@ -62,4 +62,4 @@ fi
 
 echo "================ summary ================"
 printf '%s\n' "${summary[@]}"
-grep -E "^│|FAIL|Error" "$OUT/bench.log" 2>/dev/null | head -30
+grep -E "^ +[0-9]|failed|FAIL|Error" "$OUT/bench.log" 2>/dev/null | head -30

@@ -200,6 +200,18 @@ def test_report_fits_120_columns(tmp_path):
         assert header in r.stdout
 
 
+@pytest.mark.parametrize("name", ["2026-11-29_h200_ladder_4096_fp16_16c3043.json",
+                                  "2026-11-29_h200_sweep_step7d4_17c9529.json"])
+def test_bench_table_fits_100_columns(name):
+    from rich.console import Console
+    result = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+    console = Console(width=100, record=True, file=open(os.devnull, "w"))
+    cli.print_ladder(result, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 100 and "…" not in text
+    assert "x cuBLAS" in text and "timed calls per step" in text
+
+
 def test_sass_disassembly_is_cached_and_checked(tmp_path, monkeypatch):
     if sass.find_tool("cuobjdump") is None or sass.find_tool("nvdisasm") is None:
         pytest.skip("no cuobjdump/nvdisasm")

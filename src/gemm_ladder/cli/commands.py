@@ -24,26 +24,47 @@ def _console():
     return Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 120)))
 
 
+def _span(values) -> str:
+    v = sorted(set(values))
+    return f"{v[0]}-{v[-1]}" if len(v) > 1 else str(v[0])
+
+
 def print_ladder(result: dict, console) -> None:
+    """The ladder table, narrow enough for a 100-column terminal: the size goes in the title
+    when there is one; clocks, power and repetitions in a line below (all are in the JSON)."""
+    from rich import box
+    from rich.markup import escape
     from rich.table import Table
-    g = result.get("gpu", {})
-    t = Table(title=f"GEMM ladder vs cuBLAS — {g.get('torch_name', '?')}, commit {result['commit'][:12]}")
-    for col, just in (("size", "left"), ("step", "left"), ("forced move", "left"), ("ms", "right"),
-                      ("p10-p90", "right"), ("TFLOP/s", "right"), ("x step 1", "right"), ("x cuBLAS", "right"),
-                      ("cuBLAS TFLOP/s", "right"), ("SM MHz", "right"), ("W", "right"), ("status", "left")):
-        t.add_column(col, justify=just)
-    for r in result["rows"]:
-        size = f"{r['M']}x{r['N']}x{r['K']}"
+    g, rows = result.get("gpu", {}), result["rows"]
+    sizes = sorted({(r["M"], r["N"], r["K"]) for r in rows})
+    title = f"GEMM ladder vs cuBLAS — {g.get('torch_name', '?')}, commit {result['commit'][:12]}"
+    if len(sizes) == 1:
+        title += ", " + "x".join(map(str, sizes[0]))
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
+    cols = (["size"] if len(sizes) > 1 else []) + ["step", "ms", "p10-p90", "TFLOP/s", "x step 1", "x cuBLAS",
+                                                   "cuBLAS TFLOP/s"]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("size", "step") else "right", no_wrap=True)
+    for r in rows:
+        head = [f"{r['M']}x{r['N']}x{r['K']}", r["step"]] if len(sizes) > 1 else [r["label"]]
         if not r["ok"]:
-            t.add_row(size, r["label"], r["forced_move"], *["-"] * 8, f"[red]{r['error'][:60]}")
+            t.add_row(*head, "[red]failed", *["-"] * 5)
             continue
-        ratio = r["ratio_to_cublas"]
+        ratio, up = r["ratio_to_cublas"], r["speedup_over_step1"]
         color = "green" if ratio >= 1.0 else ("yellow" if ratio >= 0.7 else "white")
-        t.add_row(size, r["label"], r["forced_move"], f"{r['ms']:.4f}", f"{r['ms_p10']:.3f}-{r['ms_p90']:.3f}",
-                  f"{r['tflops']:.0f}", "-" if r["speedup_over_step1"] != r["speedup_over_step1"] else f"{r['speedup_over_step1']:.0f}x",
-                  f"[{color}]{ratio:.2f}", f"{r['cublas_tflops']:.0f}", str(r["gpu"].get("sm_clock_mhz", "-")),
-                  str(r["gpu"].get("power_w", "-")), "ok" + (f" ({r['reps']} reps)"))
+        t.add_row(*head, f"{r['ms']:.4f}", f"{r['ms_p10']:.3f}-{r['ms_p90']:.3f}", f"{r['tflops']:.0f}",
+                  "-" if up != up else f"{up:.0f}x", f"[{color}]{ratio:.2f}", f"{r['cublas_tflops']:.0f}")
     console.print(t)
+    ok = [r for r in rows if r["ok"]]
+    mhz = [r["gpu"]["sm_clock_mhz"] for r in ok if r["gpu"].get("sm_clock_mhz") is not None]
+    watts = [r["gpu"]["power_w"] for r in ok if r["gpu"].get("power_w") is not None]
+    if ok:
+        console.print((f"SM clock {_span(mhz)} MHz, " if mhz else "") + (f"power {_span(watts)} W, " if watts else "")
+                      + f"{_span(r['reps'] for r in ok)} timed calls per step", markup=False, highlight=False)
+    for r in rows:
+        if not r["ok"]:
+            console.print(f"[red]step {r['step']} at {r['M']}x{r['N']}x{r['K']}: {escape(r['error'])}[/red]",
+                          highlight=False)
 
 
 def cmd_bench(args) -> int:
