@@ -1,5 +1,6 @@
 """Doors: every bad input ends in one clear line on stderr and a non-zero exit code, never a
 traceback; output goes where --out-dir says; the report fits 120 columns. No GPU needed."""
+import io
 import json
 import os
 import subprocess
@@ -91,6 +92,8 @@ def test_gpu_command_without_hopper_is_one_line_without_numpy_noise(tmp_path):
     (("report", "--steps", "7-3"), ("bad step range '7-3'",)),
     (("report", "--steps", ","), ("no steps in",)),
     (("report", "--steps", "4:d2"), ("step 4 has no variants",)),
+    (("report", "--steps", "7:d0"), ("step 7:d0: d<depth> must be at least 1",)),
+    (("report", "--steps", "6:d2g0"), ("g<group rows> must be at least 1",)),
     (("report", "--dtype", "fp8"), ("unknown dtype 'fp8'", "fp16 or bf16")),
     (("bench", "--steps", "99"), ("no step 99",)),
     (("bench", "--sizes", "1x2"), ("bad size '1x2'", "MxNxK")),
@@ -205,7 +208,7 @@ def test_report_fits_120_columns(tmp_path):
 def test_bench_table_fits_100_columns(name):
     from rich.console import Console
     result = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
-    console = Console(width=100, record=True, file=open(os.devnull, "w"))
+    console = Console(width=100, record=True, file=io.StringIO())
     cli.print_ladder(result, console)
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 100 and "…" not in text

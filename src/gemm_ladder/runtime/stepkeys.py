@@ -50,9 +50,13 @@ def as_step(key: Step | str | int) -> Step:
     if isinstance(key, bool) or not isinstance(key, (str, int)):
         raise UnknownStep(f"a step is a key such as '7' or '7:d4', or a Step; got {type(key).__name__}")
     try:
-        return get_step(key)
+        st = get_step(key)
     except KeyError:
         raise UnknownStep(_why_unknown(str(key).strip())) from None
+    zero = [_TOKENS[t][0] for t, v in re.findall(r"([dgw])(\d+)", st.variant) if int(v) < 1]
+    if zero:
+        raise UnknownStep(f"step {st.key}: {', '.join(zero)} must be at least 1")
+    return st
 
 
 def parse_step_spec(spec: str | int | Step) -> list[Step]:
