@@ -89,4 +89,16 @@ GL_DEVICE u32 smid() {
   return r;
 }
 
+// Round a dynamic shared memory pointer up to 1024 bytes (128B-swizzled tiles need it).
+GL_DEVICE u8* align_1024(u8* p) {
+  const u32 a = smem_u32(p);
+  return p + (((a + 1023u) & ~1023u) - a);
+}
+
+// Ordinary shared-memory stores (st.shared, stmatrix) become visible to the async proxy
+// (TMA, wgmma) only after this fence, executed by each writing thread before the barrier.
+GL_DEVICE void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 GL_DEVICE int ceil_div(int a, int b) { return (a + b - 1) / b; }

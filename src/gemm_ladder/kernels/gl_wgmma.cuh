@@ -34,6 +34,16 @@ template <int R> GL_DEVICE void fence_acc(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// Accumulators start at zero for each output tile.
+template <int R> GL_DEVICE void zero_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) d[i] = 0.f;
+}
+template <int H, int R> GL_DEVICE void zero_acc(float (&d)[H][R]) {
+#pragma unroll
+  for (int h = 0; h < H; ++h) zero_acc(d[h]);
+}
+
 // One 64-wide k-tile of a 128 x 128 output tile, both operands K-major and 128B-swizzled
 // (as TMA writes them): 4 k-slices of 16 x 2 m64 halves; acc[h] holds rows 64h..64h+63.
 // The caller brackets it with wgmma_fence / wgmma_commit and chooses when to wait.
