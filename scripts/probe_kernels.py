@@ -1,0 +1,189 @@
+"""Probe kernels on the GPU straight from their defines, without the step registry: debug-build
+correctness in child processes (a deadlock becomes an error), poisoned-output checks at edge
+shapes, repeated runs (a moving result is a race), then timing interleaved with cuBLAS.
+
+    PYTHONPATH=src python scripts/probe_kernels.py [--keys 7:d4,8,9] [--json out.json]
+
+Used to bring up a new kernel before its Step entry exists; each configuration below names
+its file, entry, threads, defines and cluster.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _smem(depth, bm, bn, bk, staging, barriers):
+    return 1024 + depth * (bm + bn) * bk * 2 + staging + 8 * barriers
+
+
+def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi):
+    staging = bm * bn * 2 if epi == 0 else epi * bm * 64 * 2
+    barriers = 2 * depth + 2 * max(1, epi)
+    d = dict(GL_BM=bm, GL_BN=bn, GL_BK=64, GL_DEPTH=depth, GL_GROUP_M=8, GL_CLUSTER_M=cluster,
+             GL_CONSUMERS=consumers, GL_EPI_STAGES=epi,
+             GL_DYNAMIC_SMEM=_smem(depth, bm, bn, 64, staging, barriers))
+    return dict(src=src, entry=entry, threads=threads, defines=d, cluster=cluster, bm=bm, bn=bn)
+
+
+CONFIGS = {
+    "7:d4": _cfg("step7_warp_specialized.cu", "gemm_step7_warp_specialized", 256, 128, 128, 4, 1, 1, 0),
+    "8": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 4, 2, 1, 0),
+    "8:c1": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 4, 1, 1, 0),
+    "9": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 2, 2, 2),
+    "9:c1": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 1, 2, 2),
+}
+
+
+class Kernel:
+    def __init__(self, key, bf16, extra=None):
+        import torch
+        from gemm_ladder.runtime import driver, jit
+        c = CONFIGS[key]
+        self.c, self.key, self.bf16 = c, key, bf16
+        d = dict(c["defines"], GL_BF16=int(bf16), **(extra or {}))
+        self.compiled = jit.compile_kernel(c["src"], c["entry"], d)
+        self.smem = d["GL_DYNAMIC_SMEM"]
+        self.kernel = driver.load(self.compiled, torch.cuda.current_device(), self.smem)
+        cl = c["cluster"]
+        self.max_clusters = driver.max_active_clusters(self.kernel, (c["threads"], 1, 1), self.smem, (cl, 1, 1))
+
+    def plan(self, a, b, out):
+        import torch
+        from gemm_ladder.runtime import driver
+        c = self.c
+        M, K = a.shape
+        N = b.shape[0]
+        cl = c["cluster"]
+        tiles = -(-M // (c["bm"] * cl)) * -(-N // c["bn"])
+        grid = min(self.max_clusters, tiles) * cl
+        args = [driver.TensorMap(a.data_ptr(), M, K, K, c["bm"], 64, self.bf16),
+                driver.TensorMap(b.data_ptr(), N, K, K, c["bn"] // cl, 64, self.bf16),
+                driver.TensorMap(out.data_ptr(), M, N, N, c["bm"], 64, self.bf16), M, N, K]
+        return driver.PreparedLaunch(self.kernel, (grid, 1, 1), (c["threads"], 1, 1), args,
+                                     stream=torch.cuda.current_stream().cuda_stream,
+                                     dynamic_smem=self.smem, cluster=(cl, 1, 1)), grid
+
+
+SHAPES = [(256, 384, 192), (384, 256, 320), (129, 264, 72), (1000, 1000, 1000), (640, 768, 64),
+          (3 * 128, 2 * 256, 4096), (4096, 4096, 4096)]
+
+
+def correctness(key, bf16, shapes, repeats=0, extra=None):
+    import torch
+    from gemm_ladder.measure.bench import check_output
+    dt = torch.bfloat16 if bf16 else torch.float16
+    k = Kernel(key, bf16, extra)
+    lines, ok_all = [], True
+    for (M, N, K) in shapes:
+        a = torch.randn(M, K, device="cuda").to(dt)
+        b = torch.randn(N, K, device="cuda").to(dt)
+        ref = a.float() @ b.float().T
+        out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
+        p, grid = k.plan(a, b, out)
+        p()
+        torch.cuda.synchronize()
+        ok, mx, rel, err = check_output(out, ref, "bfloat16" if bf16 else "float16")
+        first = out.clone()
+        moved = 0
+        for _ in range(repeats):
+            out.fill_(float("nan"))
+            p()
+            torch.cuda.synchronize()
+            moved += int(not torch.equal(out, first))
+        ok_all &= ok and moved == 0
+        lines.append(f"{key} {'bf16' if bf16 else 'fp16'} {M}x{N}x{K} grid={grid} ok={ok} rel={rel:.2e} "
+                     f"{err} repeats={repeats} moved={moved}")
+    return ok_all, lines
+
+
+def child(args):
+    ok, lines = correctness(args.child, args.bf16, SHAPES[:4], extra={"GL_DEBUG_WAITS": 1})
+    print("\n".join(lines), flush=True)
+    sys.exit(0 if ok else 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keys", default="7:d4,8,9,8:c1,9:c1")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--child", default=None)
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--sizes", default="4096,8192,2048")
+    ap.add_argument("--repeats", type=int, default=100)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    import torch
+    from gemm_ladder.measure.bench import Bench
+    from gemm_ladder.measure.gpuinfo import Nvml
+    keys = args.keys.split(",")
+    report = {"correct": [], "timing": []}
+    # 1. debug builds in children: a hang is an error after the bounded wait
+    for key in keys:
+        for bf in (0, 1):
+            cmd = [sys.executable, __file__, "--child", key] + (["--bf16"] if bf else [])
+            t = time.time()
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+                out, rc = r.stdout + r.stderr[-2000:], r.returncode
+            except subprocess.TimeoutExpired:
+                out, rc = "TIMEOUT", -1
+            print(f"[debug] {key} bf16={bf} rc={rc} {time.time() - t:.1f}s\n{out}", flush=True)
+            report["correct"].append({"key": key, "bf16": bf, "debug": True, "rc": rc, "log": out})
+    # 2. normal builds: edge shapes + repeated runs on poisoned outputs
+    for key in keys:
+        for bf in (0, 1):
+            try:
+                ok, lines = correctness(key, bool(bf), SHAPES, repeats=0)
+                ok2, lines2 = correctness(key, bool(bf), [(1024, 1024, 1024), (384, 512, 2048)],
+                                          repeats=args.repeats if bf == 0 else 20)
+                ok &= ok2
+                lines += lines2
+            except Exception as e:  # keep probing the others
+                ok, lines = False, [f"{key} bf16={bf} ERROR {type(e).__name__}: {e}"]
+            print("\n".join(lines), flush=True)
+            report["correct"].append({"key": key, "bf16": bf, "ok": ok, "lines": lines})
+    # 3. timing, interleaved with cuBLAS
+    bench = Bench(0)
+    nvml = Nvml(0)
+    for size in [int(s) for s in args.sizes.split(",")]:
+        for bf in ((0, 1) if size == 4096 else (0,)):
+            dt = torch.bfloat16 if bf else torch.float16
+            M = N = K = size
+            a, b = bench.inputs(M, N, K, dt)
+            cout = torch.empty(M, N, dtype=dt, device="cuda")
+            cublas = lambda: torch.matmul(a, b.T, out=cout)  # noqa: E731
+            fns, names = [cublas], ["cublas"]
+            for key in keys:
+                try:
+                    k = Kernel(key, bool(bf))
+                    out = torch.empty(M, N, dtype=dt, device="cuda")
+                    p, grid = k.plan(a, b, out)
+                    fns.append(p)
+                    names.append(key)
+                except Exception as e:
+                    print(f"timing {key}: {type(e).__name__}: {e}", flush=True)
+            n = 60 if size <= 4096 else 25
+            times = bench.time_interleaved(fns, n)
+            med = {nm: statistics.median(t) for nm, t in zip(names, times)}
+            g = nvml.sample()
+            for nm in names[1:]:
+                row = {"key": nm, "size": size, "dtype": "bf16" if bf else "fp16", "ms": med[nm],
+                       "cublas_ms": med["cublas"], "ratio": med["cublas"] / med[nm],
+                       "tflops": 2 * M * N * K / med[nm] / 1e9, "gpu": g}
+                report["timing"].append(row)
+                print(f"TIME {nm:6s} {size} {row['dtype']} {med[nm]:.4f} ms  cublas {med['cublas']:.4f}  "
+                      f"ratio {row['ratio']:.3f}  {row['tflops']:.0f} TFLOP/s  sm={g.get('sm_clock_mhz')} "
+                      f"W={g.get('power_w')}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
