@@ -21,9 +21,11 @@ def _smem(depth, bm, bn, bk, staging, barriers):
     return 1024 + depth * (bm + bn) * bk * 2 + staging + 8 * barriers
 
 
-def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi):
+def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi, pingpong=False):
     staging = bm * bn * 2 if epi == 0 else epi * bm * 64 * 2
     barriers = 2 * depth + 2 * max(1, epi)
+    if pingpong:  # a staging tile, an epilogue ring and a turn barrier per consumer
+        staging, barriers = consumers * bm * bn * 2, 2 * depth + 3 * consumers
     d = dict(GL_BM=bm, GL_BN=bn, GL_BK=64, GL_DEPTH=depth, GL_GROUP_M=8, GL_CLUSTER_M=cluster,
              GL_CONSUMERS=consumers, GL_EPI_STAGES=epi,
              GL_DYNAMIC_SMEM=_smem(depth, bm, bn, 64, staging, barriers))
@@ -35,6 +37,14 @@ CONFIGS = {
     "8": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 4, 2, 1, 0),
     "8:c1": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 4, 1, 1, 0),
     "9": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 2, 2, 2),
+    "8:d6": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 6, 2, 1, 0),
+    "8:d5": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 5, 2, 1, 0),
+    "7:d6": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 6, 1, 1, 0),
+    "9:d3e4": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 3, 2, 2, 4),
+    "9:c1d3e4": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 3, 1, 2, 4),
+    "10": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 4, 2, 2, 0, True),
+    "10:d5": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 5, 2, 2, 0, True),
+    "10:c1d5": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 5, 1, 2, 0, True),
     "9:c1": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 1, 2, 2),
 }
 
@@ -111,6 +121,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", default="7:d4,8,9,8:c1,9:c1")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--debug-keys", default=None, help="keys checked with debug builds (default: --keys)")
     ap.add_argument("--child", default=None)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--sizes", default="4096,8192,2048")
@@ -124,7 +135,7 @@ def main():
     keys = args.keys.split(",")
     report = {"correct": [], "timing": []}
     # 1. debug builds in children: a hang is an error after the bounded wait
-    for key in keys:
+    for key in (args.debug_keys or args.keys).split(","):
         for bf in (0, 1):
             cmd = [sys.executable, __file__, "--child", key] + (["--bf16"] if bf else [])
             t = time.time()

@@ -116,6 +116,12 @@ struct PipelineState {
   GL_DEVICE void advance() {
     if (++stage == DEPTH) { stage = 0; phase ^= 1u; }
   }
+  // Skip n buffers at once (the stages another consumer takes), flipping the phase once per wrap.
+  GL_DEVICE void advance_by(int n) {
+    const int s = stage + n;
+    phase ^= (u32)((s / DEPTH) & 1);
+    stage = s % DEPTH;
+  }
 };
 
 // Ablation -DGL_ABLATE_EXPECT_TX_DELTA=<bytes>: announce the wrong number of transaction
