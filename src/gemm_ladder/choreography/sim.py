@@ -29,24 +29,27 @@ What is modelled
 * Every role pays ``issue_ns`` per instruction it issues and resumes
   ``wake_ns`` after the phase completion that releases it.
 
-Roles per step (see :func:`params_for_step`)
---------------------------------------------
-* 4, 5, 6 - *lockstep*: one team issues its loads, waits on the full barrier,
-  issues the wgmma, waits for it, ... and writes the epilogue itself.  Step 4
-  has no ring (depth 1); step 5 a PIPE_DEPTH ring with prefetch distance
-  depth-1 and ``wgmma.wait_group(1)``; step 6 the same over several tiles per
-  CTA (persistent).  The TMA engine's loads/stores in flight are drawn on a
-  ``cta0/tma`` lane.
-* 7 - warp-specialized: a producer warp, a consumer warpgroup and a writeback
-  warp; two rings = four mbarriers: ``tma2mma``/``mma2tma`` (the SMEM operand
-  ring, depth stages) and ``mma2ld``/``ld2mma`` (the accumulator staging
+Roles per step (the parameters come from the step's `Step`, see :func:`params_for_step`)
+-------------------------------------------------------------------------------------
+* *lockstep* (steps 4-6): one team issues its loads, waits on the full barrier,
+  issues the wgmma, waits for it, ... and writes the epilogue itself.  With one
+  stage (step 4) nothing overlaps; with a ring of ``depth`` stages the team
+  prefetches depth-1 ahead and keeps one wgmma in flight (``wgmma.wait_group(1)``);
+  a persistent step runs several tiles per CTA.  The TMA engine's loads/stores
+  in flight are drawn on a ``cta0/tma`` lane.
+* *warp-specialized* (step 7): a producer warp, consumer warpgroup(s) and a
+  writeback warp; two rings = four mbarriers: ``tma2mma``/``mma2tma`` (the SMEM
+  operand ring, depth stages) and ``mma2ld``/``ld2mma`` (the accumulator staging
   buffer: full / free).
-* 8 - a 2-CTA cluster: each CTA loads its own A and half of B, multicasting
-  its B half to both CTAs; each CTA's full barrier expects the whole stage's
-  bytes; the empty barrier counts the consumers of both CTAs (remote arrive).
-* 9 - multi-consumer: as 8, with two consumer warpgroups per CTA that share
-  each staged B tile (each has its own A block), and a chunked (EPI_N = 64)
-  epilogue.
+* a cluster of 2 CTAs (modelled step 8): each CTA loads its own A and half of B,
+  multicasting its B half to both CTAs; each CTA's full barrier expects the
+  whole stage's bytes; the empty barrier counts the consumers of both CTAs
+  (remote arrive).
+* two consumers (modelled step 9): as 8, with two consumer warpgroups per CTA
+  that share each staged B tile (each has its own A block), and a chunked
+  (64-column) epilogue.
+
+Steps 8 and 9 are "model only": no kernel implements them yet.
 
 Deadlocks and early releases (the course's exercises, :data:`WHAT_IFS`) never
 hang and never raise: :func:`simulate` returns a :class:`SimResult` whose
@@ -63,6 +66,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from ..runtime.steps import EPI_CHUNK_COLS, MODELLED_STEPS, Step, all_steps, get_step
 from .timeline import Handoff, Span, Timeline, kpis, lane_cta, lane_role
 
 __all__ = [
@@ -72,8 +76,7 @@ __all__ = [
     "PipelineState",
     "WHAT_IFS",
     "WHAT_IF_DEFAULT_STEP",
-    "STEP_TITLES",
-    "LOCKSTEP_STEPS",
+    "simulated_steps",
     "params_for_step",
     "simulate",
     "simulate_step",
@@ -87,16 +90,14 @@ __all__ = [
 # parameters
 # ---------------------------------------------------------------------------
 
-LOCKSTEP_STEPS = (4, 5, 6)
+# SMs of an H100 SXM / H200, for sizing persistent grids when the real count is not known.
+DEFAULT_NUM_SMS = 132
 
-STEP_TITLES = {
-    4: "step 4 - TMA, no pipeline (lockstep)",
-    5: "step 5 - software pipeline (lockstep)",
-    6: "step 6 - persistent pipeline (lockstep)",
-    7: "step 7 - warp specialization",
-    8: "step 8 - 2-CTA cluster, B multicast",
-    9: "step 9 - two consumers share B",
-}
+
+def simulated_steps() -> list[Step]:
+    """The steps the simulator models: every kernel step with mbarrier stages (the TMA
+    steps), then the steps modelled before their kernels exist ("model only")."""
+    return [st for st in all_steps(include_variants=False) if st.uses_tma] + list(MODELLED_STEPS.values())
 
 
 @dataclass
@@ -125,6 +126,10 @@ class SimParams:
     """
 
     step: int = 7
+    key: str = "7"             # the step's registry key, e.g. "7:d4"
+    name: str = "warp specialization"
+    style: str = "warp-specialized"   # or "lockstep"
+    model_only: bool = False   # no kernel implements this step yet
     depth: int = 4
     k_tiles: int = 64
     tiles_per_cta: int = 1
@@ -147,7 +152,12 @@ class SimParams:
 
     @property
     def lockstep(self) -> bool:
-        return self.step in LOCKSTEP_STEPS
+        return self.style == "lockstep"
+
+    @property
+    def title(self) -> str:
+        notes = self.style + (", model only" if self.model_only else "")
+        return f"step {self.key} - {self.name} ({notes})"
 
     @property
     def a_bytes(self) -> int:
@@ -186,33 +196,34 @@ class SimParams:
         return dataclasses.asdict(self)
 
 
-def params_for_step(step: int, **overrides: Any) -> SimParams:
-    """The default parameters of a ladder step (4..9), with ``overrides``.
+def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None = None,
+                    num_sms: int | None = None, **overrides: Any) -> SimParams:
+    """The model of a ladder step: tile, ring depth, style, consumers and cluster come from
+    its :class:`~gemm_ladder.runtime.steps.Step` (a key such as ``7`` or ``"7:d4"``, or a
+    Step), the timings from :class:`SimParams`' defaults; ``overrides`` (None values
+    ignored) replace any field.
 
-    Depth: step 4 has no ring (1); steps 5-6 use the course's depth 2; steps
-    7-9 depth 4 (LADDER.md gives 2 for the course's step 7 and 4 for 8-9;
-    with the default latencies depth 2 leaves a warp-specialized kernel
-    latency-bound, see :func:`depth_needed`; pass ``depth=2`` to see it).
-    Tiles per CTA: 1 for the non-persistent steps 4-5, 2 for the persistent
-    steps 6-9 (at 4096^3 with 132 SMs a persistent CTA runs ceil(1024/132) =
-    8; 2 is enough to show the tile-to-tile hand-over).  k_tiles = 64
-    (K = 4096 at BLK_K = 64).  Overrides whose value is None are ignored.
+    Without ``size``: k_tiles = 64 (K = 4096 at BK = 64), and 2 tiles per CTA for the
+    persistent steps (enough to show the tile-to-tile hand-over; at 4096^3 on 132 SMs a
+    persistent CTA runs 8), else 1.  With ``size`` = (M, N, K): the k-tiles of K and the
+    busiest CTA's tile count on ``num_sms`` SMs (default 132).
     """
-    if step not in STEP_TITLES:
-        raise ValueError(f"the simulator models steps 4..9, not {step}")
-    base: dict[str, Any] = dict(step=step)
-    if step == 4:
-        base.update(depth=1, tiles_per_cta=1)
-    elif step == 5:
-        base.update(depth=2, tiles_per_cta=1)
-    elif step == 6:
-        base.update(depth=2, tiles_per_cta=2)
-    elif step == 7:
-        base.update(depth=4, tiles_per_cta=2)
-    elif step == 8:
-        base.update(depth=4, tiles_per_cta=2, cluster=2)
-    elif step == 9:
-        base.update(depth=4, tiles_per_cta=2, cluster=2, num_consumers=2, epi_n=64)
+    try:
+        st = step if isinstance(step, Step) else get_step(step, modelled=True)
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    if not st.uses_tma:
+        keys = ", ".join(s.key for s in simulated_steps())
+        raise ValueError(f"the simulator models the mbarrier pipelines of steps {keys}, not step {st.key}")
+    base: dict[str, Any] = dict(
+        step=st.number, key=st.key, name=st.name, style=st.style, model_only=st.model_only,
+        depth=st.depth, tile_m=st.bm // st.consumers, tile_n=st.bn, tile_k=st.bk,
+        num_consumers=st.consumers, cluster=st.cluster_m,
+        epi_n=EPI_CHUNK_COLS if st.epi_stages else None, staging_stages=st.epilogue_slots,
+        k_tiles=64, tiles_per_cta=2 if st.persistent else 1)
+    if size is not None:
+        M, N, K = size
+        base.update(k_tiles=-(-K // st.bk), tiles_per_cta=st.tiles_per_cta(M, N, num_sms or DEFAULT_NUM_SMS))
     base.update({k: v for k, v in overrides.items() if v is not None})
     p = SimParams(**base)
     if p.depth < 1 or p.k_tiles < 1 or p.tiles_per_cta < 1:
@@ -942,11 +953,13 @@ def _check_what_if(p: SimParams, what_if: str | None) -> None:
     if what_if not in WHAT_IFS:
         raise ValueError(f"unknown what-if {what_if!r}; choose from {', '.join(WHAT_IFS)}")
     if what_if == "both-phase-0" and p.lockstep:
-        raise ValueError("both-phase-0 needs a producer and a consumer: use a warp-specialized step (7-9)")
+        ws = ", ".join(st.key for st in simulated_steps() if st.style == "warp-specialized")
+        raise ValueError(f"both-phase-0 needs a producer and a consumer: use a warp-specialized step ({ws})")
     if what_if == "init-count-low":
         if p.lockstep or p.cluster * p.num_consumers < 2:
+            shared = ", ".join(st.key for st in simulated_steps() if st.cluster_m * st.consumers > 1)
             raise ValueError("init-count-low needs an empty barrier with at least two arrivals per "
-                             "phase: use step 8 or 9 (consumers of both CTAs arrive on mma2tma)")
+                             f"phase: use step {shared} (several consumers arrive on mma2tma)")
 
 
 def simulate(params: SimParams | int, what_if: str | None = None, title: str | None = None,
@@ -954,8 +967,8 @@ def simulate(params: SimParams | int, what_if: str | None = None, title: str | N
     """Run the model once.  Never hangs; deadlocks and early releases are returned
     as a verdict with a one-sentence explanation (see :class:`SimResult`).
 
-    ``params`` is a :class:`SimParams`, or a step number (4..9) whose defaults
-    (:func:`params_for_step`) are used; ``overrides`` (e.g. ``depth=2``,
+    ``params`` is a :class:`SimParams`, or a step (key or Step) whose model
+    (:func:`params_for_step`) is used; ``overrides`` (e.g. ``depth=2``,
     ``k_tiles=16``; None values ignored) replace fields of either.
 
     Raises ValueError only for invalid parameters or a what-if that does not
@@ -964,7 +977,7 @@ def simulate(params: SimParams | int, what_if: str | None = None, title: str | N
         ov = {k: v for k, v in overrides.items() if v is not None}
         p = dataclasses.replace(params, **ov) if ov else params
     else:
-        p = params_for_step(int(params), **overrides)
+        p = params_for_step(params, **overrides)
     if what_if == "depth-1":
         p = dataclasses.replace(p, depth=1)
     _check_what_if(p, what_if)
@@ -1010,12 +1023,14 @@ def simulate(params: SimParams | int, what_if: str | None = None, title: str | N
 
     style = "lockstep" if p.lockstep else "warp-specialized"
     if title is None:
-        title = f"{STEP_TITLES[p.step]}, depth {p.depth}"
+        title = f"{p.title}, depth {p.depth}"
         if what_if:
             title += f" - what-if {what_if}"
     barriers = sorted({(name, b.count, len(e.arrivers.get((b.cta, name), [])))
                        for (c, name, s), b in e.bars.items()})
     meta = dict(
+        key=p.key,
+        model_only=p.model_only,
         style=style,
         depth=p.depth,
         k_tiles=p.k_tiles,
@@ -1040,12 +1055,12 @@ def simulate(params: SimParams | int, what_if: str | None = None, title: str | N
                      what_if=what_if)
 
 
-def simulate_step(step: int, **overrides: Any) -> SimResult:
+def simulate_step(step: int | str | Step, **overrides: Any) -> SimResult:
     """``simulate(params_for_step(step, **overrides))``."""
     return simulate(params_for_step(step, **overrides))
 
 
-def run_what_if(name: str, step: int | None = None, **overrides: Any) -> SimResult:
+def run_what_if(name: str, step: int | str | Step | None = None, **overrides: Any) -> SimResult:
     """Run one of the course's exercises (:data:`WHAT_IFS`) on ``step`` (default:
     the what-if's natural step, 7, or 8 for init-count-low).
 
@@ -1134,9 +1149,8 @@ def simulate_like(measured: Timeline, fit: bool = True, **overrides: Any) -> Sim
                 per_cta.setdefault(s.cta, set()).add(s.tile)
         kw["tiles_per_cta"] = max(len(t) for t in per_cta.values())   # tile ids may be global
     kw.update(overrides)
-    p = params_for_step(measured.step, **kw)
+    p = params_for_step(m.get("key") or measured.step, **kw)
     if fit:
         p = calibrate(p, measured)
-    res = simulate(p, title=f"{STEP_TITLES[p.step]}, depth {p.depth} (simulated"
-                            f"{', calibrated' if fit else ''})")
+    res = simulate(p, title=f"{p.title}, depth {p.depth} (simulated{', calibrated' if fit else ''})")
     return res

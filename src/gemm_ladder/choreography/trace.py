@@ -166,7 +166,7 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
             if cands:
                 ta, la = max(cands)
                 handoffs.append(Handoff(b, s, p, la, lane, ta, t_rel, cta=block))
-    m = {"style": "lockstep" if step.number < 7 else "warp-specialized", "depth": step.stages,
+    m = {"key": step.key, "style": step.style, "depth": step.depth,
          "tile": [step.bm, step.bn, step.bk],
          "mma_spans": "in order from issue, capped at the k-tile's duration at peak tensor-core rate "
                       "(busy = lower bound; see trace._settle_mma_spans)"}
@@ -236,7 +236,7 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     return {"records": records, "correct": ok, "rel_err": rel, "check": msg,
             "ms_plain": statistics.median(t_plain), "ms_traced": statistics.median(t_traced),
             "overhead": statistics.median(t_traced) / statistics.median(t_plain) - 1.0,
-            "blocks": blocks, "events_per_slot": cap}
+            "blocks": blocks, "events_per_slot": cap, "num_sms": sms}
 
 
 def trace_command(args, console) -> int:
@@ -264,7 +264,7 @@ def trace_command(args, console) -> int:
             simres = sim.simulate_like(shown, fit=True)
             summary["sim_calibrated"] = True
         except Exception:
-            simres = sim.simulate(st.number, **sim_overrides_for(st, M, N, K))
+            simres = sim.simulate(sim.params_for_step(st, size=(M, N, K), num_sms=res["num_sms"]))
             summary["sim_calibrated"] = False
         tl_sim = simres.timeline
         summary["kpis_simulated"] = simres.kpis
@@ -281,13 +281,6 @@ def trace_command(args, console) -> int:
         summary["viz_error"] = f"{type(e).__name__}: {e}"
     print_kpis(summary, console)
     return 0 if res["correct"] else 1
-
-
-def sim_overrides_for(step, M: int, N: int, K: int) -> dict:
-    """Simulator parameters matching a measured run: depth, k-tiles, tiles per CTA."""
-    tiles = -(-M // step.bm) * -(-N // step.bn)
-    return {"depth": max(1, step.stages), "k_tiles": -(-K // step.bk),
-            "tiles_per_cta": -(-tiles // 132) if step.persistent else 1}
 
 
 def print_kpis(summary: dict, console) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..runtime import launch
 from .gpuinfo import Nvml
-from ..runtime.steps import Step
+from ..runtime.steps import BASELINE, Step
 
 
 def git_commit(path: Path | None = None) -> str:
@@ -188,7 +188,7 @@ def run(steps: list[Step], sizes: list[tuple[int, int, int]], *, dtype: str = "f
                     row.tflops = flop / row.ms / 1e9
                     row.cublas_tflops = flop / row.cublas_ms / 1e9
                     row.ratio_to_cublas = row.cublas_ms / row.ms
-                    if st.number == 1 and not st.variant:
+                    if st.key == BASELINE:
                         step1_ms = row.ms
                     if step1_ms:
                         row.speedup_over_step1 = step1_ms / row.ms
