@@ -98,22 +98,25 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK: tiles in order, alternating ──
       Tracer tr(ROLE_WRITEBACK, 3, true);
       tma_prefetch_descriptor(&tmap_c);
-      PipelineState<1> acc[CONSUMERS] = {PipelineState<1>::consumer(), PipelineState<1>::consumer()};
-      int i = 0;  // this CTA's tile count: tile i belongs to consumer i % 2
+      // Tile i belongs to consumer i % 2; its ring's phase flips every other tile. (Phase bits
+      // in one register: an array of states indexed by w would live in local memory.)
+      u32 phases = 0;
+      int i = 0;
       for (int ct = cluster_id; ct < sched.num_tiles(); ct += clusters, ++i) {
         const int w = i % CONSUMERS;
         const EpilogueRing epi(&s.mma2ld[w], BAR_MMA2LD, &s.ld2mma[w], BAR_LD2MMA, tr);
         int cm, tn;
         sched.coords(ct, cm, tn);
         const int tile = ct * CLUSTER_M + rank;
-        epi.consumer_wait(acc[w]);
+        const PipelineState<1> acc((phases >> w) & 1u);
+        epi.consumer_wait(acc);
         tma_store_tile<BM, BN>(&tmap_c, s.C[w], tn * BN, (cm * CLUSTER_M + rank) * BM);
         tma_store_commit();
         tr.event(EV_STORE_ISSUE, 0, w, 0, 0, tile);
         tma_store_wait_read<0>();
         tr.event(EV_STORE_DONE, 0, w, 0, 0, tile);
-        epi.consumer_release(acc[w]);
-        acc[w].advance();
+        epi.consumer_release(acc);
+        phases ^= 1u << w;
       }
       tma_store_wait_all<0>();
       tr.finish();

@@ -31,7 +31,7 @@ def compile_report(steps: list[Step], *, bf16: bool = False) -> list[dict]:
             try:
                 ops = sass.opcodes(sass.disassemble(k.cubin))
                 row["sass"] = sass.classes(ops, REPORT_CLASSES)
-                row["claims_missing"] = [c for c in st.sass_claims if sass.count_class(ops, c) == 0]
+                row["claims_missing"] = [c for c in st.claims if sass.count_class(ops, c) == 0]
             except sass.SassUnavailable as e:
                 row["sass_error"] = str(e)
         except KernelBuildError as e:

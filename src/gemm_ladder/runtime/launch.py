@@ -181,7 +181,11 @@ def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict
             prep.kernel.set_global_u64("gl_trace_buf", trace_buffer.data_ptr())
             prep.kernel.set_global_u32("gl_trace_events", trace_events)
         stream = torch.cuda.current_stream(dev).cuda_stream
-        grid = step.grid(M, N, num_sms(dev))
+        max_clusters = None
+        if step.cluster != (1, 1, 1):  # clusters live inside one GPC: fewer may fit than SMs / size
+            max_clusters = driver.max_active_clusters(prep.kernel, (step.threads, 1, 1), step.dynamic_smem,
+                                                      step.cluster)
+        grid = step.grid(M, N, num_sms(dev), max_clusters)
         args = step.kernel_args(a.data_ptr(), b.data_ptr(), out.data_ptr(), M, N, K, bf16=bf16)
         if any(g % c for g, c in zip(grid, step.cluster)):
             raise ShapeError(f"grid {grid} is not a multiple of the cluster shape {step.cluster}")

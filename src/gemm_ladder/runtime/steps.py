@@ -44,6 +44,8 @@ EPI_CHUNK_COLS = 64
 
 # mbarriers per operand-ring stage, by the kernel's organisation: a lockstep team waits on
 # one "full" barrier per stage; warp-specialized roles hand each stage over and back.
+# What a multicasting 2-CTA cluster adds to the SASS.
+CLUSTER_CLAIMS = ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "UCGABAR_ARV", "UCGABAR_WAIT")
 BARRIERS_PER_STAGE = {"naive": 0, "lockstep": 1, "warp-specialized": 2}
 
 
@@ -71,9 +73,10 @@ class Step:
     cluster: tuple[int, int, int] = (1, 1, 1)  # thread-block cluster shape of the launch
     consumers: int = 1  # consumer warpgroups (each owns bm // consumers rows of the tile)
     epi_stages: int = 0  # 64-column C staging chunks in the epilogue ring; 0 = one BMxBN tile
+    pingpong: bool = False  # consumers take whole tiles in turns (each its staging + turn barrier)
     uses_tma: bool = False
     tile_multiple: bool = False  # M, N, K must be multiples of the tile
-    sass_claims: tuple[str, ...] = ()  # instruction classes the SASS must hold
+    sass_claims: tuple[str, ...] = ()  # instruction classes the SASS must hold (see .claims)
     sass_absent: tuple[str, ...] = ()  # instruction classes it must not hold
     variant: str = ""  # "" for the step's default configuration, e.g. "d4"
     ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
@@ -85,7 +88,7 @@ class Step:
             raise ValueError(f"step {self.key}: a TMA step needs depth >= 1")
         if self.persistent and self.group_m < 1:
             raise ValueError(f"step {self.key}: a persistent step needs group_m >= 1")
-        if self.bm % self.consumers or self.bn % self.cluster_m:
+        if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
     # -- names ------------------------------------------------------------------------------
@@ -115,20 +118,31 @@ class Step:
         return self.cluster[0] if self.style == "warp-specialized" else 1
 
     @property
+    def claims(self) -> tuple[str, ...]:
+        """Instruction classes the SASS must hold: the step's own, plus what a multicasting
+        cluster adds (multicast TMA loads, remote arrives, cluster barriers)."""
+        return self.sass_claims + (CLUSTER_CLAIMS if self.cluster_m > 1 else ())
+
+    @property
     def barriers_per_stage(self) -> int:
         return BARRIERS_PER_STAGE[self.style]
 
     @property
     def epilogue_slots(self) -> int:
-        """C staging buffers: epi_stages chunks, or one whole tile when epi_stages is 0."""
+        """C staging buffers: epi_stages chunks, or one whole tile when epi_stages is 0 (one
+        per consumer when they take tiles in turns)."""
+        if self.pingpong:
+            return self.consumers
         return max(1, self.epi_stages)
 
     @property
     def barriers(self) -> int:
         """mbarriers in shared memory: per operand stage, plus full/free per epilogue slot
-        where a writeback role takes the staged tile from the consumers."""
+        where a writeback role takes the staged tile from the consumers, plus a turn barrier
+        per consumer in ping-pong."""
         epilogue = 2 * self.epilogue_slots if self.style == "warp-specialized" else 0
-        return self.depth * self.barriers_per_stage + epilogue
+        turns = self.consumers if self.pingpong else 0
+        return self.depth * self.barriers_per_stage + epilogue + turns
 
     # -- shared memory ----------------------------------------------------------------------
     @property
@@ -139,7 +153,7 @@ class Step:
     @property
     def staging_bytes(self) -> int:
         if self.epi_stages == 0:
-            return self.bm * self.bn * 2
+            return self.epilogue_slots * self.bm * self.bn * 2
         return self.epi_stages * self.bm * EPI_CHUNK_COLS * 2
 
     @property
@@ -247,11 +261,17 @@ class Step:
             return 1
         return -(-self.tiles(M, N) // (num_sms * self.ctas_per_sm))
 
-    def grid(self, M: int, N: int, num_sms: int) -> tuple[int, int, int]:
+    def grid(self, M: int, N: int, num_sms: int, max_clusters: int | None = None) -> tuple[int, int, int]:
+        """Launch grid. Persistent: one CTA per SM at most (or `max_clusters` clusters, the
+        number that fit at once), and no more than the tiles; a cluster covers cluster[0]
+        vertically adjacent tiles (the last pair may reach below C)."""
         tiles_m, tiles_n = -(-M // self.bm), -(-N // self.bn)
         if self.persistent:
-            ctas = min(num_sms * self.ctas_per_sm, tiles_m * tiles_n)
-            return (ctas + (-ctas) % self.cluster[0], 1, 1)
+            cm = self.cluster[0]
+            clusters = min(num_sms * self.ctas_per_sm // cm, -(-tiles_m // cm) * tiles_n)
+            if max_clusters:
+                clusters = min(clusters, max_clusters * self.ctas_per_sm)
+            return (max(1, clusters) * cm, 1, 1)
         return (tiles_n, tiles_m, 1)
 
     def smem_ai(self) -> float:
@@ -299,21 +319,37 @@ STEPS: dict[int, Step] = {
             group_m=8, sass_claims=_TMA_CLAIMS + ("USETMAXREG",), sass_absent=("FFMA",)),
 }
 
+
+STEPS.update({
+    8: Step(8, "2-CTA cluster", source="step8_cluster.cu", entry="gemm_step8_cluster",
+            forced_move="each CTA fetching its own copy of B",
+            mechanism="cluster of 2 along M: each CTA loads its A and half of B and multicasts the half to "
+                      "both; tma2mma expects A + the whole B; mma2tma counts both CTAs' consumer warps "
+                      "(remote arrive via mapa); cluster barrier after init and before exit; depth 5",
+            threads=256, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
+            group_m=8, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
+            sass_absent=("FFMA",)),
+    9: Step(9, "two consumers share B", source="step9_multi_consumer.cu", entry="gemm_step9_multi_consumer",
+            forced_move="one consumer can't feed the tensor cores",
+            mechanism="three warpgroups: producer/writeback + two consumers, each 64x256 of a 128x256 tile "
+                      "(wgmma m64n256k16), sharing each staged B; the 2-CTA cluster multicasts the 256-wide "
+                      "B; chunked epilogue: 64-column chunks through a 2-slot staging ring; setmaxnreg 40/232",
+            threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
+            persistent=True, group_m=8, cluster=(2, 1, 1), consumers=2, epi_stages=2,
+            sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
+            sass_absent=("FFMA",)),
+    10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
+             forced_move="the epilogue on the tensor core's critical path",
+             mechanism="two consumer warpgroups own whole 128x128 tiles and take turns (turn barriers): one "
+                       "writes its tile out while the other runs its mainloop; a staging tile and epilogue "
+                       "ring per consumer; no cluster (measured faster here); depth 5",
+             threads=384, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
+             group_m=8, consumers=2, pingpong=True, sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
+             sass_absent=("FFMA",)),
+})
+
 # Steps the pipeline simulator models before any kernel implements them ("model only").
-MODELLED_STEPS: dict[int, Step] = {
-    8: Step(8, "2-CTA cluster, B multicast",
-            forced_move="each CTA loading the whole B tile",
-            mechanism="2-CTA cluster: each CTA loads its A and half of B and multicasts the half to both; "
-                      "the empty barrier counts the consumers of both CTAs",
-            threads=256, style="warp-specialized", depth=4, has_ring=True, uses_tma=True, persistent=True,
-            group_m=8, cluster=(2, 1, 1)),
-    9: Step(9, "two consumers share B",
-            forced_move="one consumer warpgroup per staged B tile",
-            mechanism="as 8, with two consumer warpgroups per CTA sharing each B tile, "
-                      "and a 64-column epilogue ring",
-            threads=384, style="warp-specialized", bm=256, depth=4, has_ring=True, uses_tma=True,
-            persistent=True, group_m=8, cluster=(2, 1, 1), consumers=2, epi_stages=1),
-}
+MODELLED_STEPS: dict[int, Step] = {}
 
 # The step the ladder's speed-ups are measured against.
 BASELINE = "1"
@@ -330,9 +366,13 @@ VARIANTS: dict[str, Step] = {
     "7:d4": variant(STEPS[7], "d4", depth=4),
     "5:d2": variant(STEPS[5], "d2", depth=2),
     "6:d2": variant(STEPS[6], "d2", depth=2),
+    "8:d4": variant(STEPS[8], "d4", depth=4),       # the course's depth
+    "8:c1": variant(STEPS[8], "c1", cluster=(1, 1, 1)),  # cluster off: no multicast
+    "9:c1": variant(STEPS[9], "c1", cluster=(1, 1, 1)),
+    "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
 }
-# What `gemm-ladder bench` runs by default: the ladder plus step 7's depth ablation.
-DEFAULT_BENCH = "1-7,7:d3,7:d4"
+# What `gemm-ladder bench` runs by default: the ladder plus its ablations (ring depth, cluster).
+DEFAULT_BENCH = "1-10,7:d3,7:d4,8:d4,8:c1,9:c1"
 
 
 def all_steps(include_variants: bool = True) -> list[Step]:
