@@ -111,6 +111,74 @@ def correctness(key, bf16, shapes, repeats=0, extra=None):
     return ok_all, lines
 
 
+def layouts(step_key="9", sizes=(4096,), reps=40):
+    """MN-major operands through the registry step: correctness (poisoned, fresh data) at edge
+    shapes, then time K-major vs N-major B vs M-major A, interleaved with cuBLAS on the same
+    storage (torch.matmul reads a row-major (K, N) b natively)."""
+    import torch
+    from gemm_ladder.measure.bench import Bench, check_output
+    from gemm_ladder.runtime import driver, launch
+    from gemm_ladder.runtime.steps import get_step
+    st = get_step(step_key)
+    dev = torch.cuda.current_device()
+
+    def make(a_mn, b_mn, M, N, K, dt):
+        a_store = torch.randn((K, M) if a_mn else (M, K), device="cuda").to(dt)
+        b_store = torch.randn((K, N) if b_mn else (N, K), device="cuda").to(dt)
+        a = a_store.T if a_mn else a_store          # (M, K) logical
+        b_nk = b_store.T if b_mn else b_store       # (N, K) logical
+        out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
+        prep = launch.prepare(st, dev, bf16=dt == torch.bfloat16,
+                              extra_defines=st.layout_defines(bool(a_mn), bool(b_mn)))
+        mc = driver.max_active_clusters(prep.kernel, (st.threads, 1, 1), st.dynamic_smem, st.cluster)
+        args = st.kernel_args(a_store.data_ptr(), b_store.data_ptr(), out.data_ptr(), M, N, K,
+                              bf16=dt == torch.bfloat16, a_mn=bool(a_mn), b_mn=bool(b_mn))
+        p = driver.PreparedLaunch(prep.kernel, st.grid(M, N, launch.num_sms(dev), mc), (st.threads, 1, 1), args,
+                                  stream=torch.cuda.current_stream().cuda_stream, dynamic_smem=st.dynamic_smem,
+                                  cluster=st.cluster)
+        return a, b_nk, a_store, b_store, out, p
+
+    lines, rows = [], []
+    for dt in (torch.float16, torch.bfloat16):
+        name = "float16" if dt == torch.float16 else "bfloat16"
+        for a_mn, b_mn in ((0, 1), (1, 0), (1, 1)):
+            for (M, N, K) in ((256, 384, 192), (1000, 1000, 1000), (136, 264, 72), (384, 512, 4096), (2048, 2048, 2048)):
+                a, b_nk, _, _, out, p = make(a_mn, b_mn, M, N, K, dt)
+                p()
+                torch.cuda.synchronize()
+                ok, mx, rel, err = check_output(out, a.float() @ b_nk.float().T, name)
+                first = out.clone()
+                moved = 0
+                for _ in range(10):
+                    out.fill_(float("nan"))
+                    p()
+                    torch.cuda.synchronize()
+                    moved += int(not torch.equal(out, first))
+                lines.append(f"layout step {step_key} {name} a_mn={a_mn} b_mn={b_mn} {M}x{N}x{K} ok={ok} "
+                             f"rel={rel:.2e} {err} moved={moved}")
+                rows.append({"dtype": name, "a_mn": a_mn, "b_mn": b_mn, "M": M, "N": N, "K": K, "ok": ok and not moved})
+    print("\n".join(lines), flush=True)
+    bench = Bench(0)
+    for size in sizes:
+        for dt in (torch.float16, torch.bfloat16):
+            fns, names = [], []
+            for a_mn, b_mn in ((0, 0), (0, 1), (1, 0)):
+                a, b_nk, a_store, b_store, out, p = make(a_mn, b_mn, size, size, size, dt)
+                c2 = torch.empty_like(out)
+                b_kn = b_nk.T  # what a user of torch.matmul(a, b) holds
+                fns += [p, (lambda a=a, b_kn=b_kn, c2=c2: torch.matmul(a, b_kn, out=c2))]
+                names += [f"ours a_mn={a_mn} b_mn={b_mn}", f"cublas a_mn={a_mn} b_mn={b_mn}"]
+            times = bench.time_interleaved(fns, reps)
+            med = [statistics.median(t) for t in times]
+            for i in range(0, len(fns), 2):
+                r = med[i + 1] / med[i]
+                print(f"LAYOUT {size} {dt} {names[i]}: {med[i]:.4f} ms, cuBLAS {med[i + 1]:.4f} ms, ratio {r:.3f}",
+                      flush=True)
+                rows.append({"size": size, "dtype": str(dt), "call": names[i], "ms": med[i], "cublas_ms": med[i + 1],
+                             "ratio_to_cublas": r})
+    return rows
+
+
 def child(args):
     ok, lines = correctness(args.child, args.bf16, SHAPES[:4], extra={"GL_DEBUG_WAITS": 1})
     print("\n".join(lines), flush=True)
@@ -126,9 +194,16 @@ def main():
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--sizes", default="4096,8192,2048")
     ap.add_argument("--repeats", type=int, default=100)
+    ap.add_argument("--layouts", action="store_true", help="only the MN-major operand checks of step 9")
     args = ap.parse_args()
     if args.child:
         return child(args)
+    if args.layouts:
+        rows = layouts()
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1, default=str)
+        return
     import torch
     from gemm_ladder.measure.bench import Bench
     from gemm_ladder.measure.gpuinfo import Nvml

@@ -17,7 +17,7 @@ KERNEL_STEPS = steps.all_steps()
 TMA_STEPS = [st for st in KERNEL_STEPS if st.uses_tma]
 SRC = Path(__file__).resolve().parents[1] / "src" / "gemm_ladder"
 # switches that are not a step's configuration: debug, tracing, ablations, element type
-EXTRA_DEFINES = re.compile(r"GL_(DEBUG_WAITS|WAIT_TIMEOUT_NS|TRACE|ABLATE_\w+|BF16)$")
+EXTRA_DEFINES = re.compile(r"GL_(DEBUG_WAITS|WAIT_TIMEOUT_NS|TRACE|ABLATE_\w+|BF16|A_MN|B_MN)$")
 
 
 def _ids(sts):

@@ -21,6 +21,16 @@ typedef unsigned long long u64;
 #define GL_AB_TYPE "f16"
 #endif
 
+// Operand layouts, chosen per call like the element type: A M-major (a (K, M) row-major
+// matrix read as A) with -DGL_A_MN=1, B N-major (a (K, N) row-major matrix, the usual x @ W)
+// with -DGL_B_MN=1. Only kernels that check these take them (static_assert elsewhere).
+#ifndef GL_A_MN
+#define GL_A_MN 0
+#endif
+#ifndef GL_B_MN
+#define GL_B_MN 0
+#endif
+
 // 128-byte opaque TMA descriptor, built on the host by cuTensorMapEncodeTiled and
 // passed by value as a __grid_constant__ kernel parameter.
 struct alignas(64) CUtensorMap { u64 opaque[16]; };

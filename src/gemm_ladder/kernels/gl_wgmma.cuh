@@ -13,6 +13,15 @@ GL_DEVICE u64 desc_sw128(const void* smem) {
   return ((addr & 0x3FFFFull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
 
+// MN-major tile (the operand's M or N index contiguous), as TMA writes it from a row-major
+// (K, MN) matrix with 128B swizzle: blocks of 64 MN-elements x BK k-rows, each k-row 128
+// bytes; 8-row k groups 1024 bytes apart (SBO), 64-wide MN blocks `block_bytes` apart (LBO).
+// Stepping 16 elements along K adds 16 rows = 2048 bytes.
+GL_DEVICE u64 desc_sw128_mn(const void* smem, u32 block_bytes) {
+  const u64 addr = smem_u32(smem);
+  return ((addr & 0x3FFFFull) >> 4) | ((u64)(block_bytes >> 4) << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+
 // K-major tile without swizzle: 8x8 "core matrices" of 128 contiguous bytes.
 // lbo = bytes between core matrices adjacent in K, sbo = adjacent in M (or N).
 GL_DEVICE u64 desc_interleaved(const void* smem, u32 lbo, u32 sbo) {

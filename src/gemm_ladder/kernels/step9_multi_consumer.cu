@@ -14,7 +14,10 @@
 //     barrier; the writeback stores the chunk with TMA while the consumers stage the next
 //     one, and frees the slot once cp.async.bulk.wait_group.read says it was read. No thread
 //     holds a whole staged tile, and the staging needs 32 KB instead of 64.
-// Shape: as step 4.
+// Layouts: besides K-major A and B, this kernel reads an M-major A (GL_A_MN) and an N-major B
+// (GL_B_MN, B given as a row-major (K, N) matrix): TMA then loads 64-wide MN blocks of k-rows
+// and wgmma reads them through its transpose bits, so no operand is ever copied.
+// Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_common.cuh"
 #include "gl_tma.cuh"
 #include "gl_wgmma.cuh"
@@ -33,6 +36,9 @@ static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups"
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
 constexpr int B_SLICE = BN / CLUSTER_M;
+constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN;
+constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
+constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 CONSUMER_THREADS = 128;
@@ -87,13 +93,26 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         for (int kt = 0; kt < k_tiles; ++kt) {
           ops.producer_acquire(st, kt);
           ops.producer_expect_tx(st, STAGE_BYTES);
-          tma_load_2d(s.A[st.stage], &tmap_a, ops.full_bar(st), kt * BK, m0);
+          if (A_MN) {  // BM/64 blocks of (BK k-rows x 64 m)
+#pragma unroll
+            for (int j = 0; j < BM / MN_BLOCK; ++j)
+              tma_load_2d(s.A[st.stage] + j * MN_BLOCK * BK, &tmap_a, ops.full_bar(st), m0 + j * MN_BLOCK, kt * BK);
+          } else {
+            tma_load_2d(s.A[st.stage], &tmap_a, ops.full_bar(st), kt * BK, m0);
+          }
+          // Either layout: this CTA's B slice is B_SLICE rows of the N-major tile order, i.e.
+          // the same bytes of the stage buffer (B_SLICE / 64 blocks when N-major).
           u16* slice = s.B[st.stage] + rank * B_SLICE * BK;
-          if (CLUSTER_M == 1)
-            tma_load_2d(slice, &tmap_b, ops.full_bar(st), kt * BK, tn * BN);
-          else
-            tma_load_2d_multicast(slice, &tmap_b, ops.full_bar(st), kt * BK, tn * BN + rank * B_SLICE,
-                                  (u16)((1u << CLUSTER_M) - 1));
+          const int n0 = tn * BN + rank * B_SLICE;
+#pragma unroll
+          for (int j = 0; j < (B_MN ? B_SLICE / MN_BLOCK : 1); ++j) {
+            u16* dst = slice + j * MN_BLOCK * BK;
+            const int x = B_MN ? n0 + j * MN_BLOCK : kt * BK, y = B_MN ? kt * BK : n0;
+            if (CLUSTER_M == 1)
+              tma_load_2d(dst, &tmap_b, ops.full_bar(st), x, y);
+            else
+              tma_load_2d_multicast(dst, &tmap_b, ops.full_bar(st), x, y, (u16)((1u << CLUSTER_M) - 1));
+          }
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, tile);
           st.advance();
         }
@@ -140,9 +159,13 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         ops.consumer_wait(st, kt);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)  // +32 bytes per 16-wide k slice
-          wgmma_m64n256k16(acc, desc_sw128(s.A[st.stage] + cw * 64 * BK + kk * 16),
-                           desc_sw128(s.B[st.stage] + kk * 16), 1);
+        for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows MN-major
+          const u16* a = s.A[st.stage] + cw * 64 * BK;
+          const u64 da = A_MN ? desc_sw128_mn(a + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES) : desc_sw128(a + kk * 16);
+          const u64 db = B_MN ? desc_sw128_mn(s.B[st.stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
+                              : desc_sw128(s.B[st.stage] + kk * 16);
+          wgmma_m64n256k16<A_MN, B_MN>(acc, da, db, 1);
+        }
         wgmma_commit();
         tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
         wgmma_wait<1>();

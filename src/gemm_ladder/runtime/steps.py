@@ -41,6 +41,7 @@ class ShapeError(ValueError):
 MAX_SMEM_PER_BLOCK = 232_448
 # Columns of C per TMA store box and per epilogue staging chunk (64 fp16 = one 128-byte swizzle row).
 EPI_CHUNK_COLS = 64
+MN_BLOCK = 64  # elements per 128-byte row of an MN-major operand tile
 
 # mbarriers per operand-ring stage, by the kernel's organisation: a lockstep team waits on
 # one "full" barrier per stage; warp-specialized roles hand each stage over and back.
@@ -74,6 +75,7 @@ class Step:
     consumers: int = 1  # consumer warpgroups (each owns bm // consumers rows of the tile)
     epi_stages: int = 0  # 64-column C staging chunks in the epilogue ring; 0 = one BMxBN tile
     pingpong: bool = False  # consumers take whole tiles in turns (each its staging + turn barrier)
+    mn_major: bool = False  # also reads M-major A / N-major B (wgmma transpose bits): GL_A_MN, GL_B_MN
     uses_tma: bool = False
     tile_multiple: bool = False  # M, N, K must be multiples of the tile
     sass_claims: tuple[str, ...] = ()  # instruction classes the SASS must hold (see .claims)
@@ -207,14 +209,31 @@ class Step:
         return (self.bm, EPI_CHUNK_COLS)
 
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int, *,
-                    bf16: bool) -> list:
-        """The kernel's arguments for C (M, N) = A (M, K) @ B (N, K)^T, all row-major: tensor
-        maps + sizes for TMA steps, raw pointers + sizes for the others."""
+                    bf16: bool, a_mn: bool = False, b_mn: bool = False, lda: int | None = None,
+                    ldb: int | None = None, ldc: int | None = None) -> list:
+        """The kernel's arguments for C (M, N) = A (M, K) @ B (N, K)^T: tensor maps + sizes for
+        TMA steps, raw pointers + sizes for the others. Row-major storage with row strides
+        lda/ldb/ldc (elements; default: packed). a_mn: A is stored as a row-major (K, M)
+        matrix (M-major); b_mn: B as a row-major (K, N) matrix (N-major) — steps with
+        `mn_major` only, compiled with layout_defines()."""
+        if (a_mn or b_mn) and not self.mn_major:
+            raise ConfigError(f"step {self.key} reads K-major operands only")
         if not self.uses_tma:
             return [ctypes.c_uint64(c_ptr), ctypes.c_uint64(a_ptr), ctypes.c_uint64(b_ptr), M, N, K]
         from .driver import TensorMap
-        return [TensorMap(a_ptr, M, K, K, *self.a_box, bf16), TensorMap(b_ptr, N, K, K, *self.b_box, bf16),
-                TensorMap(c_ptr, M, N, N, *self.c_box, bf16), M, N, K]
+        lda = lda or (M if a_mn else K)
+        ldb = ldb or (N if b_mn else K)
+        # An MN-major operand travels as 64-wide blocks of bk k-rows (128-byte rows).
+        a_map = (TensorMap(a_ptr, K, M, lda, self.bk, MN_BLOCK, bf16) if a_mn
+                 else TensorMap(a_ptr, M, K, lda, *self.a_box, bf16))
+        b_map = (TensorMap(b_ptr, K, N, ldb, self.bk, MN_BLOCK, bf16) if b_mn
+                 else TensorMap(b_ptr, N, K, ldb, *self.b_box, bf16))
+        return [a_map, b_map, TensorMap(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
+
+    @staticmethod
+    def layout_defines(a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        """Per-call layout switches (like GL_BF16), for steps with `mn_major`."""
+        return {k: 1 for k, on in (("GL_A_MN", a_mn), ("GL_B_MN", b_mn)) if on}
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -335,7 +354,7 @@ STEPS.update({
                       "(wgmma m64n256k16), sharing each staged B; the 2-CTA cluster multicasts the 256-wide "
                       "B; chunked epilogue: 64-column chunks through a 2-slot staging ring; setmaxnreg 40/232",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
-            persistent=True, group_m=8, cluster=(2, 1, 1), consumers=2, epi_stages=2,
+            persistent=True, group_m=8, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
             sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
