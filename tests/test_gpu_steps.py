@@ -55,7 +55,7 @@ def test_step_bf16(key):
         a, b = fresh(M, N, K, torch.bfloat16, next(_seed))
         out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
         run_step(st, a, b, out, sync=True)
-        assert_matches(out, a, b, "bfloat16")
+        assert_matches(out, a, b)
 
 
 @pytest.mark.parametrize("key", [st.key for st in steps.all_steps(include_variants=False) if st.uses_tma])

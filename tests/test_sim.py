@@ -274,6 +274,22 @@ def test_what_if_is_detected_and_explained_in_one_sentence(name):
     assert r.timeline.meta["explanation"] == r.explanation
 
 
+def test_one_what_if_table_serves_the_simulator_the_gpu_and_the_cli():
+    from gemm_ladder.choreography.whatifs import gpu_what_ifs
+    from gemm_ladder.cli.commands import build_parser
+    from gemm_ladder.runtime import jit
+    headers = "".join(p.read_text() for p in jit.KERNEL_DIR.glob("*.cuh"))
+    for name, w in WHAT_IFS.items():
+        assert params_for_step(w.default_step).key == w.default_step
+        for define in w.ablation:                      # a switch the kernel headers read
+            assert define.startswith("GL_ABLATE_") and define in headers, define
+        assert bool(w.ablation) == bool(w.why)
+    args = build_parser().parse_args(["deadlock", "--what-if", gpu_what_ifs()[-1]])
+    assert args.what_if == gpu_what_ifs()[-1] and args.step is None
+    with pytest.raises(SystemExit):                    # model-only what-ifs are not offered on the GPU
+        build_parser().parse_args(["deadlock", "--what-if", "init-count-low"])
+
+
 def test_deadlock_keeps_the_blocked_waits_on_the_timeline():
     r = run_what_if("both-phase-0", tiles_per_cta=8)
     forever = [s for s in r.timeline.spans if s.kind == "wait" and "blocked forever" in s.label]

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..choreography.sim import (WHAT_IF_DEFAULT_STEP, WHAT_IFS, SimResult, depth_needed, params_for_step,
-                                run_what_if, simulate, simulated_steps)
+from ..choreography.sim import SimResult, depth_needed, params_for_step, run_what_if, simulate, simulated_steps
+from ..choreography.whatifs import WHAT_IFS
 from ..choreography.viz import write_chrome_trace, write_page
 
 __all__ = ["add_parser", "run", "simulate_report", "DEFAULT_OUT"]
@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="output tiles per CTA (default 1 for steps 4-5, 2 for persistent steps)")
     p.add_argument("--what-if", dest="what_if", choices=list(WHAT_IFS),
                    help="one of the course's exercises: " +
-                        "; ".join(f"{k}: {v}" for k, v in WHAT_IFS.items()))
+                        "; ".join(f"{k}: {w.text}" for k, w in WHAT_IFS.items()))
     p.add_argument("--l2-bw", type=float, dest="l2_bytes_per_ns", metavar="B_PER_NS",
                    help="per-SM L2->SMEM bandwidth in bytes/ns (default: unlimited)")
     p.add_argument("--load-latency-ns", type=float, dest="load_latency_ns",
@@ -196,14 +196,14 @@ def run(args: argparse.Namespace) -> int:
     step = getattr(args, "step", None)
     try:
         if what_if:
-            s = step if step is not None else WHAT_IF_DEFAULT_STEP[what_if]
+            s = step if step is not None else WHAT_IFS[what_if].default_step
             wo = {k: v for k, v in ov.items() if not (what_if == "depth-1" and k == "depth")}
             res = run_what_if(what_if, s, **wo)
             base = simulate(params_for_step(s, **wo))
             results = [res, base]
             page, trace = _write(out, results, (0, 1), _subtitle(res.params))
             _print_table(results, f"what-if {what_if} on step {s} (beside the correct kernel)")
-            print(f"what-if {what_if}: {WHAT_IFS[what_if]}")
+            print(f"what-if {what_if}: {WHAT_IFS[what_if].text}")
             print(f"verdict: {res.verdict}")
             print(res.explanation)
         elif step is not None:

@@ -209,14 +209,6 @@ class PreparedLaunch:
         check(self._launch(self._config, self.kernel.function, self._arg_ptr, 0), self._what)
 
 
-def launch(kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
-           args: list, *, stream: int, dynamic_smem: int = 0,
-           cluster: tuple[int, int, int] | None = None) -> None:
-    """Launch once. args: ints are passed as C int (i32) unless wrapped in a ctypes value;
-    TensorMap objects are passed by value (128 bytes)."""
-    PreparedLaunch(kernel, grid, block, args, stream=stream, dynamic_smem=dynamic_smem, cluster=cluster)()
-
-
 class HostMappedBuffer:
     """Pinned host memory the device can write (survives a trapped kernel: the host can
     still read it after the context is lost)."""

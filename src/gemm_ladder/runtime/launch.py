@@ -5,12 +5,11 @@ with an error naming the constraint. `gemm_ladder.matmul` (api.py) is the forgiv
 """
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import driver, jit
+from . import driver
+from .kernel_enums import barrier_names, role_names
 from .steps import ConfigError, ShapeError, Step
 
 SUPPORTED = ("float16", "bfloat16")
@@ -95,20 +94,6 @@ def num_sms(device_index: int) -> int:
 # ---- debug records -------------------------------------------------------------------------
 _STUCK_FMT = "<IIIIIIIIQ"  # GlStuckRecord in gl_mbarrier.cuh
 _STUCK_MAGIC = 0x57A11ED0
-
-
-def _enum_names(header: str, enum: str) -> dict[int, str]:
-    text = (jit.KERNEL_DIR / header).read_text()
-    body = re.search(r"enum\s+" + enum + r"\s*:\s*unsigned\s*\{(.*?)\};", text, re.S).group(1)
-    return {int(v): n for n, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
-
-
-def role_names() -> dict[int, str]:
-    return {k: v.removeprefix("ROLE_").lower() for k, v in _enum_names("gl_roles.cuh", "GlRole").items()}
-
-
-def barrier_names() -> dict[int, str]:
-    return {k: v.removeprefix("BAR_").lower() for k, v in _enum_names("gl_roles.cuh", "GlBarrier").items()}
 
 
 def decode_stuck_record(raw: bytes, step: Step) -> str | None:
@@ -242,6 +227,3 @@ def _sync_checked(step: Step, prep: Launched, dev: int) -> None:
             raise PipelineDeadlock(msg + f" (CUDA: {str(e).splitlines()[0]})") from e
         raise
 
-
-def kernel_dir() -> Path:
-    return jit.KERNEL_DIR
