@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..runtime.steps import DEFAULT_BENCH, all_steps, parse_steps
+from . import simulate
 
 
 def _console():
@@ -171,12 +172,7 @@ def cmd_default(args) -> int:
     rows = compile_report(all_steps())
     print_report(rows, console)
     rc = 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
-    try:
-        from .simulate import simulate_report
-    except ImportError:
-        console.print("[dim](simulator not available)[/dim]")
-        return rc
-    console.print(simulate_report(Path(args.out_dir)))
+    console.print(simulate.simulate_report(Path(args.out_dir)))
     return rc
 
 
@@ -222,12 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--events", type=int, help="trace capacity per role per CTA (default: enough for the size)")
     t.set_defaults(fn=cmd_trace)
 
-    try:
-        from . import simulate as cli_simulate
-    except Exception:  # the simulator is optional for the rest of the CLI
-        cli_simulate = None
-    if cli_simulate is not None:
-        cli_simulate.add_parser(sub)
+    simulate.add_parser(sub)
     return p
 
 
