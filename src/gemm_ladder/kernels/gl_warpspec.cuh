@@ -67,6 +67,25 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
   }
 }
 
+// Producer: the whole operand stream of this CTA — for each of its tiles and each k-tile,
+// wait until the stage is free (in every CTA of the cluster), announce the `bytes` that
+// will land in this CTA's buffer, and issue load(stage, full barrier, kt, tile).
+template <int DEPTH, int CLUSTER, int CLUSTER_M, class Load>
+GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLUSTER_M>& tiles, int bm, int bn,
+                             int k_tiles, u32 bytes, Load load) {
+  auto st = PipelineState<DEPTH>::producer();
+  for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+    const auto t = tiles.at(ct, bm, bn);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      ops.producer_acquire(st, kt);
+      mbar_arrive_expect_tx(ops.full_bar(st), GL_EXPECT_TX(bytes));
+      load(st.stage, ops.full_bar(st), kt, t);
+      ops.tr.event(EV_LOAD_ISSUE, ops.full_name, st.stage, st.phase, kt, t.id);
+      st.advance();
+    }
+  }
+}
+
 // Consumer: the k-loop of one tile. For each k-tile: wait until its stage has landed, issue
 // its MMAs (issue(stage)) as one wgmma group, and keep that group in flight while the
 // previous one retires (wait_group 1), then hand the previous stage back. Returns the state

@@ -88,20 +88,11 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
-      auto st = PipelineState<DEPTH>::producer();
-      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
-        const auto t = tiles.at(ct, BM, BN);
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          ops.producer_acquire(st, kt);  // cluster: free in BOTH CTAs?
-          mbar_arrive_expect_tx(ops.full_bar(st), GL_EXPECT_TX(EXPECTED_BYTES));
-          // cluster: its A, and B_SLICE rows of B multicast to the same offset (and the same
-          // barrier offset) in both CTAs
-          load_stage<BM, BN, BK, CLUSTER_M>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt,
-                                            t.m0, t.n0, tiles.rank);
-          tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t.id);
-          st.advance();
-        }
-      }
+      // cluster: each stage is free only once both CTAs' consumers released it; its A, and
+      // B_SLICE rows of B multicast to the same offset (and barrier offset) in both CTAs
+      producer_loop(ops, tiles, BM, BN, k_tiles, EXPECTED_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, CLUSTER_M>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, tiles.rank);
+      });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);

@@ -76,18 +76,10 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
-      auto st = PipelineState<DEPTH>::producer();
-      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
-        const auto t = tiles.at(ct, BM, BN);
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          ops.producer_acquire(st, kt);
-          ops.producer_expect_tx(st, STAGE_BYTES);
-          load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b,
-                                                        ops.full_bar(st), kt, t.m0, t.n0, tiles.rank);
-          tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t.id);
-          st.advance();
-        }
-      }
+      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
+                                                      tiles.rank);
+      });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
