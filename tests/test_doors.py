@@ -14,6 +14,7 @@ from gemm_ladder.cli import commands as cli
 from gemm_ladder.cli import doors
 from gemm_ladder.measure import sass
 from gemm_ladder.runtime import launch, steps
+from gemm_ladder.choreography.sim import simulated_steps
 from gemm_ladder.runtime.stepkeys import UnknownStep, as_step, parse_step_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,9 +87,10 @@ def test_gpu_command_without_hopper_is_one_line_without_numpy_noise(tmp_path):
     (("simulate", "--k-tiles", "4000"), ("at most 512 when simulating every step", "--step")),
     (("simulate", "--step", "7", "--k-tiles", "4096", "--tiles-per-cta", "2"), ("8192 k-tiles", "at most 4096")),
     (("simulate", "--step", "3"), ("the simulator models steps 4, 5",)),
-    (("simulate", "--step", "7:d4"), ("the simulator models steps",)),
+    (("simulate", "--step", "4:d2"), ("step 4 has no variants",)),
+    (("simulate", "--step", "11"), ("no step 11",)),
     (("simulate", "--what-if", "nope"), ("--what-if", "invalid choice")),
-    (("report", "--steps", "1-11"), ("no step 8",)),
+    (("report", "--steps", "1-12"), ("no step 11",)),
     (("report", "--steps", "7-3"), ("bad step range '7-3'",)),
     (("report", "--steps", ","), ("no steps in",)),
     (("report", "--steps", "4:d2"), ("step 4 has no variants",)),
@@ -141,7 +143,7 @@ def test_run_step_takes_keys_as_the_readme_shows():
     for key in ("7", 7, "7:d4", steps.get_step("7")):
         with pytest.raises(ValueError, match="CUDA tensors"):  # past the key, at the device check
             launch.run_step(key, a, a)
-    with pytest.raises(UnknownStep, match=r"no step 11.*known steps: 1, 2, 3, 4, 5, 6, 7, 7:d3") as e:
+    with pytest.raises(UnknownStep, match=r"no step 11.*known steps: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 7:d3") as e:
         launch.run_step("11", a, a)
     assert isinstance(e.value, KeyError) and isinstance(e.value, ValueError)
     assert not str(e.value).startswith("'")  # the message itself, not KeyError's quoted repr
@@ -152,7 +154,12 @@ def test_run_step_takes_keys_as_the_readme_shows():
 def test_step_specs():
     assert [s.key for s in parse_step_spec("1-3,7:d4")] == ["1", "2", "3", "7:d4"]
     assert [s.key for s in parse_step_spec(6)] == ["6"]
-    assert as_step("6:d6g1").defines["GL_DEPTH"] == 6
+    assert as_step("6:d6g1").kernel_defines()["GL_DEPTH"] == 6
+    # main's variants: named ones (cluster on/off) and ad-hoc tokens on the new steps
+    assert as_step("8:c1").cluster == (1, 1, 1) and as_step("8").cluster == (2, 1, 1)
+    assert as_step("9:c1").cluster == (1, 1, 1) and as_step("10:c2").cluster == (2, 1, 1)
+    assert (as_step("7:d4").depth, as_step("10:d3w2").ctas_per_sm) == (4, 2)
+    assert steps.get_step("8:c1") is as_step("8:c1")  # one parser: get_step is stepkeys'
     with pytest.raises(UnknownStep, match="step 5 has no g variant: its variants take d<depth>"):
         as_step("5:d4g8")
 
@@ -162,10 +169,13 @@ def test_simulate_json_is_alone_on_stdout(capsys, tmp_path):
     code, out, err = run_main(capsys, "simulate", "--k-tiles", "4", "--json", "--out-dir", str(tmp_path))
     assert code == 0
     rows = json.loads(out)  # the whole of stdout
-    assert {r["step"] for r in rows} == {4, 5, 6, 7, 8, 9}
+    assert {r["step"] for r in rows} == {st.number for st in simulated_steps()}
     assert "choreography.html" in err
     code, out, _ = run_main(capsys, "simulate", "--step", "7", "--k-tiles", "4", "--out-dir", str(tmp_path))
     assert code == 0 and "[{" not in out and "busy" in out
+    code, out, _ = run_main(capsys, "simulate", "--step", "7:d4", "--k-tiles", "4", "--json", "--out-dir", str(tmp_path))
+    (row,) = json.loads(out)  # a variant is simulated with its own ring depth
+    assert code == 0 and (row["key"], row["depth"]) == ("7:d4", 4)
 
 
 def test_every_command_writes_under_out_dir(capsys, tmp_path, monkeypatch):

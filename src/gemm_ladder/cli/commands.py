@@ -6,9 +6,10 @@ import json
 import os
 import sys
 
-from ..runtime.steps import DEFAULT_BENCH, all_steps
-from ..runtime.stepkeys import UnknownStep, parse_step_spec
-from . import doors
+from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
+from ..runtime.steps import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
+from ..runtime.stepkeys import UnknownStep, as_step, parse_step_spec
+from . import doors, simulate
 from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
 
 DESCRIPTION = """\
@@ -99,9 +100,9 @@ def cmd_report(args) -> int:
 
 
 def cmd_check(args) -> int:
-    doors.require_hopper()
+    doors.require_hopper("`gemm-ladder report` compiles every step without one")
     import torch
-    from ..measure import bench
+    from ..measure.accuracy import check_product
     from ..runtime import launch
     console = _console()
     failures = 0
@@ -115,7 +116,7 @@ def cmd_check(args) -> int:
             b = torch.randn((N, K), device="cuda", generator=gen).to(dt)
             out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
             launch.run_step(st, a, b, out, sync=True, debug=args.debug)
-            ok, mx, rel, msg = bench.check_output(out, a.float() @ b.float().T, args.dtype)
+            ok, mx, rel, msg = check_product(out, a, b)
             failures += not ok
             console.print(f"step {st.key:5s} {M}x{N}x{K}: {'ok' if ok else '[red]FAIL ' + msg}  rel={rel:.1e}")
     return 1 if failures else 0
@@ -124,16 +125,17 @@ def cmd_check(args) -> int:
 def cmd_deadlock(args) -> int:
     doors.require_hopper("`gemm-ladder simulate --what-if ...` models the same what-ifs without one")
     from rich.markup import escape
-    from ..choreography.whatif import run_whatif_subprocess
-    with doors.status(f"step {args.step.key}, what-if {args.what_if}: a debug build in a child process"):
-        res = run_whatif_subprocess(args.step.key, args.what_if, timeout_s=args.timeout)
+    from ..choreography.gpu_whatifs import run_whatif_subprocess
+    step = args.step or as_step(WHAT_IFS[args.what_if].default_step)
+    with doors.status(f"step {step.key}, what-if {args.what_if}: a debug build in a child process"):
+        res = run_whatif_subprocess(step.key, args.what_if, timeout_s=args.timeout)
     _console().print(escape(res["summary"]))
     return 0 if res["detected"] else 1
 
 
 def cmd_trace(args) -> int:
     doors.require_hopper("`gemm-ladder simulate` draws the modelled timeline without one")
-    from ..choreography.trace import trace_command
+    from .trace import trace_command
     args.out = str(doors.out_dir(args.out_dir))
     args.step = args.step.key
     return trace_command(args, _console())
@@ -144,19 +146,19 @@ def cmd_default(args) -> int:
         args.steps, args.sizes, args.dtype = parse_step_spec(DEFAULT_BENCH), [(4096, 4096, 4096)], "float16"
         args.reps, args.budget, args.json = 50, 2.0, None
         return cmd_bench(args)
-    from .simulate import simulate_report
     out = doors.out_dir(args.out_dir)
     console = _console()
     console.print("[yellow]No Hopper GPU here: running what needs none — the compile report of every step "
                   "and the pipeline simulator.[/yellow]")
     rc = _write_report(args, False, all_steps())
     with doors.status("simulating the pipelines") as update:
-        text = simulate_report(out, tick=update)
+        text = simulate.simulate_report(out, tick=update)
     console.print(text, markup=False, highlight=False)
     return rc
 
 
-_HELP_STEPS = "steps: keys 1..7, variants like 7:d4, ranges 1-7, 'all' (comma separated)"
+_HELP_STEPS = (f"steps: keys {min(STEPS)}..{max(STEPS)}, variants ({', '.join(VARIANTS)}, or N:d<depth>g<group>w<CTAs "
+               "per SM>), ranges such as 1-7, 'all' (comma separated)")
 _HELP_SIZES = "N (square) or MxNxK, comma separated"
 _HELP_DTYPE = "fp16 or bf16"
 
@@ -202,21 +204,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_check)
 
     d = sub.add_parser("deadlock", help="run one of the course's what-ifs on the GPU with bounded waits")
-    d.add_argument("--step", type=doors.traced_step, default="7", help="a step with mbarrier rings (default 7)")
-    d.add_argument("--what-if", default="both-phase-0", choices=["both-phase-0", "expect-tx-small", "expect-tx-large"],
+    d.add_argument("--step", type=doors.traced_step,
+                   help="a step with mbarrier rings (default: the what-if's own step)")
+    d.add_argument("--what-if", default="both-phase-0", choices=gpu_what_ifs(),
                    help="the ablation to compile in (default both-phase-0)")
     d.add_argument("--timeout", type=seconds, default=60.0, help="seconds before the child process is killed")
     d.set_defaults(fn=cmd_deadlock)
 
     t = sub.add_parser("trace", parents=outp, help="measured in-kernel timeline of a step beside the model (GPU)")
-    t.add_argument("--step", type=doors.traced_step, default="7", help="step key, 4 and up (default 7)")
+    t.add_argument("--step", type=doors.traced_step, default="7", help="a step with mbarrier rings, e.g. 7:d4 (default 7)")
     t.add_argument("--size", type=parse_sizes, default=[(4096, 4096, 4096)], help="N or MxNxK (default 4096)")
-    t.add_argument("--events", type=doors.number(int, 1, 1 << 20), default=8192,
-                   help="trace capacity per role per CTA (default 8192)")
+    t.add_argument("--events", type=doors.number(int, 1, 1 << 20),
+                   help="trace capacity per role per CTA (default: enough for the size)")
     t.set_defaults(fn=cmd_trace)
 
-    from . import simulate as cli_simulate
-    cli_simulate.add_parser(sub, parents=outp)
+    simulate.add_parser(sub, parents=outp)
     return p
 
 

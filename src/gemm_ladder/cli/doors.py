@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..runtime.stepkeys import UnknownStep, as_step, parse_step_spec
+from ..runtime.steps import all_steps
 
 DEFAULT_OUT_DIR = "out"
 MAX_DIM = 2**31 - 1  # the kernels index with 32-bit ints
@@ -95,8 +96,9 @@ def traced_step(key: str):
     except UnknownStep as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     if not st.uses_tma:
+        tma = ", ".join(s.key for s in all_steps(include_variants=False) if s.uses_tma)
         raise argparse.ArgumentTypeError(f"step {st.key} has no mbarrier pipeline to trace or ablate "
-                                         "(steps 4 and up have)")
+                                         f"(steps {tma} have)")
     return st
 
 

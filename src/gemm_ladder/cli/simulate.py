@@ -3,8 +3,8 @@
 No GPU needed.  ``commands.py`` registers the subcommand with :func:`add_parser` and
 calls :func:`run`; the no-GPU default job calls :func:`simulate_report`.
 
-    gemm-ladder simulate                      # steps 4..9 + the course's what-ifs
-    gemm-ladder simulate --step 7 --depth 2   # one step
+    gemm-ladder simulate                      # every simulated step + the course's what-ifs
+    gemm-ladder simulate --step 7 --depth 2   # one step (or a variant: --step 7:d4)
     gemm-ladder simulate --what-if both-phase-0
 
 Writes ``OUT/choreography.html`` (the interactive page) and
@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from ..choreography.sim import (LOCKSTEP_STEPS, STEP_TITLES, WHAT_IF_DEFAULT_STEP, WHAT_IFS, SimResult,
-                  depth_needed, params_for_step, run_what_if, simulate)
+from ..choreography.sim import SimResult, depth_needed, params_for_step, run_what_if, simulate, simulated_steps
+from ..choreography.whatifs import WHAT_IFS
 from ..choreography.viz import write_chrome_trace, write_page
 from . import doors
 
@@ -36,7 +36,7 @@ TRACE_NAME = "choreography_trace.json"
 
 # Caps. The page holds every event, so its size and the run time grow with the k-tiles a
 # CTA walks through (k-tiles x tiles per CTA): 4096 of them for step 7 is ~4 s and a
-# 20 MB page; the all-steps run simulates ~15 configurations, hence its lower cap.
+# 20 MB page; the all-steps run simulates ~20 configurations, hence its lower cap.
 MAX_DEPTH = 16
 MAX_K_TILES = 4096
 MAX_TILES_PER_CTA = 64
@@ -51,23 +51,24 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
     ``parents`` may bring ``--out-dir``; without them the command has its own."""
     p = subparsers.add_parser(
         "simulate", parents=list(parents),
-        help="simulate the mbarrier pipelines of steps 4-9 (no GPU) and draw the choreography",
+        help="simulate the mbarrier pipelines of the TMA steps (no GPU) and draw the choreography",
         description="Discrete-event model of the ladder's TMA / wgmma / mbarrier choreography. "
                     "Writes an interactive HTML page and a Perfetto trace, prints tensor-core busy "
                     "fraction, stalls, fill and drain; --what-if runs one of the course's exercises "
                     "and explains the deadlock or early release it causes.")
-    p.add_argument("--step", type=_sim_step,
-                   help=f"one step, {min(STEP_TITLES)}..{max(STEP_TITLES)} (default: all, lockstep beside "
-                        "warp-specialized)")
+    keys = ", ".join(st.key + (" (model only)" if st.model_only else "") for st in simulated_steps())
+    p.add_argument("--step", type=_step_key,
+                   help=f"one step or variant, e.g. 7:d4 (default: all of {keys}, "
+                        "lockstep beside warp-specialized)")
     p.add_argument("--depth", type=doors.number(int, 1, MAX_DEPTH), help=f"ring stages (PIPE_DEPTH), 1..{MAX_DEPTH}; default per step")
     p.add_argument("--k-tiles", type=doors.number(int, 1, MAX_K_TILES), dest="k_tiles",
                    help=f"k-tiles per output tile (default 64 = K 4096; at most {MAX_K_TILES})")
     p.add_argument("--tiles-per-cta", type=doors.number(int, 1, MAX_TILES_PER_CTA), dest="tiles_per_cta",
-                   help="output tiles per CTA (default 1 for steps 4-5, 2 for persistent steps; "
+                   help="output tiles per CTA (default 1, 2 for persistent steps; "
                         f"k-tiles x tiles per CTA at most {MAX_WORK_ONE} with --step, {MAX_WORK_ALL} without)")
     p.add_argument("--what-if", dest="what_if", choices=list(WHAT_IFS),
                    help="one of the course's exercises: " +
-                        "; ".join(f"{k}: {v}" for k, v in WHAT_IFS.items()))
+                        "; ".join(f"{k}: {w.text}" for k, w in WHAT_IFS.items()))
     p.add_argument("--l2-bw", type=doors.number(float, 0.01, 10_000), dest="l2_bytes_per_ns", metavar="B_PER_NS",
                    help="per-SM L2->SMEM bandwidth in bytes/ns, 0.01..10000 (default: unlimited)")
     p.add_argument("--load-latency-ns", type=doors.number(float, 1, MAX_NS, "ns"), dest="load_latency_ns",
@@ -82,16 +83,17 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
     return p
 
 
-def _sim_step(text: str) -> int:
-    if not text.strip().isdigit() or int(text) not in STEP_TITLES:
-        raise argparse.ArgumentTypeError(f"the simulator models steps {', '.join(map(str, sorted(STEP_TITLES)))}; "
-                                         f"got {text!r}")
-    return int(text)
+def _step_key(text: str) -> str:
+    """A step the simulator models (checked when the arguments are parsed)."""
+    try:
+        return params_for_step(text).key
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def check_work(step: int | None, overrides: dict) -> None:
+def check_work(step: int | str | None, overrides: dict) -> None:
     """Refuse runs whose page would be too large to open (see MAX_WORK_*)."""
-    steps = [step] if step is not None else sorted(STEP_TITLES)
+    steps = [step] if step is not None else simulated_steps()
     work = max(p.k_tiles * p.tiles_per_cta for p in (params_for_step(s, **overrides) for s in steps))
     cap = MAX_WORK_ONE if step is not None else MAX_WORK_ALL
     if work > cap:
@@ -119,7 +121,7 @@ def _row(r: SimResult) -> dict:
                 if lane.split("/")[-1].startswith(("consumer", "team"))]
     top = max(mma_side, key=lambda x: x[2]) if mma_side else None
     return dict(
-        step=r.params.step, style=style, depth=r.params.depth,
+        step=r.params.step, key=r.params.key, model_only=r.params.model_only, style=style, depth=r.params.depth,
         what_if=r.what_if or "",
         busy=k["tensor_core_busy"], steady=k["tensor_core_busy_steady"],
         fill_ns=k["fill_ns"], drain_ns=k["drain_ns"], makespan_ns=k["makespan_ns"],
@@ -128,9 +130,13 @@ def _row(r: SimResult) -> dict:
     )
 
 
+def _step_cell(row: dict) -> str:
+    return row["key"] + (" (model only)" if row["model_only"] else "")
+
+
 def _text_line(r: SimResult) -> str:
     d = _row(r)
-    head = f"step {d['step']} {d['style']:<16} depth {d['depth']}"
+    head = f"step {_step_cell(d)} {d['style']:<16} depth {d['depth']}"
     if d["what_if"]:
         head += f" what-if {d['what_if']}"
     return (f"{head}: tensor-core busy {d['busy']:.1%} (steady {d['steady']:.1%}), "
@@ -150,14 +156,14 @@ def _print_table(results: list[SimResult], title: str) -> None:
     for c in ("step", "style", "depth", "busy", "steady", "fill", "drain", "makespan", "verdict"):
         t.add_column(c, justify="left" if c in ("style", "verdict") else "right", no_wrap=True)
     for d in rows:
-        t.add_row(str(d["step"]) + ("*" if d["what_if"] else ""), d["style"].replace("specialized", "sp."),
+        t.add_row(_step_cell(d) + ("*" if d["what_if"] else ""), d["style"].replace("specialized", "sp."),
                   str(d["depth"]), f"{d['busy']:.1%}", f"{d['steady']:.1%}", _fmt_ns(d["fill_ns"]),
                   _fmt_ns(d["drain_ns"]), _fmt_ns(d["makespan_ns"]),
                   d["verdict"] if d["verdict"] == "ok" else f"[bold red]{d['verdict']}[/]")
     console = Console()
     console.print(t)
     for d in rows:
-        which = f"step {d['step']}" + (f" with the what-if {d['what_if']} (*)" if d["what_if"] else "")
+        which = f"step {_step_cell(d)}" + (f" with the what-if {d['what_if']} (*)" if d["what_if"] else "")
         if d["top_stall"]:
             console.print(f"{which}: longest MMA-side wait while the tensor core idles: {d['top_stall']}",
                           markup=False, highlight=False)
@@ -182,28 +188,30 @@ def _subtitle(p) -> str:
     return _SUBTITLE.format(mma=p.mma_ns, lat=p.load_latency_ns, bw=bw)
 
 
-def _simulate_all(overrides: dict, step: int | None, tick: Callable[[str], None]):
-    """Every step (or one), and with no ``step`` the depth sweep of step 7 and each what-if.
-    Returns (results, text lines, the pair of timelines the page shows side by side)."""
-    steps = [step] if step is not None else sorted(STEP_TITLES)
+def _simulate_all(overrides: dict, step: int | str | None, tick: Callable[[str], None]):
+    """Every simulated step (or one), and with no ``step`` the depth sweep of the first
+    warp-specialized step and each what-if. Returns (results, text lines, the pair of
+    timelines the page shows side by side)."""
+    steps = [step] if step is not None else simulated_steps()
     results = []
     for s in steps:
-        tick(f"simulating step {s}")
-        results.append(simulate(params_for_step(s, **overrides)))
+        p = params_for_step(s, **overrides)
+        tick(f"simulating step {p.key}")
+        results.append(simulate(p))
     lines = ["choreography simulator (no GPU): tensor-core busy fraction per step"]
     lines += ["  " + _text_line(r) for r in results]
     pair: tuple[int, int] = (0, -1)
     if step is None:
-        lock = max(i for i, r in enumerate(results) if r.params.step in LOCKSTEP_STEPS)
-        ws = next(i for i, r in enumerate(results) if r.params.step == 7)
+        lock = max(i for i, r in enumerate(results) if r.params.lockstep)
+        ws = next(i for i, r in enumerate(results) if not r.params.lockstep)
         pair = (lock, ws)
-        p7 = results[ws].params
+        p_ws = results[ws].params
         sweep = []
-        for d in range(1, min(depth_needed(p7) + 2, MAX_DEPTH) + 1):
-            tick(f"simulating step 7 at depth {d}")
-            r = simulate(params_for_step(7, **dict(overrides, depth=d)))
+        for d in range(1, min(depth_needed(p_ws) + 2, MAX_DEPTH) + 1):
+            tick(f"simulating step {p_ws.key} at depth {d}")
+            r = simulate(params_for_step(p_ws.key, **dict(overrides, depth=d)))
             sweep.append(f"{d}: {r.kpis['tensor_core_busy']:.0%}")
-        lines.append(f"  step 7 busy vs depth (depth needed by the model: {depth_needed(p7)}): "
+        lines.append(f"  step {p_ws.key} busy vs depth (depth needed by the model: {depth_needed(p_ws)}): "
                      + ", ".join(sweep))
         lines.append("what-ifs (the course's exercises):")
         for name in WHAT_IFS:
@@ -211,13 +219,13 @@ def _simulate_all(overrides: dict, step: int | None, tick: Callable[[str], None]
             wo = {k: v for k, v in overrides.items() if not (name == "depth-1" and k == "depth")}
             r = run_what_if(name, **wo)
             results.append(r)
-            lines.append(f"  {name} (step {r.params.step}): {r.verdict} - {r.explanation}")
+            lines.append(f"  {name} (step {_step_cell(_row(r))}): {r.verdict} - {r.explanation}")
     return results, lines, pair
 
 
-def simulate_report(out_dir: str | Path, step: int | None = None, tick: Callable[[str], None] | None = None,
+def simulate_report(out_dir: str | Path, step: int | str | None = None, tick: Callable[[str], None] | None = None,
                     **overrides: Any) -> str:
-    """Simulate every step 4..9 (or one ``step``) with the default parameters (plus
+    """Simulate every step the simulator models (or one ``step``) with the default parameters (plus
     ``overrides``), and with no ``step`` also each of the course's what-ifs; write
     ``out_dir/choreography.html`` and ``out_dir/choreography_trace.json``; return a
     short text summary (KPIs per step, what-if verdicts and explanations). ``tick(text)``
@@ -240,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     step = getattr(args, "step", None)
     as_json = getattr(args, "json", False)
     try:
-        s = step if step is not None or not what_if else WHAT_IF_DEFAULT_STEP[what_if]
+        s = step if step is not None or not what_if else WHAT_IFS[what_if].default_step
         check_work(s, ov)
         out = doors.out_dir(getattr(args, "out_dir", None) or DEFAULT_OUT)
         with doors.status("simulating") as tick:
@@ -252,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
                 title = f"what-if {what_if} on step {s} (beside the correct kernel)"
             elif step is not None:
                 results = [simulate(params_for_step(step, **ov))]
-                pair, subtitle, title = (0, -1), _subtitle(results[0].params), STEP_TITLES[step]
+                pair, subtitle, title = (0, -1), _subtitle(results[0].params), results[0].params.title
             else:
                 results, lines, pair = _simulate_all(ov, None, tick)
                 subtitle, title = _subtitle(results[0].params), ""
@@ -271,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
         _print_table(results, title)
         res = results[0]
         if what_if:
-            print(f"what-if {what_if}: {WHAT_IFS[what_if]}")
+            print(f"what-if {what_if}: {WHAT_IFS[what_if].text}")
         if what_if or res.verdict != "ok":
             print(f"verdict: {res.verdict}")
             print(res.explanation)

@@ -16,26 +16,34 @@ def compile_report(steps: list[Step], *, bf16: bool = False, progress=None) -> l
     for st in steps:
         if progress:
             progress.update(task, description=f"step {st.key}: compile + SASS")
-        row = {"step": st.key, "label": st.label, "dtype": "bfloat16" if bf16 else "float16"}
-        try:
-            k = st.compile(bf16=bf16)
-            r = k.report
-            row.update(ok=True, registers=r.registers, static_smem=r.shared_bytes,
-                       dynamic_smem=st.dynamic_smem, spill_bytes=r.spill_bytes,
-                       stack_frame=r.stack_frame_bytes, warnings=r.warnings,
-                       compile_s=round(k.seconds, 3), cached=k.from_cache)
-            try:
-                ops = sass.opcodes(sass.disassemble(k.cubin))
-                row["sass"] = sass.classes(ops, REPORT_CLASSES)
-                row["claims_missing"] = [c for c in st.sass_claims if sass.count_class(ops, c) == 0]
-            except sass.SassUnavailable as e:
-                row["sass_error"] = str(e)
-        except KernelBuildError as e:
-            row.update(ok=False, error=str(e))
-        rows.append(row)
+        rows.append(_report_row(st, bf16))
         if progress:
             progress.advance(task)
     return rows
+
+
+def _report_row(st: Step, bf16: bool) -> dict:
+    row = {"step": st.key, "label": st.label, "dtype": "bfloat16" if bf16 else "float16"}
+    if problem := st.smem_problem():
+        return dict(row, ok=False, failure="smem over limit", error=problem)
+    try:
+        k = st.compile(bf16=bf16)
+    except KernelBuildError as e:
+        return dict(row, ok=False, failure="build failed", error=str(e))
+    r = k.report
+    if problem := st.smem_problem(r.shared_bytes):
+        return dict(row, ok=False, failure="smem over limit", error=problem)
+    row.update(ok=True, registers=r.registers, static_smem=r.shared_bytes,
+               dynamic_smem=st.dynamic_smem, spill_bytes=r.spill_bytes,
+               stack_frame=r.stack_frame_bytes, warnings=r.warnings,
+               compile_s=round(k.seconds, 3), cached=k.from_cache)
+    try:
+        ops = sass.opcodes(sass.disassemble(k.cubin))
+        row["sass"] = sass.classes(ops, REPORT_CLASSES)
+        row["claims_missing"] = [c for c in st.claims if sass.count_class(ops, c) == 0]
+    except sass.SassUnavailable as e:
+        row["sass_error"] = str(e)
+    return row
 
 
 def print_report(rows: list[dict], console) -> None:
@@ -52,7 +60,7 @@ def print_report(rows: list[dict], console) -> None:
         counts.add_column(col, justify="left" if col == "step" else "right", no_wrap=True)
     for r in rows:
         if not r.get("ok"):
-            build.add_row(r["label"], *["-"] * 5, "[red]build failed")
+            build.add_row(r["label"], *["-"] * 5, "[red]" + r["failure"])
             continue
         smem = (r["static_smem"] + r["dynamic_smem"]) / 1024
         claims = "[red]missing " + ",".join(r["claims_missing"]) if r.get("claims_missing") else (

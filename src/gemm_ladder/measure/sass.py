@@ -106,7 +106,7 @@ def _run_cuobjdump(cubin: bytes, cuobjdump: str, nvdisasm: str) -> str:
     return res.stdout
 
 
-_INSTR_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_INSTR_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)")
 
 
 def opcodes(sass: str) -> Counter:
