@@ -83,7 +83,12 @@ def cmd_suite(args, console) -> int:
     path = Path(args.json) if args.json else suite.suite_json_path(Path(args.out), result)
     bench.write_json(result, path)
     console.print(f"results: {path}")
-    extra = [json.loads(Path(p).read_text()) for p in (args.with_results or [])]
+    extra = []
+    for p in args.with_results or []:
+        try:
+            extra.append(json.loads(Path(p).read_text()))
+        except (OSError, ValueError) as e:  # the run is recorded; a missing extra only thins the figure
+            console.print(f"[yellow]not plotted: {p} ({e})[/yellow]")
     write_images([result] + extra, path.with_suffix(""), console)
     return 0 if all(r["ok"] for r in result["rows"]) else 1
 

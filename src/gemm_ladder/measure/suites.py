@@ -38,7 +38,7 @@ ODD = (
     (1000, 1000, 1000, "no dimension a multiple of the 128 tile"),
     (3000, 5000, 4000, "ragged last wave"),
     (4097, 4095, 4096, "one past / one short of 4096"),
-    (127, 8191, 255, "prime-ish, N and K not multiples of 8"),
+    (127, 8191, 255, "M, N prime; N, K not multiples of 8"),
     (1009, 1013, 1019, "all prime"),
     (4096, 4096, 256, "short K"),
 )

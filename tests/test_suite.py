@@ -1,0 +1,187 @@
+"""The shape suites, their summaries, file names and figures, from synthetic rows (no GPU)."""
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gemm_ladder.measure import plots, suite, suites
+
+# ---- synthetic results in the recorded formats ------------------------------------------
+LADDER_STEPS = ["1", "2", "3", "4", "5", "6", "7", "7:d3", "7:d4"]
+
+
+def ladder_result(failed=("7:d3",)):
+    rows = []
+    for i, key in enumerate(LADDER_STEPS):
+        ok = key not in failed
+        ms = 0.2 * 1.5 ** (len(LADDER_STEPS) - i) if ok else math.nan
+        rows.append({"step": key, "label": key, "forced_move": "", "M": 4096, "N": 4096, "K": 4096,
+                     "dtype": "float16", "ok": ok, "error": "" if ok else "synthetic failure", "ms": ms,
+                     "cublas_ms": 0.183, "ratio_to_cublas": 0.183 / ms,
+                     "tflops": 137.4 / ms if ok else math.nan, "cublas_tflops": 751.0})
+    return {"kind": "gemm-ladder bench", "commit": "abc1234def", "date": "2026-12-01T10:00:00+00:00",
+            "gpu": {"torch_name": "NVIDIA H200"}, "rows": rows,
+            "memory": {"hbm_copy_gbs": 4000.0, "l2_copy_gbs": 9000.0}}
+
+
+def suite_row(M, N, K, dtype, ms, cublas_ms, group="llm", kernel="7:d4", ok=True):
+    r = dataclasses.asdict(suite.SuiteRow(M, N, K, dtype, group, f"{M}x{N}x{K}", kernel=kernel, ok=ok))
+    r.update(ms=ms, cublas_ms=cublas_ms)
+    row = suite.SuiteRow(**{k: v for k, v in r.items()})
+    if ok:
+        suite.fill_rates(row, 4000.0)
+    return dataclasses.asdict(row)
+
+
+def suite_result():
+    rows = [suite_row(1, 4096, 4096, "float16", 0.010, 0.011),
+            suite_row(16, 4096, 4096, "float16", 0.012, 0.010),
+            suite_row(4096, 4096, 4096, "float16", 0.19, 0.19, group="squares", kernel="9"),
+            suite_row(1000, 1000, 1000, "float16", 0.02, 0.01, group="odd", ok=False),
+            suite_row(1, 4096, 4096, "bfloat16", 0.010, 0.012),
+            suite_row(4096, 4096, 4096, "bfloat16", 0.20, 0.18, group="squares")]
+    return {"kind": "gemm-ladder suite", "suite": "all", "commit": "abc1234def-dirty",
+            "date": "2026-12-01T11:00:00+00:00", "gpu": {"torch_name": "NVIDIA H200"},
+            "memory": {"hbm_copy_gbs": 4100.0}, "rows": rows, "summary": suite.summarize(rows)}
+
+
+# ---- suites ------------------------------------------------------------------------------
+def test_squares_span_256_to_8192():
+    sq = suites.get_suite("squares")
+    assert all(s.M == s.N == s.K for s in sq)
+    assert (sq[0].M, sq[-1].M) == (256, 8192)
+
+
+def test_llm_has_both_directions_and_attention_at_every_m():
+    shapes = {s.mnk for s in suites.get_suite("llm")}
+    for hidden, width in suites.LLM_PAIRS:
+        for m in (1, 16, 64, 128, 512, 2048, 8192):
+            assert (m, width, hidden) in shapes  # up
+            assert (m, hidden, width) in shapes  # down
+            assert (m, hidden, hidden) in shapes  # attention projection
+    assert len(shapes) == len(suites.get_suite("llm"))
+
+
+def test_odd_and_all():
+    odd = {s.mnk for s in suites.get_suite("odd")}
+    assert {(1000, 1000, 1000), (3000, 5000, 4000), (4097, 4095, 4096), (127, 8191, 255)} <= odd
+    every = suites.get_suite("all")
+    assert len({s.mnk for s in every}) == len(every)
+    assert odd <= {s.mnk for s in every}
+    with pytest.raises(KeyError, match="unknown suite"):
+        suites.get_suite("nope")
+
+
+def test_reps_scale_with_flop():
+    r = [suite.reps_for(2.0 * n ** 3) for n in (256, 2048, 4096, 8192)]
+    assert r == sorted(r, reverse=True)
+    assert r[0] == suite.MAX_REPS
+    assert suite.reps_for(2.0 * 8192 * 28672 * 8192) <= 6  # the suite's biggest: few reps
+    assert suite.reps_for(2.0 * 16384 ** 3) == suite.MIN_REPS
+
+
+# ---- rows, summary, file name ------------------------------------------------------------
+def test_rates_from_medians():
+    r = suite_row(16, 4096, 4096, "float16", ms=0.02, cublas_ms=0.03)
+    nbytes = 2 * (16 * 4096 + 4096 * 4096 + 16 * 4096)
+    assert r["ratio_to_cublas"] == pytest.approx(1.5)
+    assert r["gbs"] == pytest.approx(nbytes / 0.02 / 1e6)
+    assert r["tflops"] == pytest.approx(2 * 16 * 4096 * 4096 / 0.02 / 1e9)
+    assert r["hbm_copy_fraction"] == pytest.approx(r["gbs"] / 4000.0)
+    for key in ("M", "N", "K", "dtype", "ms", "cublas_ms", "ratio_to_cublas", "ok", "kernel"):
+        assert key in r
+
+
+def test_summary_per_dtype():
+    s = suite_result()["summary"]
+    fp16 = s["float16"]
+    assert (fp16["shapes"], fp16["ok"], fp16["failed"]) == (4, 3, ["1000x1000x1000"])
+    assert fp16["geomean_ratio"] == pytest.approx((1.1 * (10 / 12) * 1.0) ** (1 / 3))
+    assert fp16["worst"]["shape"] == "16x4096x4096"
+    assert fp16["small_m"]["shapes"] == 2 and fp16["small_m"]["min_ratio"] == pytest.approx(10 / 12)
+    assert fp16["kernels"] == {"7:d4": 2, "9": 1}
+    assert s["bfloat16"]["worst"]["ratio_to_cublas"] == pytest.approx(0.9)
+
+
+def test_suite_file_name():
+    res = suite_result()
+    assert suite.suite_json_path("benchmarks/results", res).name == "2026-12-01_h200_suite_all_abc1234-dirty.json"
+    res["commit"] = "0123456789ab"
+    res["gpu"] = {"torch_name": "NVIDIA H100 80GB HBM3"}
+    assert suite.suite_json_path("x", res).name == "2026-12-01_h100_suite_all_0123456.json"
+
+
+def test_plan_lists_every_shape_with_a_pick():
+    plan = suite.plan_suite("odd", ["float16", "bfloat16"])
+    assert len(plan) == 2 * len(suites.get_suite("odd"))
+    assert all(p["kernel"] for p in plan)
+    assert [p["padded"] for p in plan if (p["M"], p["N"], p["K"]) == (4097, 4095, 4096)] == [True, True]
+
+
+# ---- figures -----------------------------------------------------------------------------
+def test_roofline_plots_one_point_per_measured_step(tmp_path):
+    lad = ladder_result()
+    measured = [r for r in lad["rows"] if r["ok"]]
+    fig, ax, info = plots.roofline_figure([lad, suite_result()])
+    (ladder,) = [c for c in ax.collections if c.get_gid() == "ladder"]
+    assert len(ladder.get_offsets()) == len(measured) == info["ladder_points"] == 8
+    ours = [c for c in ax.collections if (c.get_gid() or "").startswith("suite-ours")]
+    assert sum(len(c.get_offsets()) for c in ours) == info["suite_points"] == 5
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert any(lab.startswith("HBM copy 4.10 TB/s") for lab in labels)  # the larger of two runs
+    assert any(lab.startswith("L2 copy 9.00 TB/s") for lab in labels)
+    assert any(lab.startswith("datasheet peak 989") for lab in labels)
+    peak = max(r["cublas_tflops"] for res in (lad, suite_result()) for r in res["rows"] if r["ok"])
+    assert any(lab.startswith(f"cuBLAS measured peak {peak:.0f}") for lab in labels)
+    # each step sits at its modelled operand intensity
+    xs = {round(float(x), 3) for x, _ in ladder.get_offsets()}
+    assert round(4096 / 65, 3) in xs
+    paths = plots.write_images([lad, suite_result()], tmp_path / "run")
+    assert [p.name for p in paths] == ["run_roofline.png", "run_bars.png"]
+    assert all(p.stat().st_size > 10_000 for p in paths)
+
+
+def test_bars_one_per_measured_step():
+    lad = ladder_result(failed=())
+    fig, ax, info = plots.ladder_bars_figure([lad])
+    assert info["bars"] == len(ax.patches) == len(LADDER_STEPS)
+    assert [t.get_text() for t in ax.get_xticklabels()] == LADDER_STEPS
+    ratios = [p.get_height() for p in ax.patches]
+    assert ratios == pytest.approx([r["ratio_to_cublas"] for r in lad["rows"]])
+
+
+def test_suite_alone_has_no_bar_chart(tmp_path):
+    paths = plots.write_images([suite_result()], tmp_path / "s")
+    assert [p.name for p in paths] == ["s_roofline.png"]
+
+
+# ---- CLI (no GPU) ------------------------------------------------------------------------
+def _cli(*args):
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "gemm_ladder", *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_cli_explain():
+    r = _cli("explain", "3000", "5000", "4000", "--dtype", "bf16")
+    assert r.returncode == 0, r.stderr
+    assert "pick:" in r.stdout and "7:d4" in r.stdout
+    r = _cli("explain", "127", "8191", "255", "--json")
+    d = json.loads(r.stdout)
+    assert d["pick"] and [c["padded"] for c in d["candidates"] if c["key"] == d["pick"]] == [True]
+
+
+def test_cli_suite_dry_run_and_plot(tmp_path):
+    r = _cli("bench", "--suite", "odd", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "4097x4095x4096" in r.stdout and "float16" in r.stdout and "bfloat16" in r.stdout
+    assert _cli("bench", "--suite", "nope", "--dry-run").returncode == 2
+    f = tmp_path / "ladder.json"
+    f.write_text(json.dumps(ladder_result()))
+    r = _cli("plot", str(f))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "ladder_roofline.png").exists() and (tmp_path / "ladder_bars.png").exists()
