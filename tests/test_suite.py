@@ -80,7 +80,7 @@ def test_reps_scale_with_flop():
     r = [suite.reps_for(2.0 * n ** 3) for n in (256, 2048, 4096, 8192)]
     assert r == sorted(r, reverse=True)
     assert r[0] == suite.MAX_REPS
-    assert suite.reps_for(2.0 * 8192 * 28672 * 8192) <= 6  # the suite's biggest: few reps
+    assert suite.reps_for(2.0 * 8192 * 28672 * 8192) < 20  # the suite's biggest: few reps
     assert suite.reps_for(2.0 * 16384 ** 3) == suite.MIN_REPS
 
 
@@ -185,3 +185,85 @@ def test_cli_suite_dry_run_and_plot(tmp_path):
     r = _cli("plot", str(f))
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "ladder_roofline.png").exists() and (tmp_path / "ladder_bars.png").exists()
+
+
+# ---- the per-shape runner with the GPU parts replaced (CPU tensors, given timings) -------
+class FakeBench:
+    """bench.Bench's interface on the CPU: inputs from a generator, fixed timings."""
+
+    def __init__(self, ours_ms=0.5, cublas_ms=0.25):
+        import torch
+        self.torch, self.dev = torch, 0
+        self.gen = torch.Generator().manual_seed(0)
+        self.nvml = type("N", (), {"sample": staticmethod(lambda: {"sm_clock_mhz": 1980})})()
+        self.times = (ours_ms, cublas_ms)
+        self.calls = []
+
+    def inputs(self, M, N, K, dtype):
+        t = self.torch
+        return (t.randn((M, K), generator=self.gen).to(dtype), t.randn((N, K), generator=self.gen).to(dtype))
+
+    def time_interleaved(self, fns, reps, flush=True):
+        self.calls.append((len(fns), reps, flush))
+        for f in fns:
+            f()
+        return [[self.times[0]] * reps, [self.times[1]] * reps]
+
+
+class FakePlan:
+    planned = []
+
+    def __init__(self, step, a, b, out, broken=False):
+        self.args, self.broken = (a, b, out), broken
+        FakePlan.planned.append((step.key, tuple(a.shape), tuple(b.shape), a, b))
+
+    def __call__(self):
+        a, b, out = self.args
+        out.copy_((a.float() @ b.float().T).to(out.dtype))
+        if self.broken:
+            out[:, -1] = float("nan")  # a column never written
+        return out
+
+    def synchronize(self):
+        pass
+
+
+@pytest.fixture
+def cpu_launch(monkeypatch):
+    from gemm_ladder.runtime import launch
+    FakePlan.planned.clear()
+    monkeypatch.setattr(launch, "plan", lambda st, a, b, out: FakePlan(st, a, b, out))
+    return monkeypatch
+
+
+def test_measure_shape_aligned(cpu_launch):
+    from gemm_ladder.runtime import select
+    bench = FakeBench()
+    shape = suites.Shape(64, 96, 40, "test", "aligned")
+    row = suite.measure_shape(bench, shape, "float16", select.Device(), hbm_gbs=4000.0)
+    assert row.ok, row.error
+    assert row.kernel == select.pick(64, 96, 40) and not row.padded
+    assert row.reps == suite.reps_for(shape.flop) and bench.calls == [(2, row.reps, True)]
+    assert row.ratio_to_cublas == pytest.approx(0.5) and row.gpu == {"sm_clock_mhz": 1980}
+    assert "lowest modelled time" in row.selection
+
+
+def test_measure_shape_pads_n_and_k(cpu_launch):
+    from gemm_ladder.runtime import select
+    row = suite.measure_shape(FakeBench(), suites.Shape(5, 13, 11, "test", "odd"), "bfloat16",
+                              select.Device(), hbm_gbs=None)
+    assert row.ok, row.error
+    assert row.padded and row.kernel_shape == [5, 16, 16]
+    _, a_shape, b_shape, a, b = FakePlan.planned[-1]
+    assert (a_shape, b_shape) == ((5, 16), (16, 16))
+    assert not a[:, 11:].any() and not b[13:].any() and not b[:, 11:].any()  # zero padding
+    assert math.isnan(row.hbm_copy_fraction)
+
+
+def test_measure_shape_records_a_wrong_kernel_untimed(monkeypatch):
+    from gemm_ladder.runtime import launch, select
+    monkeypatch.setattr(launch, "plan", lambda st, a, b, out: FakePlan(st, a, b, out, broken=True))
+    bench = FakeBench()
+    row = suite.measure_shape(bench, suites.Shape(32, 64, 64, "test", "x"), "float16", select.Device(), None)
+    assert not row.ok and "non-finite" in row.error
+    assert math.isnan(row.ms) and bench.calls == []

@@ -25,8 +25,8 @@ from ..runtime import select
 from . import suites as suites_mod
 from .bench import Bench, check_output, git_commit, percentile, tolerance
 
-REPS_FLOP = 2e13  # FLOPs of timed calls per shape and side: 8192^3 gets 18 reps
-MIN_REPS, MAX_REPS = 5, 100
+REPS_FLOP = 5e13  # FLOPs of timed calls per shape and side: 8192^3 gets 46 reps
+MIN_REPS, MAX_REPS = 10, 100
 DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
 SMALL_M = 16  # decode-like rows: the memory-bound regime, reported against the copy bandwidth
 
