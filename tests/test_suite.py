@@ -207,7 +207,7 @@ class FakeBench:
         self.calls.append((len(fns), reps, flush))
         for f in fns:
             f()
-        return [[self.times[0]] * reps, [self.times[1]] * reps]
+        return [[self.times[i]] * reps for i in range(len(fns))]
 
 
 class FakePlan:
@@ -267,3 +267,37 @@ def test_measure_shape_records_a_wrong_kernel_untimed(monkeypatch):
     row = suite.measure_shape(bench, suites.Shape(32, 64, 64, "test", "x"), "float16", select.Device(), None)
     assert not row.ok and "non-finite" in row.error
     assert math.isnan(row.ms) and bench.calls == []
+
+
+def test_autotune_runs_the_fastest_correct_candidate_and_caches_it(cpu_launch, tmp_path):
+    from gemm_ladder.measure import autotune
+    from gemm_ladder.runtime import select
+    cpu_launch.setenv("GEMM_LADDER_CACHE_DIR", str(tmp_path))
+    cpu_launch.setattr(select, "CANDIDATES", ["7:d4", "7:d3", "6"])
+    shape = suites.Shape(256, 256, 256, "test", "tuned")
+    bench = FakeBench(0.5, 0.3)
+    bench.times = (0.5, 0.3, 0.4, 0.2)  # tuning: 7:d4, 7:d3, 6; then the pick and cuBLAS
+    row = suite.measure_shape(bench, shape, "float16", select.Device(), None, autotune=True, gpu="NVIDIA H200")
+    assert row.ok, row.error
+    assert row.autotune_ms == {"7:d4": 0.5, "7:d3": 0.3, "6": 0.4}
+    # the three share one tile, so the model ties them and takes the first; measurement differs
+    assert row.heuristic == select.choose(256, 256, 256).pick.key == "7:d4"
+    assert row.kernel == "7:d3"
+    assert bench.calls[0] == (3, autotune.TUNE_REPS, True)
+    cached = autotune.load()
+    assert [v["pick"] for v in cached.values()] == ["7:d3"]
+    again = FakeBench()
+    row2 = suite.measure_shape(again, shape, "float16", select.Device(), None, autotune=True, gpu="NVIDIA H200")
+    assert row2.autotune_cached and row2.kernel == "7:d3"
+    assert [c[0] for c in again.calls] == [2]  # only ours vs cuBLAS: nothing re-tuned
+    summary = suite.summarize([dataclasses.asdict(row)])
+    assert summary["float16"]["autotune_agrees_with_model"] == 0.0
+
+
+def test_autotune_fingerprint_follows_the_build():
+    from gemm_ladder.measure import autotune
+    fp = autotune.fingerprint(["7:d4"])
+    assert fp == autotune.fingerprint(["7:d4"])
+    assert fp != autotune.fingerprint(["7:d3"])  # other defines
+    assert autotune.best({"a": float("nan"), "b": 0.2, "c": 0.3}) == "b"
+    assert autotune.best({"a": float("nan")}) is None

@@ -48,6 +48,8 @@ def print_suite(result: dict, console) -> None:
         for r in (r for r in result["rows"] if r["dtype"] == dtype):
             shape = f"{r['M']}x{r['N']}x{r['K']}"
             kern = r["kernel"] + (" (padded)" if r.get("padded") else "")
+            if r.get("heuristic") and r["heuristic"] != r["kernel"]:
+                kern += f" (model: {r['heuristic']})"
             if not r["ok"]:
                 t.add_row(shape, r["label"], kern, *["-"] * 6, f"[red]{r['error'][:70]}")
                 continue
@@ -76,7 +78,7 @@ def cmd_suite(args, console) -> int:
         return _dry_run(args.suite, dts, console)
     from rich.progress import Progress
     with Progress(console=console, transient=True) as progress:
-        result = suite.run_suite(args.suite, dts, progress=progress)
+        result = suite.run_suite(args.suite, dts, progress=progress, autotune=getattr(args, "autotune", False))
     result["command"] = " ".join(["gemm-ladder"] + sys.argv[1:])
     print_suite(result, console)
     from ..measure import bench
@@ -168,5 +170,8 @@ def add_parsers(sub, dtype_type) -> None:
 def add_bench_flags(b) -> None:
     b.add_argument("--suite", help="run a shape suite (squares, llm, odd, all) with the selected kernels")
     b.add_argument("--dry-run", action="store_true", help="with --suite: list shapes, picks, reps; no GPU")
+    b.add_argument("--autotune", action="store_true",
+                   help="with --suite: time every accepted candidate once per shape, run the fastest, "
+                        "cache the choice (autotune.json in the JIT cache)")
     b.add_argument("--with-results", nargs="*", metavar="JSON",
                    help="with --suite: also plot these results (e.g. a ladder run) on the roofline")

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..runtime import select
+from ..runtime.steps import get_step
 from . import suites as suites_mod
 from .bench import Bench, check_output, git_commit, percentile, tolerance
 
@@ -44,6 +45,9 @@ class SuiteRow:
     group: str
     label: str
     kernel: str = ""
+    heuristic: str = ""  # the selection model's pick (= kernel unless autotuned)
+    autotune_ms: dict = field(default_factory=dict)  # median ms per candidate when autotuned
+    autotune_cached: bool = False
     kernel_shape: list = field(default_factory=list)
     padded: bool = False
     selection: str = ""
@@ -78,7 +82,7 @@ def _pad(t, rows: int, cols: int):
 
 
 def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: select.Device,
-                  hbm_gbs: float | None) -> SuiteRow:
+                  hbm_gbs: float | None, *, autotune: bool = False, gpu: str = "") -> SuiteRow:
     import torch
     from ..runtime import launch
     M, N, K = shape.mnk
@@ -88,10 +92,20 @@ def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: sel
         choice = select.choose(M, N, K, dtype, device=device)
         row.selection, row.model_us = choice.reason, (choice.pick.score_us if choice.pick else math.nan)
         st = choice.step  # raises when nothing takes the shape
-        row.kernel, row.kernel_shape, row.padded = st.key, list(choice.kernel_shape), choice.pick.padded
+        pick = choice.pick
+        row.heuristic = st.key
         a, b = bench.inputs(M, N, K, torch_dtype)  # fresh random data for every shape
         ref = torch.matmul(a.float(), b.float().T)
-        _, Np, Kp = choice.kernel_shape
+        if autotune:
+            from . import autotune as tuner
+            key, row.autotune_ms, row.autotune_cached = tuner.choose(bench, choice, a, b, ref, dtype, _pad,
+                                                                     gpu=gpu, sms=device.sms)
+            if key is None:
+                raise RuntimeError(f"autotune: no candidate ran correctly ({row.autotune_ms})")
+            pick = next(s for s in choice.scores if s.key == key)
+            st = get_step(key)
+        row.kernel, row.kernel_shape, row.padded = st.key, list(pick.shape), pick.padded
+        _, Np, Kp = pick.shape
         ak, bk = _pad(a, M, Kp), _pad(b, Np, Kp)
         out = torch.full((M, Np), float("nan"), dtype=torch_dtype, device=a.device)
         p = launch.plan(st, ak, bk, out)
@@ -154,6 +168,9 @@ def summarize(rows: list[dict]) -> dict:
             s["groups"] = {g: geomean([r["ratio_to_cublas"] for r in timed if r["group"] == g])
                            for g in dict.fromkeys(r["group"] for r in timed)}
             s["kernels"] = {k: sum(r["kernel"] == k for r in timed) for k in dict.fromkeys(r["kernel"] for r in timed)}
+            tuned = [r for r in timed if r.get("autotune_ms")]
+            if tuned:  # how often the model's pick was the measured fastest
+                s["autotune_agrees_with_model"] = sum(r["heuristic"] == r["kernel"] for r in tuned) / len(tuned)
             small = [r for r in timed if r["M"] <= SMALL_M]
             if small:
                 s["small_m"] = {"shapes": len(small),
@@ -179,7 +196,7 @@ def suite_json_path(out_dir: Path, result: dict) -> Path:
 
 
 def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, device_index: int = 0,
-              progress=None) -> dict:
+              progress=None, autotune: bool = False) -> dict:
     """Run suite `name` (or the given shapes) for each dtype; the JSON-able result."""
     import torch
     from ..runtime import launch
@@ -203,7 +220,8 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                            "multiples of 8 where the step needs it",
                    "cublas": "torch.matmul(A, B.T, out=C)", "bytes": "A + B + C once",
                    "selection": {"model": "runtime/select.py", "device": asdict(device),
-                                 "candidates": list(select.CANDIDATES)}},
+                                 "candidates": [str(c) for c in select.CANDIDATES],
+                                 "autotune": autotune}},
         "memory": {}, "rows": [],
     }
     result["memory"] = _memory(bench)
@@ -213,7 +231,8 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
         for shape in shapes:
             if progress:
                 progress.update(task, description=f"{DTYPES[dtype]} {shape.M}x{shape.N}x{shape.K}")
-            result["rows"].append(asdict(measure_shape(bench, shape, dtype, device, hbm)))
+            result["rows"].append(asdict(measure_shape(bench, shape, dtype, device, hbm, autotune=autotune,
+                                                       gpu=result["gpu"]["torch_name"])))
             torch.cuda.empty_cache()
             if progress:
                 progress.advance(task)
