@@ -9,10 +9,18 @@ from gemm_ladder.runtime.steps import Step
 S7 = steps.get_step("7:d4")
 
 
+FIELDS = {f.name for f in dataclasses.fields(Step)}
+
+
 def _cluster_step(number, bn=128, consumers=1):
-    """Steps 8 and 9 as the model sees them (their facts: tile, cluster of 2 along M, consumers)."""
-    return dataclasses.replace(S7, number=number, variant="", bn=bn, threads=128 * (1 + consumers),
-                               defines={**S7.defines, "GL_CLUSTER_M": 2, "GL_CONSUMERS": consumers})
+    """Steps 8 and 9 as the model sees them (their facts: tile, cluster of 2 along M,
+    consumers), as Step fields where the Step has them, else as defines."""
+    kw = dict(number=number, variant="", bn=bn, threads=128 * (1 + consumers))
+    if "cluster" in FIELDS:
+        kw.update(cluster=(2, 1, 1), consumers=consumers)
+    else:
+        kw["defines"] = {**S7.defines, "GL_CLUSTER_M": 2, "GL_CONSUMERS": consumers}
+    return dataclasses.replace(S7, **kw)
 
 
 S8 = _cluster_step(8)
@@ -29,7 +37,7 @@ class SmallM(Step):
 
 
 SWAP = SmallM(**{**{f.name: getattr(S7, f.name) for f in dataclasses.fields(S7)},
-                 "number": 11, "bn": 64, "variant": "", "defines": dict(S7.defines)})
+                 "number": 11, "bn": 64, "variant": ""})
 object.__setattr__(SWAP, "style", "swap_ab")
 object.__setattr__(SWAP, "split_k", 4)
 

@@ -61,19 +61,29 @@ class Facts:
     split_k: int
 
 
+def step_defines(step: Step) -> dict:
+    """The step's compile-time configuration, whichever way the Step spells it."""
+    kd = getattr(step, "kernel_defines", None)
+    return dict(kd()) if callable(kd) else dict(getattr(step, "defines", {}) or {})
+
+
 def _cluster_m(step: Step) -> int:
+    """CTAs along M sharing one B tile: the Step's cluster_m, else its cluster shape's
+    first extent, else its GL_CLUSTER_M define."""
+    if getattr(step, "cluster_m", None):
+        return int(step.cluster_m)
     c = getattr(step, "cluster", None)
     if isinstance(c, (tuple, list)):
-        return max(1, math.prod(int(x) for x in c))
+        return max(1, int(c[0]))
     if c:
         return int(c)
-    return int(step.defines.get("GL_CLUSTER_M", 1))
+    return int(step_defines(step).get("GL_CLUSTER_M", 1))
 
 
 def facts(step: Step) -> Facts:
     style = str(getattr(step, "style", "") or "")
     return Facts(bm=step.bm, bn=step.bn, bk=step.bk, cluster_m=_cluster_m(step),
-                 consumers=int(getattr(step, "consumers", 0) or step.defines.get("GL_CONSUMERS", 1)),
+                 consumers=int(getattr(step, "consumers", 0) or step_defines(step).get("GL_CONSUMERS", 1)),
                  persistent=bool(step.persistent), ctas_per_sm=int(getattr(step, "ctas_per_sm", 1) or 1),
                  swap_ab="swap" in style, split_k=int(getattr(step, "split_k", 0) or 1))
 
@@ -220,8 +230,9 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
     """Score every candidate on (M, N, K) and pick one (module docstring)."""
     ch = Choice(M, N, K, dtype, device)
     for key, st in _candidate_steps(CANDIDATES if candidates is None else candidates):
-        if st is None:
-            ch.scores.append(Score(key, available=False, why="not in the step registry"))
+        if st is None or getattr(st, "model_only", False):
+            ch.scores.append(Score(key, available=False, why="not in the step registry" if st is None
+                                   else "model only: no kernel yet"))
             continue
         dtypes = getattr(st, "dtypes", ("float16", "bfloat16"))
         if dtype not in dtypes:
