@@ -187,6 +187,13 @@ def test_cli_suite_dry_run_and_plot(tmp_path):
     assert (tmp_path / "ladder_roofline.png").exists() and (tmp_path / "ladder_bars.png").exists()
 
 
+def test_cli_bad_input_is_one_line():
+    r = _cli("plot", "/nonexistent.json")
+    assert r.returncode == 2 and "cannot read" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("explain", "0", "5", "5")
+    assert r.returncode == 2 and "not a positive integer" in r.stderr
+
+
 # ---- the per-shape runner with the GPU parts replaced (CPU tensors, given timings) -------
 class FakeBench:
     """bench.Bench's interface on the CPU: inputs from a generator, fixed timings."""
@@ -301,3 +308,30 @@ def test_autotune_fingerprint_follows_the_build():
     assert fp != autotune.fingerprint(["7:d3"])  # other defines
     assert autotune.best({"a": float("nan"), "b": 0.2, "c": 0.3}) == "b"
     assert autotune.best({"a": float("nan")}) is None
+
+
+def test_run_suite_end_to_end_with_the_gpu_replaced(cpu_launch, tmp_path):
+    import torch
+    from gemm_ladder.runtime import launch
+    fake = FakeBench()
+    fake.flush_buf = torch.empty(16)
+    fake.nvml.static = lambda: {"name": "NVIDIA H200"}
+    cpu_launch.setattr(suite, "Bench", lambda dev: fake)
+    cpu_launch.setattr(suite, "_memory", lambda bench: {"hbm_copy_gbs": 4000.0, "l2_copy_gbs": 9000.0})
+    cpu_launch.setattr(launch, "check_device", lambda dev: None)
+    cpu_launch.setattr(launch, "num_sms", lambda dev: 132)
+    cpu_launch.setattr(torch.cuda, "set_device", lambda dev: None)
+    cpu_launch.setattr(torch.cuda, "get_device_name", lambda dev: "NVIDIA H200")
+    cpu_launch.setattr(torch.cuda, "empty_cache", lambda: None)
+    shapes = [suites.Shape(64, 96, 40, "test", "a"), suites.Shape(5, 13, 11, "test", "padded")]
+    seen = []
+    res = suite.run_suite("test", ["float16", "bfloat16"], shapes=shapes,
+                          checkpoint=lambda r: seen.append((len(r["rows"]), r["complete"])))
+    assert seen == [(1, False), (2, False), (3, False), (4, False)] and res["complete"]
+    assert [(r["dtype"], r["ok"], r["padded"]) for r in res["rows"]] == [
+        ("float16", True, False), ("float16", True, True), ("bfloat16", True, False), ("bfloat16", True, True)]
+    assert res["summary"]["bfloat16"]["geomean_ratio"] == pytest.approx(0.5)
+    assert res["memory"]["hbm_copy_gbs"] == 4000.0
+    json.dumps(res)  # JSON-able as recorded
+    paths = plots.write_images([res, ladder_result()], tmp_path / "suite")
+    assert all(p.exists() for p in paths)

@@ -77,12 +77,21 @@ def cmd_suite(args, console) -> int:
     if getattr(args, "dry_run", False):
         return _dry_run(args.suite, dts, console)
     from rich.progress import Progress
-    with Progress(console=console, transient=True) as progress:
-        result = suite.run_suite(args.suite, dts, progress=progress, autotune=getattr(args, "autotune", False))
-    result["command"] = " ".join(["gemm-ladder"] + sys.argv[1:])
-    print_suite(result, console)
     from ..measure import bench
-    path = Path(args.json) if args.json else suite.suite_json_path(Path(args.out), result)
+    command = " ".join(["gemm-ladder"] + sys.argv[1:])
+
+    def path_of(result: dict) -> Path:
+        return Path(args.json) if args.json else suite.suite_json_path(Path(args.out), result)
+
+    def checkpoint(result: dict) -> None:  # the rows so far survive a killed run
+        bench.write_json({**result, "command": command}, path_of(result))
+
+    with Progress(console=console, transient=True) as progress:
+        result = suite.run_suite(args.suite, dts, progress=progress, autotune=getattr(args, "autotune", False),
+                                 checkpoint=checkpoint)
+    result["command"] = command
+    print_suite(result, console)
+    path = path_of(result)
     bench.write_json(result, path)
     console.print(f"results: {path}")
     extra = []
@@ -145,16 +154,37 @@ def cmd_explain(args) -> int:
 def cmd_plot(args) -> int:
     from .commands import _console
     console = _console()
-    results = [json.loads(Path(p).read_text()) for p in args.results]
+    results = []
+    for p in args.results:
+        try:
+            res = json.loads(Path(p).read_text())
+        except (OSError, ValueError) as e:
+            print(f"gemm-ladder plot: cannot read {p}: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(res, dict) or not isinstance(res.get("rows"), list):
+            print(f"gemm-ladder plot: {p} is not a gemm-ladder result (no rows)", file=sys.stderr)
+            return 2
+        results.append(res)
     stem = Path(args.out) if args.out else Path(args.results[0]).with_suffix("")
     return 0 if write_images(results, stem, console) else 1
 
 
+def _dim(s: str) -> int:
+    import argparse
+    try:
+        v = int(s)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a positive integer")
+    return v
+
+
 def add_parsers(sub, dtype_type) -> None:
     e = sub.add_parser("explain", help="the kernel the selection picks for M N K, and why (no GPU needed)")
-    e.add_argument("M", type=int)
-    e.add_argument("N", type=int)
-    e.add_argument("K", type=int)
+    e.add_argument("M", type=_dim)
+    e.add_argument("N", type=_dim)
+    e.add_argument("K", type=_dim)
     e.add_argument("--dtype", type=dtype_type, default="float16")
     e.add_argument("--sms", type=int, help="SM count (default: this GPU's, else 132)")
     e.add_argument("--json", action="store_true", help="print the candidates as JSON")

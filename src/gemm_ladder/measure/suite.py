@@ -196,8 +196,10 @@ def suite_json_path(out_dir: Path, result: dict) -> Path:
 
 
 def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, device_index: int = 0,
-              progress=None, autotune: bool = False) -> dict:
-    """Run suite `name` (or the given shapes) for each dtype; the JSON-able result."""
+              progress=None, autotune: bool = False, checkpoint=None) -> dict:
+    """Run suite `name` (or the given shapes) for each dtype; the JSON-able result.
+    checkpoint(result), if given, is called after every row (result["complete"] False
+    until the end), so a run killed by a timeout still leaves its rows."""
     import torch
     from ..runtime import launch
     shapes = shapes if shapes is not None else suites_mod.get_suite(name)
@@ -222,7 +224,7 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                    "selection": {"model": "runtime/select.py", "device": asdict(device),
                                  "candidates": [str(c) for c in select.CANDIDATES],
                                  "autotune": autotune}},
-        "memory": {}, "rows": [],
+        "memory": {}, "rows": [], "complete": False,
     }
     result["memory"] = _memory(bench)
     hbm = result["memory"].get("hbm_copy_gbs")
@@ -234,10 +236,14 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
             result["rows"].append(asdict(measure_shape(bench, shape, dtype, device, hbm, autotune=autotune,
                                                        gpu=result["gpu"]["torch_name"])))
             torch.cuda.empty_cache()
+            if checkpoint:
+                result["summary"] = summarize(result["rows"])
+                checkpoint(result)
             if progress:
                 progress.advance(task)
     result["summary"] = summarize(result["rows"])
     result["gpu_after"] = bench.nvml.sample()
+    result["complete"] = True
     return result
 
 
