@@ -130,11 +130,13 @@ def roofline_figure(results: list[dict], title: str = ""):
                             label=f"cuBLAS at {info['ladder_size']} (A + B + C once)")
             sc.set_gid("ladder-cublas")
     if sui:
-        colors = {"float16": "tab:green", "bfloat16": "tab:orange"}
+        # fp16 filled circles, bf16 open squares: the two dtypes share every x
+        styles = {"float16": {"marker": "o", "color": "tab:green"},
+                  "bfloat16": {"marker": "s", "facecolors": "none", "edgecolors": "tab:orange"}}
         for dtype in dict.fromkeys(r["dtype"] for r in sui):
             rs = [(x, r) for x, r in zip(xs_s, sui) if r["dtype"] == dtype]
-            sc = ax.scatter([x for x, _ in rs], [r["tflops"] for _, r in rs], s=18, alpha=.8,
-                            color=colors.get(dtype, "tab:gray"), label=f"suite, ours ({dtype})")
+            sc = ax.scatter([x for x, _ in rs], [r["tflops"] for _, r in rs], s=22, alpha=.85,
+                            label=f"suite, ours ({dtype})", **styles.get(dtype, {"color": "tab:gray"}))
             sc.set_gid(f"suite-ours-{dtype}")
             info["suite_points"] += len(rs)
         sc = ax.scatter(xs_s, [r["cublas_tflops"] for r in sui], s=18, marker="x", color="0.45",
