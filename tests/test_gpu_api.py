@@ -12,7 +12,7 @@ def _ref(a, b):
 
 
 def _close(out, ref, dtype):
-    from gemm_ladder.measure.bench import check_output
+    from gemm_ladder.measure.accuracy import check_output
     import torch
     ok, mx, rel, msg = check_output(out, ref, "float16" if dtype == torch.float16 else "bfloat16")
     assert ok, msg

@@ -51,7 +51,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable
 
 __all__ = [
     "KINDS",
@@ -70,8 +70,19 @@ __all__ = [
 KINDS = ("load", "mma", "epilogue", "store", "wait", "issue", "idle")
 
 
+class _Record:
+    """A flat dataclass that round-trips through a JSON dict (unknown keys ignored)."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
 @dataclass
-class Span:
+class Span(_Record):
     """Something one lane did (or one engine had in flight) from ``start`` to ``end`` (ns)."""
 
     lane: str
@@ -90,16 +101,9 @@ class Span:
     def dur(self) -> float:
         return self.end - self.start
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Span":
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
-
 
 @dataclass
-class Handoff:
+class Handoff(_Record):
     """An mbarrier arrival (or TMA transaction completion) that completed a phase and
     released a waiter: ``src_lane`` arrived at ``t_arrive``; ``dst_lane`` resumed at
     ``t_release``.  ``phase`` is the parity the waiter waited for."""
@@ -112,13 +116,6 @@ class Handoff:
     t_arrive: float
     t_release: float
     cta: int = 0
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Handoff":
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
 @dataclass

@@ -8,36 +8,25 @@ clock64 is fine but per-SM).
 """
 from __future__ import annotations
 
-import re
-import struct
 from collections import defaultdict
 
-from ..runtime import jit
-from .timeline import Handoff, Span, Timeline, kpis
+from ..runtime.kernel_enums import barrier_names, event_ids, role_names
+from .timeline import Handoff, Span, Timeline
 
 HEADER_WORDS = 8
 SLOTS_PER_CTA = 4
 SLOT_LANE = {0: None, 1: "consumer0", 2: "consumer1", 3: "writeback"}  # slot 0: team or producer
 
-
-def _enum(header: str, enum: str) -> dict[int, str]:
-    text = (jit.KERNEL_DIR / header).read_text()
-    body = re.search(r"enum\s+" + enum + r"\s*:\s*unsigned\s*\{(.*?)\};", text, re.S).group(1)
-    return {int(v): n for n, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
-
-
-EVENTS = {v: k for k, v in _enum("gl_trace.cuh", "GlEvent").items()}  # name -> id
+EVENTS = event_ids()  # name -> id
 EVENT_NAMES = {v: k for k, v in EVENTS.items()}
-ROLES = {k: v.removeprefix("ROLE_").lower() for k, v in _enum("gl_roles.cuh", "GlRole").items()}
-BARRIERS = {k: v.removeprefix("BAR_").lower() for k, v in _enum("gl_roles.cuh", "GlBarrier").items()}
+ROLES = role_names()
+BARRIERS = barrier_names()
 
 
 def events_needed(step, M: int, N: int, K: int, num_sms: int) -> int:
     """Capacity per slot that holds every event of the busiest role."""
-    tiles = -(-M // step.bm) * -(-N // step.bn)
-    per_cta = -(-tiles // num_sms) if step.persistent else 1
     k_tiles = -(-K // step.bk)
-    return per_cta * (k_tiles * 6 + 16) + 16
+    return step.tiles_per_cta(M, N, num_sms) * (k_tiles * 6 + 16) + 16
 
 
 def decode(words, num_blocks: int, events: int) -> list[dict]:
@@ -166,7 +155,7 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
             if cands:
                 ta, la = max(cands)
                 handoffs.append(Handoff(b, s, p, la, lane, ta, t_rel, cta=block))
-    m = {"style": "lockstep" if step.number < 7 else "warp-specialized", "depth": step.stages,
+    m = {"key": step.key, "style": step.style, "depth": step.depth,
          "tile": [step.bm, step.bn, step.bk],
          "mma_spans": "in order from issue, capped at the k-tile's duration at peak tensor-core rate "
                       "(busy = lower bound; see trace._settle_mma_spans)"}
@@ -208,9 +197,12 @@ def _settle_mma_spans(spans: list[Span], block: int, cap_ns: dict[str, float]) -
 
 def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10) -> dict:
     """Run `step` with tracing on the GPU. Returns {records, overhead, timeline kwargs}."""
+    import statistics
+
     import torch
+    from ..measure.accuracy import check_product
+    from ..measure.bench import Bench
     from ..runtime import launch
-    from ..measure.bench import Bench, check_output
     launch.check_device(torch.device("cuda"))
     sms = launch.num_sms(torch.cuda.current_device())
     cap = events or events_needed(step, M, N, K, sms)
@@ -224,86 +216,15 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     traced = launch.plan(step, a, b, out, trace_buffer=buf, trace_events=cap)
     traced()
     traced.synchronize()
-    ok, _, rel, msg = check_output(out, a.float() @ b.float().T, "float16")
+    ok, _, rel, msg = check_product(out, a, b)
     plain = launch.plan(step, a, b, torch.empty_like(out))
     t_plain, t_traced = bench.time_interleaved([plain, traced], reps)
     buf.zero_()
     bench.flush_l2()
     traced()
     traced.synchronize()
-    import statistics
     records = decode(buf.cpu().tolist(), blocks, cap)
     return {"records": records, "correct": ok, "rel_err": rel, "check": msg,
             "ms_plain": statistics.median(t_plain), "ms_traced": statistics.median(t_traced),
             "overhead": statistics.median(t_traced) / statistics.median(t_plain) - 1.0,
-            "blocks": blocks, "events_per_slot": cap}
-
-
-def trace_command(args, console) -> int:
-    import json
-    from pathlib import Path
-    from ..runtime.steps import get_step
-    st = get_step(args.step)
-    if not st.uses_tma:
-        console.print(f"[red]step {st.key} has no tracing hooks (steps 4 and up do)[/red]")
-        return 2
-    (M, N, K) = args.size[0]
-    res = measure(st, M, N, K, events=None)
-    full = to_timeline(res["records"], st, meta={"M": M, "N": N, "K": K})
-    shown = to_timeline(res["records"], st, ctas=[0, 1], meta={"M": M, "N": N, "K": K, "shown_ctas": [0, 1]})
-    k_meas = kpis(full)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    summary = {"step": st.key, "size": [M, N, K], "correct": res["correct"], "rel_err": res["rel_err"],
-               "ms_plain": res["ms_plain"], "ms_traced": res["ms_traced"], "trace_overhead": res["overhead"],
-               "kpis_measured": k_meas}
-    tl_sim = None
-    try:
-        from . import sim
-        try:  # the model with its mma time and load latency fitted to this measurement
-            simres = sim.simulate_like(shown, fit=True)
-            summary["sim_calibrated"] = True
-        except Exception:
-            simres = sim.simulate(st.number, **sim_overrides_for(st, M, N, K))
-            summary["sim_calibrated"] = False
-        tl_sim = simres.timeline
-        summary["kpis_simulated"] = simres.kpis
-    except Exception as e:  # the simulator may not model this step/variant
-        summary["sim_error"] = f"{type(e).__name__}: {e}"
-    (out / f"trace_step{st.key.replace(':', '_')}.json").write_text(json.dumps(
-        {"summary": summary, "timeline": shown.to_dict()}, default=float))
-    try:
-        from . import viz
-        viz.write_page([t for t in (tl_sim, shown) if t is not None],
-                       out / f"trace_step{st.key.replace(':', '_')}.html", title=f"step {st.key}: simulated vs measured")
-        viz.write_chrome_trace([shown], out / f"trace_step{st.key.replace(':', '_')}_perfetto.json")
-    except Exception as e:
-        summary["viz_error"] = f"{type(e).__name__}: {e}"
-    print_kpis(summary, console)
-    return 0 if res["correct"] else 1
-
-
-def sim_overrides_for(step, M: int, N: int, K: int) -> dict:
-    """Simulator parameters matching a measured run: depth, k-tiles, tiles per CTA."""
-    tiles = -(-M // step.bm) * -(-N // step.bn)
-    return {"depth": max(1, step.stages), "k_tiles": -(-K // step.bk),
-            "tiles_per_cta": -(-tiles // 132) if step.persistent else 1}
-
-
-def print_kpis(summary: dict, console) -> None:
-    from rich.table import Table
-    t = Table(title=f"step {summary['step']} at {'x'.join(map(str, summary['size']))}: measured vs simulated")
-    t.add_column("KPI")
-    t.add_column("measured", justify="right")
-    t.add_column("simulated" + (" (fitted to this trace)" if summary.get("sim_calibrated") else ""),
-                 justify="right")
-    km, ks = summary["kpis_measured"], summary.get("kpis_simulated", {})
-    for key in ("tensor_core_busy", "tensor_core_busy_steady", "fill_ns", "drain_ns", "makespan_ns"):
-        fm = km.get(key)
-        fs = ks.get(key)
-        fmt = (lambda v: f"{v:.3f}") if "busy" in key else (lambda v: f"{v / 1000:.1f} us")
-        t.add_row(key, fmt(fm) if isinstance(fm, (int, float)) else "-", fmt(fs) if isinstance(fs, (int, float)) else "-")
-    console.print(t)
-    console.print(f"traced kernel {summary['ms_traced']:.4f} ms vs untraced {summary['ms_plain']:.4f} ms "
-                  f"(overhead {summary['trace_overhead'] * 100:+.1f}%); output "
-                  f"{'correct' if summary['correct'] else 'WRONG'}")
+            "blocks": blocks, "events_per_slot": cap, "num_sms": sms}

@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
 
+from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..runtime.steps import DEFAULT_BENCH, all_steps, parse_steps
 from . import suite_cli
 
@@ -36,6 +38,21 @@ def gpu_available() -> bool:
         return torch.cuda.is_available()
     except Exception:
         return False
+
+
+def needs_gpu(instead: str):
+    """A command that runs kernels: without a CUDA GPU it says so, and what to run
+    instead, and exits with 2."""
+    def wrap(cmd):
+        @functools.wraps(cmd)
+        def run(args) -> int:
+            if not gpu_available():
+                _console().print(f"[red]gemm-ladder {args.command} needs a CUDA GPU (sm_90a); none is "
+                                 f"available here.[/red] {instead}")
+                return 2
+            return cmd(args)
+        return run
+    return wrap
 
 
 def parse_sizes(spec: str) -> list[tuple[int, int, int]]:
@@ -84,16 +101,19 @@ def print_ladder(result: dict, console) -> None:
 
 
 def cmd_bench(args) -> int:
+    if getattr(args, "suite", None) and getattr(args, "dry_run", False):  # plans only: no GPU
+        return suite_cli.cmd_suite(args, _console())
+    return _bench_on_gpu(args)
+
+
+@needs_gpu("Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
+def _bench_on_gpu(args) -> int:
     console = _console()
-    if getattr(args, "suite", None) and (getattr(args, "dry_run", False) or gpu_available()):
+    if getattr(args, "suite", None):
         return suite_cli.cmd_suite(args, console)
     args.dtype = args.dtype or "float16"
     if args.dtype == "both":
         console.print("[red]--dtype both runs with --suite; the ladder takes fp16 or bf16[/red]")
-        return 2
-    if not gpu_available():
-        console.print("[red]gemm-ladder bench needs a CUDA GPU (sm_90a); none is available here.[/red] "
-                      "Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
         return 2
     from rich.progress import Progress
     from ..measure import bench
@@ -120,13 +140,11 @@ def cmd_report(args) -> int:
     return 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
 
 
+@needs_gpu("`gemm-ladder report` compiles every step without one.")
 def cmd_check(args) -> int:
     console = _console()
-    if not gpu_available():
-        console.print("[red]gemm-ladder check needs a CUDA GPU (sm_90a).[/red]")
-        return 2
     import torch
-    from ..measure import bench
+    from ..measure.accuracy import check_product
     from ..runtime import launch
     failures = 0
     gen = torch.Generator(device="cuda").manual_seed(1)
@@ -139,33 +157,27 @@ def cmd_check(args) -> int:
             b = torch.randn((N, K), device="cuda", generator=gen).to(dt)
             out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
             launch.run_step(st, a, b, out, sync=True, debug=args.debug)
-            ok, mx, rel, msg = bench.check_output(out, a.float() @ b.float().T, args.dtype)
+            ok, mx, rel, msg = check_product(out, a, b)
             failures += not ok
             console.print(f"step {st.key:5s} {M}x{N}x{K}: {'ok' if ok else '[red]FAIL ' + msg}  rel={rel:.1e}")
     return 1 if failures else 0
 
 
+@needs_gpu("`gemm-ladder simulate --what-if ...` models the what-ifs without one.")
 def cmd_deadlock(args) -> int:
-    from ..choreography.whatif import run_whatif_subprocess
-    console = _console()
-    if not gpu_available():
-        console.print("[red]gemm-ladder deadlock runs kernels on the GPU; without one use "
-                      "`gemm-ladder simulate --what-if ...`.[/red]")
-        return 2
     from rich.markup import escape
-    res = run_whatif_subprocess(args.step, args.what_if, timeout_s=args.timeout)
+    from ..choreography.gpu_whatifs import run_whatif_subprocess
+    console = _console()
+    step = args.step or WHAT_IFS[args.what_if].default_step
+    res = run_whatif_subprocess(step, args.what_if, timeout_s=args.timeout)
     console.print(escape(res["summary"]))
     return 0 if res["detected"] else 1
 
 
+@needs_gpu("`gemm-ladder simulate` draws the modelled timeline.")
 def cmd_trace(args) -> int:
-    console = _console()
-    if not gpu_available():
-        console.print("[red]gemm-ladder trace measures a kernel on the GPU; none is available.[/red] "
-                      "`gemm-ladder simulate` draws the modelled timeline.")
-        return 2
-    from ..choreography.trace import trace_command
-    return trace_command(args, console)
+    from .trace import trace_command
+    return trace_command(args, _console())
 
 
 def cmd_default(args) -> int:
@@ -220,9 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_check)
 
     d = sub.add_parser("deadlock", help="run a what-if ablation on the GPU with bounded waits")
-    d.add_argument("--step", default="7")
-    d.add_argument("--what-if", default="both-phase-0",
-                   choices=["both-phase-0", "expect-tx-small", "expect-tx-large"])
+    d.add_argument("--step", help="default: the what-if's own step")
+    d.add_argument("--what-if", default="both-phase-0", choices=gpu_what_ifs())
     d.add_argument("--timeout", type=float, default=60.0, help="seconds before the child process is killed")
     d.set_defaults(fn=cmd_deadlock)
 
@@ -230,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--step", default="7")
     t.add_argument("--size", type=parse_sizes, default=[(4096, 4096, 4096)])
     t.add_argument("--out", default="out")
-    t.add_argument("--events", type=int, default=8192, help="trace capacity per role per CTA")
+    t.add_argument("--events", type=int, help="trace capacity per role per CTA (default: enough for the size)")
     t.set_defaults(fn=cmd_trace)
 
     suite_cli.add_parsers(sub, _dtype)

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..choreography.sim import (LOCKSTEP_STEPS, STEP_TITLES, WHAT_IF_DEFAULT_STEP, WHAT_IFS, SimResult,
-                  depth_needed, params_for_step, run_what_if, simulate)
+from ..choreography.sim import SimResult, depth_needed, params_for_step, run_what_if, simulate, simulated_steps
+from ..choreography.whatifs import WHAT_IFS
 from ..choreography.viz import write_chrome_trace, write_page
 
 __all__ = ["add_parser", "run", "simulate_report", "DEFAULT_OUT"]
@@ -42,15 +42,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "Writes an interactive HTML page and a Perfetto trace, prints tensor-core busy "
                     "fraction, stalls, fill and drain; --what-if runs one of the course's exercises "
                     "and explains the deadlock or early release it causes.")
-    p.add_argument("--step", type=int, choices=sorted(STEP_TITLES),
-                   help="one step (default: all of 4..9, lockstep beside warp-specialized)")
+    keys = ", ".join(st.key + (" (model only)" if st.model_only else "") for st in simulated_steps())
+    p.add_argument("--step", type=_step_key,
+                   help=f"one step or variant, e.g. 7:d4 (default: all of {keys}, "
+                        "lockstep beside warp-specialized)")
     p.add_argument("--depth", type=int, help="PIPE_DEPTH (ring stages); default per step")
     p.add_argument("--k-tiles", type=int, dest="k_tiles", help="k-tiles per output tile (default 64 = K 4096)")
     p.add_argument("--tiles-per-cta", type=int, dest="tiles_per_cta",
                    help="output tiles per CTA (default 1 for steps 4-5, 2 for persistent steps)")
     p.add_argument("--what-if", dest="what_if", choices=list(WHAT_IFS),
                    help="one of the course's exercises: " +
-                        "; ".join(f"{k}: {v}" for k, v in WHAT_IFS.items()))
+                        "; ".join(f"{k}: {w.text}" for k, w in WHAT_IFS.items()))
     p.add_argument("--l2-bw", type=float, dest="l2_bytes_per_ns", metavar="B_PER_NS",
                    help="per-SM L2->SMEM bandwidth in bytes/ns (default: unlimited)")
     p.add_argument("--load-latency-ns", type=float, dest="load_latency_ns",
@@ -61,6 +63,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="also print the KPIs as JSON")
     p.set_defaults(fn=run, func=run)
     return p
+
+
+def _step_key(text: str) -> str:
+    """A step the simulator models (checked when the arguments are parsed)."""
+    try:
+        return params_for_step(text).key
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _overrides(args: argparse.Namespace) -> dict:
@@ -81,7 +91,7 @@ def _row(r: SimResult) -> dict:
                 if lane.split("/")[-1].startswith(("consumer", "team"))]
     top = max(mma_side, key=lambda x: x[2]) if mma_side else None
     return dict(
-        step=r.params.step, style=style, depth=r.params.depth,
+        step=r.params.step, key=r.params.key, model_only=r.params.model_only, style=style, depth=r.params.depth,
         what_if=r.what_if or "",
         busy=k["tensor_core_busy"], steady=k["tensor_core_busy_steady"],
         fill_ns=k["fill_ns"], drain_ns=k["drain_ns"], makespan_ns=k["makespan_ns"],
@@ -90,9 +100,13 @@ def _row(r: SimResult) -> dict:
     )
 
 
+def _step_cell(row: dict) -> str:
+    return row["key"] + (" (model only)" if row["model_only"] else "")
+
+
 def _text_line(r: SimResult) -> str:
     d = _row(r)
-    head = f"step {d['step']} {d['style']:<16} depth {d['depth']}"
+    head = f"step {_step_cell(d)} {d['style']:<16} depth {d['depth']}"
     if d["what_if"]:
         head += f" what-if {d['what_if']}"
     return (f"{head}: tensor-core busy {d['busy']:.1%} (steady {d['steady']:.1%}), "
@@ -116,7 +130,7 @@ def _print_table(results: list[SimResult], title: str) -> None:
                  ("makespan", "right"), ("MMA-side stall, TC idle", "left"), ("verdict", "left")):
         t.add_column(c, justify=j)
     for d in rows:
-        t.add_row(str(d["step"]), d["style"], str(d["depth"]), d["what_if"], f"{d['busy']:.1%}",
+        t.add_row(_step_cell(d), d["style"], str(d["depth"]), d["what_if"], f"{d['busy']:.1%}",
                   f"{d['steady']:.1%}", _fmt_ns(d["fill_ns"]), _fmt_ns(d["drain_ns"]),
                   _fmt_ns(d["makespan_ns"]), d["top_stall"],
                   d["verdict"] if d["verdict"] == "ok" else f"[bold red]{d['verdict']}[/]")
@@ -142,33 +156,33 @@ def _subtitle(p) -> str:
     return _SUBTITLE.format(mma=p.mma_ns, lat=p.load_latency_ns, bw=bw)
 
 
-def simulate_report(out_dir: str | Path, step: int | None = None, **overrides: Any) -> str:
-    """Simulate every step 4..9 (or one ``step``) with the default parameters (plus
+def simulate_report(out_dir: str | Path, step: int | str | None = None, **overrides: Any) -> str:
+    """Simulate every step the simulator models (or one ``step``) with the default parameters (plus
     ``overrides``), and with no ``step`` also each of the course's what-ifs; write
     ``out_dir/choreography.html`` and ``out_dir/choreography_trace.json``; return a
     short text summary (KPIs per step, what-if verdicts and explanations)."""
-    steps = [step] if step is not None else sorted(STEP_TITLES)
+    steps = [step] if step is not None else simulated_steps()
     results = [simulate(params_for_step(s, **overrides)) for s in steps]
     lines = ["choreography simulator (no GPU): tensor-core busy fraction per step"]
     lines += ["  " + _text_line(r) for r in results]
     pair: tuple[int, int] | None = (0, -1)
     if step is None:
-        lock = max(i for i, r in enumerate(results) if r.params.step in LOCKSTEP_STEPS)
-        ws = next(i for i, r in enumerate(results) if r.params.step == 7)
+        lock = max(i for i, r in enumerate(results) if r.params.lockstep)
+        ws = next(i for i, r in enumerate(results) if not r.params.lockstep)
         pair = (lock, ws)
-        p7 = results[ws].params
+        p_ws = results[ws].params
         sweep = []
-        for d in range(1, depth_needed(p7) + 3):
-            r = simulate(params_for_step(7, **dict(overrides, depth=d)))
+        for d in range(1, depth_needed(p_ws) + 3):
+            r = simulate(params_for_step(p_ws.key, **dict(overrides, depth=d)))
             sweep.append(f"{d}: {r.kpis['tensor_core_busy']:.0%}")
-        lines.append(f"  step 7 busy vs depth (depth needed by the model: {depth_needed(p7)}): "
+        lines.append(f"  step {p_ws.key} busy vs depth (depth needed by the model: {depth_needed(p_ws)}): "
                      + ", ".join(sweep))
         lines.append("what-ifs (the course's exercises):")
         for name in WHAT_IFS:
             wo = {k: v for k, v in overrides.items() if not (name == "depth-1" and k == "depth")}
             r = run_what_if(name, **wo)
             results.append(r)
-            lines.append(f"  {name} (step {r.params.step}): {r.verdict} - {r.explanation}")
+            lines.append(f"  {name} (step {_step_cell(_row(r))}): {r.verdict} - {r.explanation}")
     page, trace = _write(out_dir, results, pair, _subtitle(results[0].params))
     lines.append(f"wrote {page} and {trace}")
     return "\n".join(lines)
@@ -182,29 +196,29 @@ def run(args: argparse.Namespace) -> int:
     step = getattr(args, "step", None)
     try:
         if what_if:
-            s = step if step is not None else WHAT_IF_DEFAULT_STEP[what_if]
+            s = step if step is not None else WHAT_IFS[what_if].default_step
             wo = {k: v for k, v in ov.items() if not (what_if == "depth-1" and k == "depth")}
             res = run_what_if(what_if, s, **wo)
             base = simulate(params_for_step(s, **wo))
             results = [res, base]
             page, trace = _write(out, results, (0, 1), _subtitle(res.params))
             _print_table(results, f"what-if {what_if} on step {s} (beside the correct kernel)")
-            print(f"what-if {what_if}: {WHAT_IFS[what_if]}")
+            print(f"what-if {what_if}: {WHAT_IFS[what_if].text}")
             print(f"verdict: {res.verdict}")
             print(res.explanation)
         elif step is not None:
             res = simulate(params_for_step(step, **ov))
             results = [res]
             page, trace = _write(out, results, (0, -1), _subtitle(res.params))
-            _print_table(results, STEP_TITLES[step])
+            _print_table(results, res.params.title)
             if res.verdict != "ok":
                 print(f"verdict: {res.verdict}")
                 print(res.explanation)
         else:
             print(simulate_report(out, **ov))
             if getattr(args, "json", False):
-                print(json.dumps({s: simulate(params_for_step(s, **ov)).kpis
-                                  for s in sorted(STEP_TITLES)}, default=str))
+                print(json.dumps({st.key: dict(simulate(params_for_step(st, **ov)).kpis, model_only=st.model_only)
+                                  for st in simulated_steps()}, default=str))
             return 0
     except ValueError as exc:
         print(f"gemm-ladder simulate: error: {exc}", file=sys.stderr)

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runtime import launch
+from .accuracy import check_output, tolerance
 from .bandwidth import measure_copy
 from .gpuinfo import Nvml
-from ..runtime.steps import Step
+from ..runtime.steps import BASELINE, Step
 
 
 def git_commit(path: Path | None = None) -> str:
@@ -75,26 +76,6 @@ class Row:
     speedup_over_step1: float = math.nan
     smem_ai: float = math.nan
     gpu: dict = field(default_factory=dict)
-
-
-def tolerance(dtype_name: str) -> tuple[float, float]:
-    """(max |err| / max |ref|, ||err|| / ||ref||) accepted for fp32-accumulated output."""
-    return (2e-3, 1e-3) if dtype_name == "float16" else (1.6e-2, 8e-3)
-
-
-def check_output(out, ref, dtype_name: str) -> tuple[bool, float, float, str]:
-    import torch
-    o = out.float()
-    if not torch.isfinite(o).all():
-        bad = (~torch.isfinite(o)).sum().item()
-        return False, math.inf, math.inf, f"{bad} non-finite elements (unwritten or wrong)"
-    err = (o - ref)
-    max_abs = err.abs().max().item()
-    scale = ref.abs().max().item() or 1.0
-    rel = (err.norm() / (ref.norm() + 1e-30)).item()
-    tol_max, tol_rel = tolerance(dtype_name)
-    ok = max_abs / scale <= tol_max and rel <= tol_rel
-    return ok, max_abs, rel, "" if ok else f"error too large: max|err|/max|ref|={max_abs / scale:.2e}, rel={rel:.2e}"
 
 
 class Bench:
@@ -191,7 +172,7 @@ def run(steps: list[Step], sizes: list[tuple[int, int, int]], *, dtype: str = "f
                     row.tflops = flop / row.ms / 1e9
                     row.cublas_tflops = flop / row.cublas_ms / 1e9
                     row.ratio_to_cublas = row.cublas_ms / row.ms
-                    if st.number == 1 and not st.variant:
+                    if st.key == BASELINE:
                         step1_ms = row.ms
                     if step1_ms:
                         row.speedup_over_step1 = step1_ms / row.ms

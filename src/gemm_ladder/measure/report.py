@@ -13,9 +13,17 @@ def compile_report(steps: list[Step], *, bf16: bool = False) -> list[dict]:
     rows = []
     for st in steps:
         row = {"step": st.key, "label": st.label, "dtype": "bfloat16" if bf16 else "float16"}
+        if problem := st.smem_problem():
+            row.update(ok=False, failure="smem over limit", error=problem)
+            rows.append(row)
+            continue
         try:
             k = st.compile(bf16=bf16)
             r = k.report
+            if problem := st.smem_problem(r.shared_bytes):
+                row.update(ok=False, failure="smem over limit", error=problem)
+                rows.append(row)
+                continue
             row.update(ok=True, registers=r.registers, static_smem=r.shared_bytes,
                        dynamic_smem=st.dynamic_smem, spill_bytes=r.spill_bytes,
                        stack_frame=r.stack_frame_bytes, warnings=r.warnings,
@@ -23,11 +31,11 @@ def compile_report(steps: list[Step], *, bf16: bool = False) -> list[dict]:
             try:
                 ops = sass.opcodes(sass.disassemble(k.cubin))
                 row["sass"] = sass.classes(ops, REPORT_CLASSES)
-                row["claims_missing"] = [c for c in st.sass_claims if sass.count_class(ops, c) == 0]
+                row["claims_missing"] = [c for c in st.claims if sass.count_class(ops, c) == 0]
             except sass.SassUnavailable as e:
                 row["sass_error"] = str(e)
         except KernelBuildError as e:
-            row.update(ok=False, error=str(e))
+            row.update(ok=False, failure="build failed", error=str(e))
         rows.append(row)
     return rows
 
@@ -39,7 +47,7 @@ def print_report(rows: list[dict], console) -> None:
         t.add_column(col, justify="right" if col != "step" else "left")
     for r in rows:
         if not r.get("ok"):
-            t.add_row(r["label"], *["-"] * (5 + len(REPORT_CLASSES)), "[red]build failed")
+            t.add_row(r["label"], *["-"] * (5 + len(REPORT_CLASSES)), "[red]" + r["failure"])
             continue
         smem = (r["static_smem"] + r["dynamic_smem"]) / 1024
         s = r.get("sass", {})

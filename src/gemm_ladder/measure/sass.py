@@ -56,7 +56,7 @@ def disassemble(cubin: bytes) -> str:
     return res.stdout
 
 
-_INSTR_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_INSTR_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)")
 
 
 def opcodes(sass: str) -> Counter:

@@ -138,6 +138,44 @@ class TensorMap:
         return int(self.map.getPtr())
 
 
+def launch_config(grid: tuple[int, int, int], block: tuple[int, int, int], dynamic_smem: int, stream: int,
+                  cluster: tuple[int, int, int] | None = None, *, cluster_attr_always: bool = False):
+    """A CUlaunchConfig; a cluster shape other than (1, 1, 1) becomes the cluster attribute
+    (the occupancy query wants it even for (1, 1, 1))."""
+    cu = _cu()
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = dynamic_smem
+    config.hStream = cu.CUstream(stream)
+    attrs = []
+    if cluster is not None and (cluster_attr_always or tuple(cluster) != (1, 1, 1)):
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        attrs.append(attr)
+    config.attrs = attrs
+    config.numAttrs = len(attrs)
+    return config
+
+
+_MAX_CLUSTERS: dict[tuple, int] = {}
+
+
+def max_active_clusters(kernel: "LoadedKernel", block: tuple[int, int, int], dynamic_smem: int,
+                        cluster: tuple[int, int, int]) -> int:
+    """How many clusters of this kernel fit on the device at once (a persistent grid of more
+    would run a second wave). Clusters must sit inside one GPC, so this can be fewer than
+    SMs / cluster size."""
+    key = (kernel.compiled.key, kernel.device_index, block, dynamic_smem, tuple(cluster))
+    if key not in _MAX_CLUSTERS:
+        size = cluster[0] * cluster[1] * cluster[2]
+        config = launch_config((size, 1, 1), block, dynamic_smem, 0, cluster, cluster_attr_always=True)
+        _MAX_CLUSTERS[key] = int(check(_cu().cuOccupancyMaxActiveClusters(kernel.function, config),
+                                       "cuOccupancyMaxActiveClusters"))
+    return _MAX_CLUSTERS[key]
+
+
 class PreparedLaunch:
     """Everything cuLaunchKernelEx needs, built once; calling it only launches. The
     argument storage (and the tensor maps) live as long as this object."""
@@ -162,33 +200,13 @@ class PreparedLaunch:
         self._arg_array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
         self._arg_ptr = ctypes.addressof(self._arg_array)
 
-        config = cu.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = block
-        config.sharedMemBytes = dynamic_smem
-        config.hStream = cu.CUstream(stream)
-        attrs = []
-        if cluster is not None and tuple(cluster) != (1, 1, 1):
-            attr = cu.CUlaunchAttribute()
-            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
-            attrs.append(attr)
-        config.attrs = attrs
-        config.numAttrs = len(attrs)
+        config = launch_config(grid, block, dynamic_smem, stream, cluster)
         self._config = config
         self._launch = cu.cuLaunchKernelEx
         self._what = f"cuLaunchKernelEx({kernel.compiled.name})"
 
     def __call__(self) -> None:
         check(self._launch(self._config, self.kernel.function, self._arg_ptr, 0), self._what)
-
-
-def launch(kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
-           args: list, *, stream: int, dynamic_smem: int = 0,
-           cluster: tuple[int, int, int] | None = None) -> None:
-    """Launch once. args: ints are passed as C int (i32) unless wrapped in a ctypes value;
-    TensorMap objects are passed by value (128 bytes)."""
-    PreparedLaunch(kernel, grid, block, args, stream=stream, dynamic_smem=dynamic_smem, cluster=cluster)()
 
 
 class HostMappedBuffer:

@@ -5,14 +5,12 @@ with an error naming the constraint. `gemm_ladder.matmul` (api.py) is the forgiv
 """
 from __future__ import annotations
 
-import ctypes
-import re
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import driver, jit
-from .steps import ShapeError, Step
+from . import driver
+from .kernel_enums import barrier_names, role_names
+from .steps import ConfigError, ShapeError, Step
 
 SUPPORTED = ("float16", "bfloat16")
 
@@ -98,20 +96,6 @@ _STUCK_FMT = "<IIIIIIIIQ"  # GlStuckRecord in gl_mbarrier.cuh
 _STUCK_MAGIC = 0x57A11ED0
 
 
-def _enum_names(header: str, enum: str) -> dict[int, str]:
-    text = (jit.KERNEL_DIR / header).read_text()
-    body = re.search(r"enum\s+" + enum + r"\s*:\s*unsigned\s*\{(.*?)\};", text, re.S).group(1)
-    return {int(v): n for n, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
-
-
-def role_names() -> dict[int, str]:
-    return {k: v.removeprefix("ROLE_").lower() for k, v in _enum_names("gl_roles.cuh", "GlRole").items()}
-
-
-def barrier_names() -> dict[int, str]:
-    return {k: v.removeprefix("BAR_").lower() for k, v in _enum_names("gl_roles.cuh", "GlBarrier").items()}
-
-
 def decode_stuck_record(raw: bytes, step: Step) -> str | None:
     magic, role, bar, stage, phase, block, thread, sm, waited = struct.unpack_from(_STUCK_FMT, raw)
     if magic != _STUCK_MAGIC:
@@ -141,7 +125,7 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
     defines = dict(extra_defines or {})
     if debug:
         defines["GL_DEBUG_WAITS"] = 1
-    key = (step.source, step.entry, tuple(sorted(step.defines.items())), step.dynamic_smem, bool(bf16),
+    key = (step.source, step.entry, tuple(sorted(step.kernel_defines().items())), bool(bf16),
            tuple(sorted(defines.items())), device_index)
     if key in _PREPARED:
         return _PREPARED[key]
@@ -159,11 +143,13 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
 
 
 def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
-         trace_buffer=None, trace_events: int = 0, cluster: tuple[int, int, int] | None = None) -> "Plan":
+         trace_buffer=None, trace_events: int = 0) -> "Plan":
     """Validate, compile, load and build the launch of C = A @ B^T once; the returned
-    Plan launches it (on the stream current now) each time it is called. `cluster`
-    launches thread-block clusters of that shape (the grid must divide by it)."""
+    Plan launches it (on the stream current now) each time it is called, as clusters of
+    the step's cluster shape (the grid must divide by it)."""
     torch = _torch()
+    if problem := step.smem_problem():
+        raise ConfigError(f"step {step.key} cannot run: {problem}")
     M, N, K = check_operands(a, b, out, step=step)
     check_device(a.device)
     if out is None:
@@ -180,18 +166,16 @@ def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict
             prep.kernel.set_global_u64("gl_trace_buf", trace_buffer.data_ptr())
             prep.kernel.set_global_u32("gl_trace_events", trace_events)
         stream = torch.cuda.current_stream(dev).cuda_stream
-        grid = step.grid(M, N, num_sms(dev))
-        if step.uses_tma:
-            args = [driver.TensorMap(a.data_ptr(), M, K, K, step.bm, step.bk, bf16),
-                    driver.TensorMap(b.data_ptr(), N, K, K, step.bn, step.bk, bf16),
-                    driver.TensorMap(out.data_ptr(), M, N, N, step.bm, 64, bf16), M, N, K]
-        else:
-            args = [ctypes.c_uint64(out.data_ptr()), ctypes.c_uint64(a.data_ptr()),
-                    ctypes.c_uint64(b.data_ptr()), M, N, K]
-        if cluster is not None and any(g % c for g, c in zip(grid, cluster)):
-            raise ShapeError(f"grid {grid} is not a multiple of the cluster shape {cluster}")
+        max_clusters = None
+        if step.cluster != (1, 1, 1):  # clusters live inside one GPC: fewer may fit than SMs / size
+            max_clusters = driver.max_active_clusters(prep.kernel, (step.threads, 1, 1), step.dynamic_smem,
+                                                      step.cluster)
+        grid = step.grid(M, N, num_sms(dev), max_clusters)
+        args = step.kernel_args(a.data_ptr(), b.data_ptr(), out.data_ptr(), M, N, K, bf16=bf16)
+        if any(g % c for g, c in zip(grid, step.cluster)):
+            raise ShapeError(f"grid {grid} is not a multiple of the cluster shape {step.cluster}")
         launcher = driver.PreparedLaunch(prep.kernel, grid, (step.threads, 1, 1), args, stream=stream,
-                                         dynamic_smem=step.dynamic_smem, cluster=cluster)
+                                         dynamic_smem=step.dynamic_smem, cluster=step.cluster)
     return Plan(step, prep, launcher, (a, b, out), dev, debug)
 
 
@@ -243,6 +227,3 @@ def _sync_checked(step: Step, prep: Launched, dev: int) -> None:
             raise PipelineDeadlock(msg + f" (CUDA: {str(e).splitlines()[0]})") from e
         raise
 
-
-def kernel_dir() -> Path:
-    return jit.KERNEL_DIR

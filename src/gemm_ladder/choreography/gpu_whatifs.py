@@ -4,7 +4,9 @@ Each what-if compiles a debug build of a step with one ablation and runs it in a
 process (a trapped kernel leaves its CUDA context unusable). The child reports, as JSON,
 whether the kernel deadlocked (and where), finished with a wrong result, or finished fine.
 
-    python -m gemm_ladder.choreography.whatif 7 both-phase-0
+    python -m gemm_ladder.choreography.gpu_whatifs 7 both-phase-0
+
+The what-ifs and their ablation defines: whatifs.WHAT_IFS (those with an ablation).
 """
 from __future__ import annotations
 
@@ -14,35 +16,19 @@ import subprocess
 import sys
 import time
 
-ABLATIONS = {
-    # both PipelineStates of a ring start at phase 0: the producer's first wait blocks too
-    "both-phase-0": {"GL_ABLATE_SAME_PHASE": 1},
-    # expect_tx announces 1 KB too few: the phase completes before the stage has landed
-    "expect-tx-small": {"GL_ABLATE_EXPECT_TX_DELTA": -1024},
-    # expect_tx announces 1 KB too many: the phase never completes
-    "expect-tx-large": {"GL_ABLATE_EXPECT_TX_DELTA": 1024},
-}
-
-
-WHY = {
-    "both-phase-0": "both ends of the operand ring started at phase 0: on a fresh barrier the producer's "
-                    "first wait (mma2tma, parity 0) blocks like the consumer's (tma2mma, parity 0), and each "
-                    "waits for the other's first arrival",
-    "expect-tx-large": "expect_tx announced 1 KB more than the copy engine delivers, so the stage's tx-count "
-                       "never returns to zero and tma2mma never completes its phase",
-    "expect-tx-small": "expect_tx announced 1 KB less than delivered: the phase completes before the last "
-                       "bytes land, and the surplus bytes are credited to the next phase, which then can no "
-                       "longer balance",
-}
+from .whatifs import get_what_if
 
 
 def run_whatif(step_key: str, what_if: str, size: int = 2048) -> dict:
+    """Run the debug build of `step_key` with the what-if's ablation, in this process."""
     import torch
-    from ..measure import bench
+    from ..measure.accuracy import check_product
     from ..runtime import launch
     from ..runtime.steps import get_step
     st = get_step(step_key)
-    defines = ABLATIONS[what_if]
+    defines = get_what_if(what_if).ablation
+    if not defines:
+        raise ValueError(f"what-if {what_if!r} has no kernel ablation: only the simulator models it")
     gen = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn((size, size), device="cuda", generator=gen).half()
     b = torch.randn((size, size), device="cuda", generator=gen).half()
@@ -54,14 +40,14 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048) -> dict:
         return {"outcome": "deadlock", "message": str(e), "seconds": time.perf_counter() - t0}
     except Exception as e:
         return {"outcome": "error", "message": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
-    ok, mx, rel, msg = bench.check_output(out, a.float() @ b.float().T, "float16")
+    ok, mx, rel, msg = check_product(out, a, b)
     return {"outcome": "finished-correct" if ok else "finished-wrong", "message": msg or "output matches the reference",
             "rel_err": rel, "seconds": time.perf_counter() - t0}
 
 
 def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0) -> dict:
     """Run one what-if in a child process; never hangs longer than timeout_s."""
-    cmd = [sys.executable, "-m", "gemm_ladder.choreography.whatif", str(step_key), what_if]
+    cmd = [sys.executable, "-m", "gemm_ladder.choreography.gpu_whatifs", str(step_key), what_if]
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=dict(os.environ))
@@ -72,7 +58,7 @@ def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0) 
     res = json.loads(line) if line else {"outcome": "error", "message": (p.stderr or p.stdout)[-2000:]}
     res["wall_seconds"] = time.perf_counter() - t0
     res["detected"] = res["outcome"] in ("deadlock", "finished-wrong")
-    res["why"] = WHY.get(what_if, "")
+    res["why"] = get_what_if(what_if).why
     res["summary"] = (f"step {step_key} / {what_if}: {res['outcome']} after {res['wall_seconds']:.1f} s — "
                       f"{res['message']}\n  why: {res['why']}")
     return res
