@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..runtime.steps import DEFAULT_BENCH, all_steps, parse_steps
-from . import suite_cli
+from . import simulate, suite_cli
 
 
 def _console():
@@ -192,12 +192,7 @@ def cmd_default(args) -> int:
     rows = compile_report(all_steps())
     print_report(rows, console)
     rc = 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
-    try:
-        from .simulate import simulate_report
-    except ImportError:
-        console.print("[dim](simulator not available)[/dim]")
-        return rc
-    console.print(simulate_report(Path(args.out_dir)))
+    console.print(simulate.simulate_report(Path(args.out_dir)))
     return rc
 
 
@@ -245,12 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(fn=cmd_trace)
 
     suite_cli.add_parsers(sub, _dtype)
-    try:
-        from . import simulate as cli_simulate
-    except Exception:  # the simulator is optional for the rest of the CLI
-        cli_simulate = None
-    if cli_simulate is not None:
-        cli_simulate.add_parser(sub)
+    simulate.add_parser(sub)
     return p
 
 
