@@ -332,6 +332,7 @@ def test_run_suite_end_to_end_with_the_gpu_replaced(cpu_launch, tmp_path):
         ("float16", True, False), ("float16", True, True), ("bfloat16", True, False), ("bfloat16", True, True)]
     assert res["summary"]["bfloat16"]["geomean_ratio"] == pytest.approx(0.5)
     assert res["memory"]["hbm_copy_gbs"] == 4000.0
+    assert all(r["hbm_copy_fraction"] == pytest.approx(r["gbs"] / 4000.0) for r in res["rows"])
     json.dumps(res)  # JSON-able as recorded
     paths = plots.write_images([res, ladder_result()], tmp_path / "suite")
     assert all(p.exists() for p in paths)

@@ -226,14 +226,12 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                                  "autotune": autotune}},
         "memory": {}, "rows": [], "complete": False,
     }
-    result["memory"] = _memory(bench)
-    hbm = result["memory"].get("hbm_copy_gbs")
     task = progress.add_task("suite", total=len(shapes) * len(dtypes)) if progress else None
     for dtype in dtypes:
         for shape in shapes:
             if progress:
                 progress.update(task, description=f"{DTYPES[dtype]} {shape.M}x{shape.N}x{shape.K}")
-            result["rows"].append(asdict(measure_shape(bench, shape, dtype, device, hbm, autotune=autotune,
+            result["rows"].append(asdict(measure_shape(bench, shape, dtype, device, None, autotune=autotune,
                                                        gpu=result["gpu"]["torch_name"])))
             torch.cuda.empty_cache()
             if checkpoint:
@@ -241,6 +239,12 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                 checkpoint(result)
             if progress:
                 progress.advance(task)
+    # the copies last, as in bench.run: a failed graph capture cannot disturb the GEMMs
+    result["memory"] = _memory(bench)
+    hbm = result["memory"].get("hbm_copy_gbs")
+    for r in result["rows"]:
+        if hbm and r["ok"]:
+            r["hbm_copy_fraction"] = r["gbs"] / hbm
     result["summary"] = summarize(result["rows"])
     result["gpu_after"] = bench.nvml.sample()
     result["complete"] = True
