@@ -9,7 +9,7 @@ import sys
 from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..runtime.steps import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
 from ..runtime.stepkeys import UnknownStep, as_step, parse_step_spec
-from . import doors, simulate
+from . import doors, simulate, suite_cli
 from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
 
 DESCRIPTION = """\
@@ -69,11 +69,19 @@ def print_ladder(result: dict, console) -> None:
 
 
 def cmd_bench(args) -> int:
-    doors.require_hopper("`gemm-ladder report` and `gemm-ladder simulate` need none")
-    from ..measure import bench
+    if args.dtype == "both" and not args.suite:
+        raise CliError("--dtype both runs with --suite; the ladder takes fp16 or bf16")
+    if args.suite and args.dry_run:  # plans only: no GPU, no files
+        return suite_cli.cmd_suite(args, _console())
+    doors.require_hopper("`gemm-ladder report`, `gemm-ladder simulate` and `bench --suite ... --dry-run` need none")
     json_path = doors.out_file(args.json) if args.json else None
     out = doors.out_dir(args.out_dir)
     console = _console()
+    if args.suite:
+        args.out = str(out)
+        return suite_cli.cmd_suite(args, console)
+    from ..measure import bench
+    args.dtype = args.dtype or "float16"
     with doors.progress() as progress:
         result = bench.run(args.steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
                            progress=progress)
@@ -81,6 +89,7 @@ def cmd_bench(args) -> int:
     print_ladder(result, console)
     path = bench.write_json(result, json_path or bench.default_json_path(out, result))
     console.print(f"results: {path}")
+    suite_cli.write_images([result], path.with_suffix(""), console)
     return 0 if all(r["ok"] for r in result["rows"]) else 1
 
 
@@ -144,7 +153,7 @@ def cmd_trace(args) -> int:
 def cmd_default(args) -> int:
     if doors.hopper_problem() is None:
         args.steps, args.sizes, args.dtype = parse_step_spec(DEFAULT_BENCH), [(4096, 4096, 4096)], "float16"
-        args.reps, args.budget, args.json = 50, 2.0, None
+        args.reps, args.budget, args.json, args.suite, args.dry_run = 50, 2.0, None, None, False
         return cmd_bench(args)
     out = doors.out_dir(args.out_dir)
     console = _console()
@@ -180,13 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     outp = [_out_dir_parent()]
     seconds = doors.number(float, 0, 3600, "s", low_open=True)
 
-    b = sub.add_parser("bench", parents=outp, help="the ladder vs cuBLAS, interleaved: table + JSON (GPU)")
+    b = sub.add_parser("bench", parents=outp, help="the ladder (or with --suite a shape suite) vs cuBLAS: table, JSON, figures (GPU)")
     b.add_argument("--steps", type=doors.step_list, default=DEFAULT_BENCH, help=f"{_HELP_STEPS} (default {DEFAULT_BENCH})")
     b.add_argument("--sizes", type=parse_sizes, default=[(4096, 4096, 4096)], help=f"{_HELP_SIZES} (default 4096)")
-    b.add_argument("--dtype", type=_dtype, default="float16", help=f"{_HELP_DTYPE} (default fp16)")
+    b.add_argument("--dtype", type=doors.dtype_or_both, help=f"{_HELP_DTYPE} (default fp16); with --suite also "
+                   "both (its default)")
     b.add_argument("--reps", type=doors.number(int, 1, 100_000), default=50, help="timed calls per step at most (slow steps use fewer)")
     b.add_argument("--budget", type=seconds, default=2.0, help="seconds of timed calls per step at most")
     b.add_argument("--json", metavar="FILE", help="exact JSON output path (default: a dated name under --out-dir)")
+    suite_cli.add_bench_flags(b)
     b.set_defaults(fn=cmd_bench)
 
     r = sub.add_parser("report", help="compile every step: registers, shared memory, spills, SASS classes (no GPU)")
@@ -218,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trace capacity per role per CTA (default: enough for the size)")
     t.set_defaults(fn=cmd_trace)
 
+    suite_cli.add_parsers(sub, _dtype)
     simulate.add_parser(sub, parents=outp)
     return p
 

@@ -81,6 +81,11 @@ def dtype(text: str) -> str:
     return DTYPES[text.lower()]
 
 
+def dtype_or_both(text: str) -> str:
+    """--dtype of bench: fp16 or bf16, or both (the suite runs each)."""
+    return "both" if text.lower() == "both" else dtype(text)
+
+
 def step_list(spec: str):
     """--steps: '1-7,7:d4' -> Steps."""
     try:
