@@ -7,6 +7,7 @@ context, so they order naturally with torch work.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 from dataclasses import dataclass
 
@@ -76,6 +77,12 @@ class LoadedKernel:
         """Device address and size of a __device__ variable of the module."""
         dptr, size = check(_cu().cuModuleGetGlobal(self.module, name.encode()), f"cuModuleGetGlobal({name})")
         return int(dptr), int(size)
+
+    def sibling(self, name: str) -> "LoadedKernel":
+        """Another entry point of the same module (a file may hold several kernels)."""
+        fn = check(_cu().cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+        return dataclasses.replace(self, compiled=dataclasses.replace(self.compiled, name=name), function=fn,
+                                   max_dynamic_smem=0)
 
     def set_global_u64(self, name: str, value: int) -> None:
         dptr, size = self.global_address(name)
