@@ -140,6 +140,9 @@ def test_compiles_clean(fam, bf16):
         assert r.spill_bytes == 0 and r.stack_frame_bytes == 0, (entry, r)
         assert not [w for w in r.warnings if "C75" in w], r.warnings
     assert k.report.kernel == fam.entry and k.report.registers <= 255
+    # a reduction block must fit in the registers a split-K CTA leaves (programmatic launch)
+    assert jit.parse_ptxas_log(k.log, fam.reduce_entry).registers <= smallm.REDUCE_MAX_REGS
+    assert 256 * k.report.registers + smallm.REDUCE_THREADS * smallm.REDUCE_MAX_REGS <= 65536
 
 
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)

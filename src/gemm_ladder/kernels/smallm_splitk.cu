@@ -45,6 +45,13 @@ struct SharedStorage {
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
+// Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
+// may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
+// on free SM space until the split-K grid has ended and its stores are visible. Without the
+// attribute both are no-ops.
+GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // One 16-wide k slice of the 64 x BN tile: the generated wrapper of that width.
 template <int N> GL_DEVICE void mma_k16(float (&d)[N / 2], u64 da, u64 db);
 template <> GL_DEVICE void mma_k16<128>(float (&d)[64], u64 da, u64 db) { wgmma_m64n128k16(d, da, db, 1); }
@@ -91,6 +98,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     fence_barrier_init();
   }
   __syncthreads();  // the only CTA-wide barrier: from here on the roles run apart
+  if (threadIdx.x == 0) pdl_launch_dependents();  // the reduction may be scheduled (it waits for us)
 
   if (warpgroup_idx() == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();
@@ -150,11 +158,14 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
 
 // The second pass: C = round16(ws[0] + ws[1] + ... + ws[splits-1]), summed in that order in
 // fp32 (a fixed order: deterministic). One thread per 4 consecutive elements of C (N is a
-// multiple of 8): 16-byte loads from each split plane, one 8-byte store.
-extern "C" __global__ void __launch_bounds__(256)
+// multiple of 8): 16-byte loads from each split plane, one 8-byte store. 128-thread blocks of
+// <= 40 registers fit beside a split-K CTA (232 x 256 of the SM's 64K registers), so with
+// programmatic launch they wait on the SMs rather than launch after the split-K grid ends.
+extern "C" __global__ void __launch_bounds__(128)
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int splits) {
   const long long plane = (long long)M * N / 4;  // float4s per split
   const long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  pdl_wait_for_previous();  // the partials are complete and visible
   if (q >= plane) return;
   const float4* p = reinterpret_cast<const float4*>(ws) + q;
   float4 sum = p[0];

@@ -38,7 +38,8 @@ from .steps import MAX_SMEM_PER_BLOCK, ConfigError
 MIN_KT_PER_SPLIT = 4  # k-tiles per split at least: a shorter K range never fills the ring
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 REDUCE_OVERHEAD_KT = 2  # the second launch's fixed cost, in k-tiles of one SM
-REDUCE_THREADS = 256  # second pass: threads per block, each summing 4 elements of C
+REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
+REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -62,10 +63,12 @@ class SmallM:
     bm: int = 64
     bk: int = 64
     max_m: int = 128  # the family is for decode-like shapes; larger M belongs to the ladder
-    sass_claims: tuple[str, ...] = ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG")
+    # ... and programmatic launch: PREEXIT (griddepcontrol.launch_dependents), ACQBULK (.wait)
+    sass_claims: tuple[str, ...] = ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "PREEXIT", "ACQBULK")
     sass_absent: tuple[str, ...] = ("FFMA",)
     uses_tma: bool = True
     variant: str = ""
+    pdl: bool = True  # the reduction launches programmatically (waits on the SMs for the partials)
 
     def __post_init__(self) -> None:
         if self.bm != 64 or self.bk != 64 or self.bn not in (128, 256):
@@ -187,9 +190,11 @@ class SmallM:
         return (_cdiv(M * N // 4, REDUCE_THREADS), 1, 1)
 
     # -- the launch -------------------------------------------------------------------------
-    def plan(self, a, b, out=None, *, splits: int | None = None, debug: bool = False) -> "SmallMPlan":
+    def plan(self, a, b, out=None, *, splits: int | None = None, debug: bool = False,
+             pdl: bool | None = None) -> "SmallMPlan":
         """Validate, compile, load, allocate the workspace and build both launches of
-        C = A @ B^T once; calling the plan launches them on the stream current now."""
+        C = A @ B^T once; calling the plan launches them on the stream current now.
+        pdl: launch the reduction programmatically (default: the entry's `pdl`)."""
         import torch
         if problem := self.smem_problem():
             raise ConfigError(f"{self.key} cannot run: {problem}")
@@ -216,8 +221,10 @@ class SmallM:
                 reduce = _reduce_kernel(prep.kernel, self.reduce_entry)
                 launches.append(driver.PreparedLaunch(
                     reduce, self.reduce_grid(M, N), (REDUCE_THREADS, 1, 1),
-                    [ctypes.c_uint64(ws_ptr), ctypes.c_uint64(out.data_ptr()), M, N, s], stream=stream))
-        return SmallMPlan(self, prep, _InOrder(launches), (a, b, out, ws), dev, debug, splits=s, kt_per_split=per)
+                    [ctypes.c_uint64(ws_ptr), ctypes.c_uint64(out.data_ptr()), M, N, s], stream=stream,
+                    pdl=self.pdl if pdl is None else pdl))
+        return SmallMPlan(self, prep, _InOrder(launches), (a, b, out, ws), dev, debug, splits=s, kt_per_split=per,
+                          grid=self.grid(M, N, s))
 
 
 _REDUCE: dict[tuple, driver.LoadedKernel] = {}
@@ -246,6 +253,7 @@ class _InOrder:
 class SmallMPlan(launch.Plan):
     splits: int = 1
     kt_per_split: int = 0
+    grid: tuple[int, int, int] = (1, 1, 1)  # of the split-K kernel: (n_tiles, m_tiles, splits)
 
     @property
     def workspace(self):
