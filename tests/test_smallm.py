@@ -124,6 +124,14 @@ def test_split_cost_prices_the_workspace():
     assert f.split_cost(128, 4096, 4096, H200_SMS, 4) > f.split_cost(1, 4096, 4096, H200_SMS, 4)
 
 
+def test_selection_reads_the_entry():
+    """runtime/select.py reads a candidate's geometry from its registry entry; the split is
+    per shape (split_plan), not a field."""
+    from gemm_ladder.runtime import select
+    f = select.facts(steps.get_step("smallm"))
+    assert (f.bm, f.bn, f.bk, f.cluster_m, f.persistent, f.swap_ab) == (64, 256, 64, 1, False, False)
+
+
 def test_plan_refuses_tracing_for_the_family():
     with pytest.raises(steps.ConfigError, match="tracing"):
         launch.plan(smallm.FAMILIES["smallm"], None, None, trace_buffer=object())

@@ -14,17 +14,16 @@
 // once to 16 bits: no atomics, so the same inputs give bit-identical outputs. With one split
 // the main kernel writes the 16-bit C itself and the second pass is skipped.
 //
-// Organisation as step 7, without its writeback role (the epilogue is a register -> global
-// store): warpgroup 0 gives registers away (setmaxnreg.dec), its warp 0 is the TMA producer;
-// warpgroup 1 takes them (setmaxnreg.inc) and issues wgmma. One DEPTH-stage operand ring:
+// Organisation as step 7 (load_stage and the consumer's k-loop from gl_warpspec.cuh), without
+// its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
+// registers away (setmaxnreg.dec), its warp 0 is the TMA producer; warpgroup 1 takes them
+// (setmaxnreg.inc) and issues wgmma. One DEPTH-stage operand ring:
 //   tma2mma[s]  producer -> consumer  "stage s has landed"
 //   mma2tma[s]  consumer -> producer  "stage s may be refilled"
 // Not persistent: one tile and one K range per CTA (the grid is sized to about one wave).
 // Shape: K and N multiples of 8 (TMA row strides; 8-byte workspace stores), any M.
 #include "gl_common.cuh"
-#include "gl_tma.cuh"
-#include "gl_wgmma.cuh"
-#include "gl_pipeline.cuh"
+#include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_DYNAMIC_SMEM)
 #error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_DYNAMIC_SMEM"
@@ -108,12 +107,11 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
       auto st = PipelineState<DEPTH>::producer();
-      for (int i = 0; i < kt_count; ++i) {
-        const int kx = (kt0 + i) * BK;
+      for (int i = 0; i < kt_count; ++i) {  // one tile, this split's K range
         ops.producer_acquire(st, i);
         ops.producer_expect_tx(st, STAGE_BYTES);  // out-of-range rows/columns land as zeros and count too
-        tma_load_2d(s.A[st.stage], &tmap_a, ops.full_bar(st), kx, m0);
-        tma_load_2d(s.B[st.stage], &tmap_b, ops.full_bar(st), kx, n0);
+        load_stage<BM, BN, BK, 1>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt0 + i,
+                                  m0, n0, 0);
         tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, i, split);
         st.advance();
       }
@@ -125,26 +123,14 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
     const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
-    PipelineState<DEPTH> prev = st;
     float acc[BN / 2];
     zero_acc(acc);
-    for (int i = 0; i < kt_count; ++i) {
-      ops.consumer_wait(st, i);  // stage landed?
-      wgmma_fence();
+    const auto last = mma_mainloop(ops, st, kt_count, split, warp_leader, [&](int stage) {
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk)  // +32 bytes per 16-wide k slice
-        mma_k16<BN>(acc, desc_sw128(s.A[st.stage] + kk * 16), desc_sw128(s.B[st.stage] + kk * 16));
-      wgmma_commit();
-      tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, i, split);
-      wgmma_wait<1>();  // k-tile i-1 has retired: its stage goes back to the producer
-      if (i > 0) {
-        tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, i - 1, split);
-        if (warp_leader) ops.consumer_release(prev, i - 1);
-        prev.advance();
-      }
-      st.advance();
-    }
-    wgmma_wait<0>();
+        mma_k16<BN>(acc, desc_sw128(s.A[stage] + kk * 16), desc_sw128(s.B[stage] + kk * 16));
+    });
+    if (kt_count > 0) mma_drain(ops, last, kt_count, split, warp_leader);
     fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
     tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, split);
     if (gridDim.z == 1)

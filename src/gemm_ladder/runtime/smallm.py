@@ -67,6 +67,7 @@ class SmallM:
     sass_claims: tuple[str, ...] = ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "PREEXIT", "ACQBULK")
     sass_absent: tuple[str, ...] = ("FFMA",)
     uses_tma: bool = True
+    persistent: bool = False  # one tile and one K range per CTA; the split sizes the grid
     variant: str = ""
     pdl: bool = True  # the reduction launches programmatically (waits on the SMs for the partials)
 
