@@ -165,6 +165,10 @@ def test_step_specs():
     assert as_step("9:c1").cluster == (1, 1, 1) and as_step("10:c2").cluster == (2, 1, 1)
     assert (as_step("7:d4").depth, as_step("10:d3w2").ctas_per_sm) == (4, 2)
     assert steps.get_step("8:c1") is as_step("8:c1")  # one parser: get_step is stepkeys'
+    assert as_step("smallm").key == "smallm" and steps.get_step("smallm:n128") is as_step("smallm:n128")
+    assert as_step(as_step("smallm")) is as_step("smallm")  # a family's entry passes through, like a Step
+    with pytest.raises(UnknownStep, match="a kernel family: smallm"):
+        as_step("smallm:x")
     with pytest.raises(UnknownStep, match="step 5 has no g variant: its variants take d<depth>"):
         as_step("5:d4g8")
 

@@ -31,8 +31,11 @@ from dataclasses import dataclass, field
 from .steps import Step, get_step
 
 # Candidate kernels, in order of preference on a tie. A key that is not (yet) in the step
-# registry is listed as unavailable, never picked.
-CANDIDATES: list[str] = ["7:d4", "8", "9"]
+# registry is listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md,
+# entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
+# 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
+# the model's traffic tie-break would otherwise pass over.
+CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm"]
 TIE = 0.02
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 
@@ -155,6 +158,8 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
         s.padded = True
     s.accepted, s.shape = True, shape
     f = facts(step)
+    if callable(getattr(step, "split_plan", None)):  # a split-K family splits per shape
+        f = dataclasses.replace(f, split_k=step.split_plan(*shape, dev.sms)[0])
     m, n, k = shape
     if f.swap_ab:  # the small dimension becomes the MMA's N
         m, n = n, m

@@ -1,7 +1,8 @@
 """Step keys as people write them — '7', 7, '7:d4', '8:c1', '6:d6g1', '1-7,7:d4' or a Step —
-turned into Steps. This is the one parser of step keys (`steps.get_step` and
-`steps.parse_steps` call it): a bad key gets one error that says what is wrong and lists
-the keys that exist."""
+turned into Steps, and the keys of the kernel families beside the ladder ('smallm',
+'smallm:n128': runtime/smallm.py) into their entries. This is the one parser of step keys
+(`steps.get_step` and `steps.parse_steps` call it): a bad key gets one error that says what
+is wrong and lists the keys that exist."""
 from __future__ import annotations
 
 import re
@@ -27,8 +28,14 @@ def _bases(modelled: bool) -> dict[int, Step]:
     return {**STEPS, **MODELLED_STEPS} if modelled else STEPS
 
 
+def _families() -> dict:
+    """Kernel families beside the ladder, by key (imported late: smallm builds on launch)."""
+    from .smallm import FAMILIES
+    return FAMILIES
+
+
 def known_keys(modelled: bool = False) -> str:
-    return ", ".join([str(n) for n in _bases(modelled)] + list(VARIANTS))
+    return ", ".join([str(n) for n in _bases(modelled)] + list(VARIANTS) + list(_families()))
 
 
 def _variants_of(st: Step) -> str:
@@ -47,9 +54,12 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
         return bases[int(key)]
     if key in VARIANTS:
         return VARIANTS[key]
+    if key in _families():
+        return _families()[key]
     m = re.fullmatch(r"(\d+)(?::(\w*))?", key)
     if not m:
-        why = f"{key!r} is not a step key (a step number, or N:<variant> such as 7:d4)"
+        why = (f"{key!r} is not a step key (a step number, N:<variant> such as 7:d4, or a kernel family: "
+               f"{', '.join(_families())})")
     elif int(m.group(1)) not in bases:
         why = f"there is no step {m.group(1)} (steps {min(bases)}-{max(bases)} exist)"
     else:
@@ -71,9 +81,11 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
 
 
 def as_step(key: Step | str | int, *, modelled: bool = False) -> Step:
-    """A Step for a key ('7', 7, '7:d4', '6:d6g1', or a Step, returned as is). modelled:
-    also the steps only the simulator models (MODELLED_STEPS)."""
-    if isinstance(key, Step):
+    """A Step for a key ('7', 7, '7:d4', '6:d6g1', or a Step, returned as is); a family's
+    entry for its key ('smallm', or the entry itself). modelled: also the steps only the
+    simulator models (MODELLED_STEPS)."""
+    from .smallm import SmallM
+    if isinstance(key, (Step, SmallM)):
         return key
     if isinstance(key, bool) or not isinstance(key, (str, int)):
         raise UnknownStep(f"a step is a key such as '7' or '7:d4', or a Step; got {type(key).__name__}")

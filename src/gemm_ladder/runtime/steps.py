@@ -404,8 +404,10 @@ def all_steps(include_variants: bool = True) -> list[Step]:
 def get_step(key, *, modelled: bool = False) -> Step:
     """'7', 7, '7:d4' -> Step. Ad-hoc variants: 'N:d<depth>g<group>w<ctas per SM>', e.g.
     '6:d6' or '6:g1' (tokens in any order; d for steps with a ring, g and w for persistent
-    steps). modelled: also the steps only the simulator models (MODELLED_STEPS). An unknown
-    key raises stepkeys.UnknownStep (a KeyError), which says why; stepkeys is the parser."""
+    steps). modelled: also the steps only the simulator models (MODELLED_STEPS).
+    'smallm', 'smallm:n128': the small-M family's entries (runtime/smallm.py), not Steps
+    but read the same way. An unknown key raises stepkeys.UnknownStep (a KeyError), which
+    says why; stepkeys is the parser."""
     from .stepkeys import as_step
     return as_step(key, modelled=modelled)
 
