@@ -2,7 +2,9 @@
 # One device session's work in one call: correctness (debug builds first, so a deadlock is
 # an error, not a hang), the ladder benchmark, GPU tests, what-ifs and traces.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   stages: comma list of check,bench,tests,whatif,trace,sweep,api (default: check,bench,tests,whatif,trace)
+#   stages: comma list of check,bench,tests,whatif,trace,sweep,suite,api (default: check,bench,tests,whatif,trace)
+#   suite: SUITE (default all) in fp16 and bf16; its roofline also shows bench.json's ladder
+#   api: the library path (bench --api), <date>_<gpu>_api_<commit>.json under $OUT
 # Results go under $OUT (default out/device); the last lines printed are a short summary.
 set -u -o pipefail
 OUT=${OUT:-out/device}
@@ -55,6 +57,12 @@ if has sweep; then
   summary+=("sweep: rc=$?")
 fi
 
+if has suite; then
+  timeout 540 $PY -m gemm_ladder bench --suite "${SUITE:-all}" --dtype both --out "$OUT" \
+    --with-results "$OUT/bench.json" 2>&1 | tee "$OUT/suite.log"
+  summary+=("suite: rc=$?")
+fi
+
 if has api; then  # the library path: writes <date>_<gpu>_api_<commit>.json under $OUT
   timeout 540 $PY -m gemm_ladder bench --api --out "$OUT" 2>&1 | tee "$OUT/api.log"
   summary+=("bench --api: rc=$?")
@@ -67,4 +75,4 @@ fi
 
 echo "================ summary ================"
 printf '%s\n' "${summary[@]}"
-grep -E "^│|FAIL|Error" "$OUT/bench.log" 2>/dev/null | head -30
+grep -E "^ +[0-9]|failed|FAIL|Error" "$OUT/bench.log" 2>/dev/null | head -30

@@ -1,21 +1,24 @@
-"""A CPU stand-in for the driver side of gemm_ladder.fastpath, for tests without a GPU.
+"""A CPU stand-in for the driver side of gemm_ladder's fast path, for tests without a GPU.
 
 `FakeGpu` patches the few functions the fast path calls into CUDA (device checks, kernel
-load, tensor-map encode, cuLaunchKernelEx, current stream/device) so that CPU tensors run
-through the real Python path. Each launch is *emulated*: the kernel's tensor maps are read
-back as strided views of the memory they point at (rows, columns, row stride, as TMA would
-read them, MN-major maps transposed), C = A @ B^T is computed in fp32 and written through
-C's map — so a wrong pointer, stride, extent or a missed copy shows up as a wrong result.
-With `emulate=False` a launch is only counted (for timing the Python side).
+load, tensor-map encode, cuLaunchKernelEx, current stream/device, cluster occupancy) so that
+CPU tensors run through the real Python path. Each launch is *emulated*: the kernel's tensor
+maps are read back as strided views of the memory they point at (rows, columns, row stride,
+as TMA would read them, MN-major maps — GL_A_MN / GL_B_MN builds — transposed), C = A @ B^T
+is computed in fp32 and written through C's map; the small-M family's split-K kernel writes
+each K split's fp32 partial to its workspace (or C itself with one split) and its reduction
+sums them into C — so a wrong pointer, stride, extent, split or a missed copy shows up as a
+wrong result. With `emulate=False` a launch is only counted (for timing the Python side).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from types import SimpleNamespace
 
 import torch
 
-from gemm_ladder import driver, fastpath
+from gemm_ladder.runtime import driver, fastconfig, fastpath, launch, smallm
 
 
 class FakeTensorMap:
@@ -39,9 +42,17 @@ class FakeTensorMap:
 
     def view(self):
         """The matrix this map describes, as a tensor over the same memory."""
-        n = (self.rows - 1) * self.ld + self.cols
-        raw = (ctypes.c_uint16 * n).from_address(self.ptr)
-        return torch.frombuffer(raw, dtype=torch.int16).view(self.dtype).as_strided((self.rows, self.cols), (self.ld, 1))
+        return _view(self.ptr, self.dtype, (self.rows, self.cols), self.ld)
+
+
+def _view(ptr: int, dtype, shape: tuple, ld: int):
+    rows, cols = shape
+    n = (rows - 1) * ld + cols
+    if dtype == torch.float32:
+        raw = (ctypes.c_float * n).from_address(ptr)
+        return torch.frombuffer(raw, dtype=torch.float32).as_strided(shape, (ld, 1))
+    raw = (ctypes.c_uint16 * n).from_address(ptr)
+    return torch.frombuffer(raw, dtype=torch.int16).view(dtype).as_strided(shape, (ld, 1))
 
 
 class FakeGpu:
@@ -73,24 +84,31 @@ class FakeGpu:
 
         FakeTensorMap.registry.clear()
         # fresh caches for the test, the process's own restored afterwards
-        monkeypatch.setattr(fastpath, "_CONFIGS", fastpath.LRU(fastpath.MAX_CONFIGS))
-        monkeypatch.setattr(fastpath, "_TMAPS", fastpath.LRU(fastpath.MAX_TENSOR_MAPS))
+        monkeypatch.setattr(fastpath, "_CONFIGS", fastconfig.LRU(fastpath.MAX_CONFIGS))
+        monkeypatch.setattr(fastconfig, "_TMAPS", fastconfig.LRU(fastconfig.MAX_TENSOR_MAPS))
+        monkeypatch.setattr(smallm, "_REDUCE", {})
         monkeypatch.setattr(driver, "_cu", lambda: cu)
         monkeypatch.setattr(driver, "TensorMap", FakeTensorMap)
+        monkeypatch.setattr(driver, "max_active_clusters", lambda kernel, block, smem, cluster: 66)
         monkeypatch.setattr(fastpath, "_check_devices", lambda *a: None)
         monkeypatch.setattr(fastpath, "validate", counting_validate)
-        monkeypatch.setattr(fastpath, "prepare_kernel", self._prepare)
-        monkeypatch.setattr(fastpath, "_device_index", lambda device: 0)
-        monkeypatch.setattr(fastpath, "_current_device", lambda: 0)
-        monkeypatch.setattr(fastpath, "_raw_stream", lambda dev: self.stream)
-        monkeypatch.setattr(fastpath.launch, "num_sms", lambda dev: 132)
-        monkeypatch.setattr(fastpath.launch, "run_step", self._run_step)
-        monkeypatch.setattr(fastpath.launch, "check_device", lambda device: None)
+        monkeypatch.setattr(fastconfig, "prepare_kernel", self._prepare)
+        monkeypatch.setattr(fastconfig, "_building", lambda dev: contextlib.nullcontext())
+        monkeypatch.setattr(fastconfig, "_device_index", lambda device: 0)
+        monkeypatch.setattr(fastconfig, "_current_device", lambda: 0)
+        monkeypatch.setattr(fastconfig, "_raw_stream", lambda dev: self.stream)
+        monkeypatch.setattr(launch, "num_sms", lambda dev: 132)
+        monkeypatch.setattr(launch, "run_step", self._run_step)
+        monkeypatch.setattr(launch, "check_device", lambda device: None)
 
     def _prepare(self, st, dev, bf16, defines=None):
         self.prepared.append((st.key, dev, bf16, dict(defines or {})))
-        fn = SimpleNamespace(defines=dict(defines or {}))
-        return SimpleNamespace(kernel=SimpleNamespace(function=fn, compiled=SimpleNamespace(name=st.entry)))
+        return SimpleNamespace(kernel=self._kernel(st.entry, st.key, dict(defines or {})))
+
+    def _kernel(self, name, key, defines):
+        fn = SimpleNamespace(name=name, defines=defines)
+        return SimpleNamespace(function=fn, device_index=0, compiled=SimpleNamespace(name=name, key=key),
+                               sibling=lambda entry: self._kernel(entry, key, defines))
 
     def _run_step(self, st, a, b, out=None, **kw):  # the strict path, for teaching steps
         c = (a.float() @ b.float().T).to(a.dtype)
@@ -100,14 +118,49 @@ class FakeGpu:
         if not self.emulate:
             self.launches_counted = getattr(self, "launches_counted", 0) + 1
             return
-        slots = (ctypes.c_void_p * 6).from_address(args_ptr)
-        maps = [FakeTensorMap.registry[slots[i]] for i in range(3)]
-        M, N, K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3, 6))
-        rec = SimpleNamespace(maps=maps, M=M, N=N, K=K, stream=int(config.hStream), defines=function.defines,
-                              grid=(config.gridDimX, config.gridDimY, config.gridDimZ))
+        grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
+        rec = SimpleNamespace(name=function.name, stream=int(config.hStream), defines=function.defines, grid=grid,
+                              attrs=config.numAttrs)
         self.launches.append(rec)
-        ma, mb, mc = maps
-        A = ma.view().t() if function.defines.get("GL_A_MN_MAJOR") else ma.view()
-        B = mb.view().t() if function.defines.get("GL_B_MN_MAJOR") else mb.view()
-        assert A.shape == (M, K) and B.shape == (N, K) and (mc.rows, mc.cols) == (M, N), (A.shape, B.shape, M, N, K)
+        if function.name == smallm.SmallM.reduce_entry:
+            return self._reduce(rec, args_ptr)
+        if function.name == smallm.SmallM.entry:
+            return self._splitk(rec, args_ptr)
+        slots = (ctypes.c_void_p * 6).from_address(args_ptr)
+        rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3)]
+        rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3, 6))
+        ma, mb, mc = rec.maps
+        A = ma.view().t() if function.defines.get("GL_A_MN") else ma.view()
+        B = mb.view().t() if function.defines.get("GL_B_MN") else mb.view()
+        assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K) and (mc.rows, mc.cols) == (rec.M, rec.N)
         mc.view().copy_((A.float() @ B.float().T).to(mc.dtype))
+
+    def _splitk(self, rec, args_ptr):
+        """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, kt_per_split): split z over k-tiles."""
+        slots = (ctypes.c_void_p * 8).from_address(args_ptr)
+        ma, mb = (FakeTensorMap.registry[slots[i]] for i in range(2))
+        rec.maps = [ma, mb]
+        ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (2, 3))
+        rec.M, rec.N, rec.K, per = (ctypes.c_int32.from_address(slots[i]).value for i in range(4, 8))
+        rec.ws, rec.c, rec.kt_per_split = ws, c, per
+        A, B = ma.view(), mb.view()
+        assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K)
+        splits = rec.grid[2]
+        step = per * smallm.SmallM.bk
+        for z in range(splits):
+            part = A[:, z * step:(z + 1) * step].float() @ B[:, z * step:(z + 1) * step].float().T
+            if splits == 1:
+                _view(c, ma.dtype, (rec.M, rec.N), rec.N).copy_(part.to(ma.dtype))
+            else:
+                _view(ws + 4 * z * rec.M * rec.N, torch.float32, (rec.M, rec.N), rec.N).copy_(part)
+        rec.dtype = ma.dtype
+
+    def _reduce(self, rec, args_ptr):
+        """gemm_smallm_reduce(ws, c, M, N, splits)."""
+        slots = (ctypes.c_void_p * 5).from_address(args_ptr)
+        ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (0, 1))
+        M, N, splits = (ctypes.c_int32.from_address(slots[i]).value for i in range(2, 5))
+        rec.ws, rec.c, rec.M, rec.N, rec.splits = ws, c, M, N, splits
+        dtype = next(r.dtype for r in reversed(self.launches) if r.name == smallm.SmallM.entry)
+        total = sum(_view(ws + 4 * z * M * N, torch.float32, (M, N), N) for z in range(splits))
+        _view(c, dtype, (M, N), N).copy_(total.to(dtype))

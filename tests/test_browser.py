@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gemm_ladder.sim import run_what_if, simulate_step
-from gemm_ladder.viz import write_page
+from gemm_ladder.choreography.sim import run_what_if, simulate_step
+from gemm_ladder.choreography.viz import write_page
 
 pytestmark = pytest.mark.browser
 

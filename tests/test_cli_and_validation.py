@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import gemm_ladder
-from gemm_ladder import cli, launch, steps
+from gemm_ladder.cli import commands as cli
+from gemm_ladder.runtime import launch, steps
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -38,14 +39,14 @@ def test_report_command_json(tmp_path):
 def test_bench_without_gpu_is_a_clear_error():
     r = run_cli("bench")
     assert r.returncode == 2
-    assert "needs a CUDA GPU" in r.stdout
+    assert "needs a Hopper GPU" in r.stderr
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU fallback")
 def test_default_main_job_without_gpu(tmp_path):
     r = run_cli("--out-dir", str(tmp_path / "out"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "No CUDA GPU" in r.stdout
+    assert "No Hopper GPU" in r.stdout
     assert "compile report" in r.stdout
 
 
@@ -119,7 +120,7 @@ def test_no_gpu_error_is_clear():
 def test_role_and_barrier_names_parsed_from_header():
     assert launch.role_names()[3] == "consumer"
     assert launch.barrier_names()[2] == "tma2mma"
-    from gemm_ladder import trace
+    from gemm_ladder.choreography import trace
     assert trace.EVENTS["EV_WAIT_BEGIN"] == 1
 
 

@@ -1,6 +1,5 @@
 """The library's fast path without a GPU: layout classification, caches, the launch each
 call would make (emulated on the CPU by fake_gpu.FakeGpu), errors, and the custom op."""
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -8,8 +7,8 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu
-from gemm_ladder import fastpath, layout
-from gemm_ladder.steps import get_step
+from gemm_ladder.runtime import api, fastconfig, fastpath, layout
+from gemm_ladder.runtime.steps import get_step
 
 
 @pytest.fixture
@@ -45,7 +44,7 @@ def test_fold_rows():
     (64, 13, 16, 1, True, False, ("K", 16, True)),          # K=13 in a 16-wide buffer: no padding copy
     (64, 13, 13, 1, True, False, ("K", 13, False)),         # 26-byte rows: unaligned
     (64, 64, 64, 1, False, False, ("K", 64, False)),        # misaligned pointer
-    (64, 64, 1, 64, True, False, ("MN", 64, False)),        # transposed: copy until MN-major kernels
+    (64, 64, 1, 64, True, False, ("MN", 64, False)),        # transposed: copy for a K-major-only step
     (64, 64, 1, 64, True, True, ("MN", 64, True)),          # ... and in place with them
     (64, 64, 2, 128, True, True, ("K", 64, False)),         # neither dimension contiguous
     (64, 64, 0, 1, True, False, ("K", 0, False)),           # broadcast rows overlap
@@ -146,17 +145,85 @@ def test_direct_operands_are_not_copied(gpu):
     assert (ma.ptr, ma.cols, ma.ld, mb.ptr) == (xk.data_ptr(), 13, 16, wk.data_ptr())
 
 
-def test_mn_major_operands_copy_unless_the_step_supports_them(gpu):
+def test_mn_major_operands_go_direct_to_a_step_with_mn_major(gpu):
     a_t, b = rnd(48, 64).T, rnd(48, 40, seed=1)  # a M-major (64 x 48), b row-major (K, N)
     assert_product(gemm_ladder.matmul(a_t, b), a_t, b)
-    ma, mb, _ = gpu.launches[-1].maps
-    assert ma.ptr != a_t.data_ptr() and mb.ptr != b.data_ptr() and gpu.launches[-1].defines == {}
-    mn_step = dataclasses.replace(get_step("7:d4"), supports_mn_major=True)
-    assert_product(gemm_ladder.matmul(a_t, b, step=mn_step), a_t, b)
     rec = gpu.launches[-1]
-    assert (rec.maps[0].ptr, rec.maps[1].ptr) == (a_t.data_ptr(), b.data_ptr())
-    assert rec.defines == {"GL_A_MN_MAJOR": 1, "GL_B_MN_MAJOR": 1}
-    assert gpu.prepared[-1][3] == rec.defines
+    assert (rec.maps[0].ptr, rec.maps[1].ptr) == (a_t.data_ptr(), b.data_ptr())  # read in place
+    assert rec.defines == {"GL_A_MN": 1, "GL_B_MN": 1} and gpu.prepared[-1] == ("9:c1", 0, False, rec.defines)
+    # the boxes are Step.kernel_args': 64-wide MN blocks of bk k-rows
+    assert (rec.maps[0].rows, rec.maps[0].cols, rec.maps[0].box) == (48, 64, (64, 64))
+    assert (rec.maps[1].rows, rec.maps[1].cols, rec.maps[1].ld, rec.maps[1].box) == (48, 40, 40, (64, 64))
+    assert_product(gemm_ladder.matmul(a_t, b, step="7:d4"), a_t, b)  # a step without mn_major: copies
+    rec = gpu.launches[-1]
+    assert rec.maps[0].ptr != a_t.data_ptr() and rec.maps[1].ptr != b.data_ptr() and rec.defines == {}
+    assert_product(gemm_ladder.matmul(a_t, b, step="9"), a_t, b)  # forced step 9 (cluster 2): in place
+    rec = gpu.launches[-1]
+    assert (rec.maps[0].ptr, rec.maps[1].ptr) == (a_t.data_ptr(), b.data_ptr()) and rec.grid[0] % 2 == 0
+    assert rec.maps[1].box == (64, 64)  # an N-major B map is the same with and without the cluster
+
+
+def test_selection_per_shape(gpu):
+    """The kernel is the selection's pick for the shape (select.pick), adjusted for layouts."""
+    a, w = rnd(64, 32), rnd(48, 32, seed=1)
+    gemm_ladder.matmul_nt(a, w)
+    assert gpu.prepared[-1][0] == "7:d4" == api.step_for(64, 48, 32).key
+    x, w2 = rnd(3, 1000), rnd(40, 1000, seed=2)  # decode-like: the small-M family
+    assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
+    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-1].name == "gemm_smallm_reduce"
+    assert_product(gemm_ladder.matmul(x, w2.T), x, w2.T)  # a transposed view of w2: K-major, in place
+    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-2].maps[1].ptr == w2.data_ptr()
+    steps_before = len(gpu.prepared)
+    gemm_ladder.matmul_nt(rnd(64, 32, seed=5), rnd(48, 32, seed=6))  # same configuration: no new choice
+    assert len(gpu.prepared) == steps_before
+
+
+def test_small_m_family_splits_k_and_reduces(gpu):
+    x, w = rnd(3, 1000), rnd(40, 1000, seed=1)
+    c = gemm_ladder.matmul_nt(x, w)
+    assert_product(c, x, w.T)
+    splitk, red = gpu.launches[-2:]
+    fam = get_step("smallm")
+    splits, per = fam.split_plan(3, 40, 1000, 132)
+    assert splits > 1 and splitk.grid == fam.grid(3, 40, splits) and splitk.kt_per_split == per
+    assert (splitk.maps[0].ptr, splitk.maps[1].ptr, splitk.c) == (x.data_ptr(), w.data_ptr(), c.data_ptr())
+    assert red.ws == splitk.ws and red.c == c.data_ptr() and red.splits == splits
+    assert red.attrs == 1  # the reduction's programmatic dependent launch
+    y = rnd(3, 1024)[:, :1000]  # a row-strided slice: read in place
+    assert_product(gemm_ladder.matmul_nt(y, w), y, w.T)
+    assert gpu.launches[-2].maps[0].ptr == y.data_ptr() and gpu.launches[-2].maps[0].ld == 1024
+    x1, w1 = rnd(2, 128), rnd(16, 128, seed=2)  # two k-tiles: one split, no workspace, no reduction
+    assert_product(gemm_ladder.matmul_nt(x1, w1, step="smallm"), x1, w1.T)
+    assert gpu.launches[-1].name == "gemm_smallm_splitk" and gpu.launches[-1].ws == 0
+
+
+def test_small_m_family_takes_k_major_only(gpu):
+    """smallm reads K-major operands: an MN-major one is copied while the model prices the copy
+    below the mn_major step's time (api.step_for), else that step reads it in place."""
+    x, b = rnd(16, 1024), rnd(1024, 256, seed=1)  # row-major b (K, N)
+    assert api.step_for(16, 256, 1024, b_mn=True).key == "smallm"
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    assert gpu.prepared[-1][0] == "smallm"
+    assert gpu.launches[-2].maps[1].ptr != b.data_ptr() and gpu.launches[-2].maps[1].ld == 1024
+    assert api.step_for(1, 28672, 8192, b_mn=True).key == "9:c1"  # modelled: the copy would cost more
+    assert api.step_for(1, 28672, 8192).key == "smallm"
+    assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: copies too
+
+
+def test_small_m_family_writes_c_packed(gpu):
+    x, w = rnd(4, 512), rnd(64, 512, seed=1)
+    out = torch.empty(4, 72).half()[:, :64]  # a padded out: computed packed, then copied
+    out.fill_(float("nan"))
+    assert gemm_ladder.matmul_nt(x, w, out=out) is out
+    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-1].c != out.data_ptr()
+    assert_product(out, x, w.T)
+    dense = torch.empty(4, 64).half()
+    gemm_ladder.matmul_nt(x, w, out=dense)
+    assert gpu.launches[-1].c == dense.data_ptr()
+    assert_product(dense, x, w.T)
+    w60 = rnd(60, 512, seed=2)  # N=60 is not a multiple of 8: C cannot be packed, the ladder runs
+    assert_product(gemm_ladder.matmul_nt(x, w60), x, w60.T)
+    assert gpu.prepared[-1][0] == api.step_for(4, 60, 512).key == "7:d4"
 
 
 def test_batched_a_folds_into_rows(gpu):
@@ -212,13 +279,13 @@ def test_new_pointer_encodes_one_map(gpu):
 
 
 def test_tensor_map_cache_is_bounded(gpu, monkeypatch):
-    monkeypatch.setattr(fastpath, "_TMAPS", fastpath.LRU(4))
+    monkeypatch.setattr(fastconfig, "_TMAPS", fastconfig.LRU(4))
     w = rnd(16, 32, seed=1)
     keep = [(rnd(8, 32, seed=i), torch.empty(8, 16).half()) for i in range(10)]
     for a, out in keep:
         gemm_ladder.matmul_nt(a, w, out=out)
         assert_product(out, a, w.T)
-    assert len(fastpath._TMAPS) == 4
+    assert len(fastconfig._TMAPS) == 4
 
 
 def test_config_cache_is_bounded(gpu, monkeypatch):
@@ -296,7 +363,8 @@ def test_invalid_call_is_not_cached(gpu):
 # ---- bench --api, its plumbing on the emulated driver (the numbers come from the GPU) ------
 
 def test_bench_api_plumbing(gpu, monkeypatch):
-    from gemm_ladder import bench_api, cli
+    from gemm_ladder.cli import commands as cli
+    from gemm_ladder.measure import bench_api
 
     class FakeBench:
         def __init__(self, device_index):
@@ -324,10 +392,13 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
     monkeypatch.setattr(bench_api.launch, "plan", FakePlan)
     rows = bench_api.device_rows([(64, 48, 40)], "bfloat16", log=lambda m: None)
-    assert [r["call"] for r in rows] == ["kernel (launch.plan)", *bench_api.CALLS]
+    # a kernel row per step the calls run: K-major b -> 7:d4, row-major b -> 9:c1 (mn_major)
+    assert [(r["call"], r["step"]) for r in rows] == [
+        ("kernel (launch.plan)", "7:d4"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "7:d4"),
+        (bench_api.CALLS[1], "9:c1"), (bench_api.CALLS[2], "7:d4")]
     assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
-    assert all(r["api_vs_kernel"] == pytest.approx(1.0) for r in rows[1:])
-    assert rows[1]["operands"] == "in place" and rows[2]["operands"].startswith("copies b (MN-major")
+    assert all(r["api_vs_kernel"] == pytest.approx(1.0) for r in rows[2:])
+    assert all(r["operands"] == "in place" for r in rows[2:])  # row-major b: read N-major, no copy
     host = bench_api.host_overhead(torch.float16, calls=3, rounds=2, size=16, device="cpu")
     assert set(host) == set(bench_api.CALLS) and all(v["us"] > 0 and v["torch_us"] > 0 for v in host.values())
     result = {"date": "2026-11-30T10:00:00+00:00", "commit": "0123456789abcdef", "rows": rows,
@@ -339,4 +410,4 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     bench_api.print_api(result, console)
     assert "matmul(a, b_nk.T)" in console.export_text()
     args = cli.build_parser().parse_args(["bench", "--api"])
-    assert args.api and args.sizes is None and args.dtype is None
+    assert args.api and args.sizes is None and args.dtype is None and args.steps is None

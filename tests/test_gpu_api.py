@@ -2,6 +2,7 @@
 import pytest
 
 import gemm_ladder
+from gemm_ladder.runtime import fastpath
 from gpu_util import fresh, needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
@@ -12,7 +13,7 @@ def _ref(a, b):
 
 
 def _close(out, ref, dtype):
-    from gemm_ladder.bench import check_output
+    from gemm_ladder.measure.accuracy import check_output
     import torch
     ok, mx, rel, msg = check_output(out, ref, "float16" if dtype == torch.float16 else "bfloat16")
     assert ok, msg
@@ -25,10 +26,14 @@ def test_matmul_shapes(M, N, K, dtype_name):
     import torch
     dtype = getattr(torch, dtype_name)
     a, bt = fresh(M, N, K, dtype, M * 7 + N)
-    b = bt.T.contiguous()  # (K, N)
+    b = bt.T.contiguous()  # (K, N) row-major: N-major, read in place by a step with mn_major
     out = gemm_ladder.matmul(a, b)
     assert out.shape == (M, N) and out.dtype == dtype
     _close(out, _ref(a, b), dtype)
+    cfg = fastpath.config_for("mm", a, b)
+    if N % 8 == 0 and N > 1:  # 16-byte row stride: the copy is the small-M family's (K-major only)
+        assert cfg.b.direct == bool(getattr(cfg.step, "mn_major", False)), (cfg.step.key, cfg.b.why)
+        assert cfg.b.direct or cfg.step.key == "smallm"
     out_nt = gemm_ladder.matmul_nt(a, bt)
     _close(out_nt, _ref(a, b), dtype)
 
@@ -36,8 +41,13 @@ def test_matmul_shapes(M, N, K, dtype_name):
 def test_matmul_layouts():
     import torch
     a, bt = fresh(512, 384, 256, torch.float16, 3)
-    b_view = bt.T  # (K, N) transposed view: read in place
+    b_view = bt.T  # (K, N) transposed view: K-major, read in place
     _close(gemm_ladder.matmul(a, b_view), _ref(a, b_view), torch.float16)
+    a_view = torch.randn(256, 512, device="cuda").half().T  # (512, 256) transposed view: M-major
+    b_kn = bt.T.contiguous()  # (256, 384) row-major: N-major
+    _close(gemm_ladder.matmul(a_view, b_kn), _ref(a_view, b_kn), torch.float16)
+    cfg = fastpath.config_for("mm", a_view, b_kn)
+    assert cfg.a.direct and cfg.b.direct and cfg.step.mn_major and cfg.defines == {"GL_A_MN": 1, "GL_B_MN": 1}
     a_nc = torch.randn(256, 1024, device="cuda").half()[:, ::2]  # non-contiguous (256, 512)
     b2 = torch.randn(512, 128, device="cuda").half()
     _close(gemm_ladder.matmul(a_nc, b2), _ref(a_nc, b2), torch.float16)

@@ -3,7 +3,7 @@ alignment against an fp32 reference, CUDA graphs, torch.compile, autograd, strea
 import pytest
 
 import gemm_ladder
-from gemm_ladder import fastpath, layout
+from gemm_ladder.runtime import api, fastpath, layout
 from gpu_util import has_hopper, needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
@@ -23,7 +23,7 @@ def rnd(*shape, dtype=None, seed=0):
 
 def check(c, a, b):
     """c == a @ b against an fp32 reference; NaN left in c (unwritten) fails."""
-    from gemm_ladder.bench import check_output
+    from gemm_ladder.measure.accuracy import check_output
     ref = a.float() @ b.float()
     assert c.shape == ref.shape
     ok, mx, rel, msg = check_output(c, ref, "bfloat16" if c.dtype == _torch().bfloat16 else "float16")
@@ -58,7 +58,8 @@ B_LAYOUTS = {  # b is (K, N)
     "strided transposed view": lambda K, N, dt: _strided(N, K, layout.round_up(K, 8) + 16, dt, 8).T,
     "misaligned": lambda K, N, dt: _misaligned(K, N, dt, 9),
 }
-SHAPES = [(256, 384, 192), (129, 131, 77), (1, 520, 264), (1000, 8, 13), (300, 1, 40)]
+SHAPES = [(256, 384, 192), (129, 131, 77), (1, 520, 264), (1000, 8, 13), (300, 1, 40),
+          (16, 1024, 2048), (100, 264, 1000)]  # the last two: the small-M family (split K)
 
 
 @pytest.mark.parametrize("M,N,K", SHAPES)
@@ -139,11 +140,37 @@ def test_allocations_are_the_output_and_only_needed_copies(case):
     extra, res = _peak_extra(lambda: gemm_ladder.matmul(a, b))
     check(res.reshape(-1, N), a.reshape(-1, K), b)
     cfg = fastpath.config_for("mm", a, b)
-    copies = (0 if cfg.a.direct else _block(cfg.M * cfg.a.staged_ld * 2)) + \
-             (0 if cfg.b.direct else _block(N * cfg.b.staged_ld * 2))
-    assert extra == _block(M * layout.round_up(N, 8) * 2) + copies
-    direct_expected = case not in ("row-major b (K, N)", "transposed-view a")
-    assert (cfg.a.direct and cfg.b.direct) == (direct_expected or fastpath.api.best_step().supports_mn_major)
+    # every case reads its operands in place: MN-major ones (row-major b, transposed-view a)
+    # on a step with mn_major (9:c1 at this shape), the others on the selection's pick
+    assert cfg.a.direct and cfg.b.direct, (cfg.a.why, cfg.b.why)
+    assert extra == _block(M * layout.round_up(N, 8) * 2)  # the result, nothing else
+    mn = case in ("row-major b (K, N)", "transposed-view a")
+    assert cfg.step.key == ("9:c1" if mn else api.step_for(M, N, K).key)
+    flag = "GL_B_MN" if "b (K, N)" in case else "GL_A_MN"  # Step.layout_defines, compiled in
+    assert (flag in cfg.defines, any(flag in o for o in cfg.launch.kernel.compiled.options)) == (mn, mn)
+
+
+def test_small_m_copies_an_mn_major_operand_only():
+    """Decode-like shapes run the small-M family, which reads K-major only: a row-major b is
+    copied (the model prices the copy below 9:c1's few tiles), a transposed-view b is not."""
+    torch = _torch()
+    M, N, K = 16, 1024, 2048
+    a, w = rnd(M, K), rnd(N, K, seed=1)
+    extra, res = _peak_extra(lambda: gemm_ladder.matmul(a, w.T))
+    check(res, a, w.T)
+    cfg = fastpath.config_for("mm", a, w.T)
+    assert cfg.step.key == "smallm" and cfg.a.direct and cfg.b.direct and cfg.splits > 1
+    assert extra == _block(M * N * 2) + _block(cfg.splits * M * N * 4)  # the result and the fp32 workspace
+    b_kn = w.T.contiguous()
+    extra, res = _peak_extra(lambda: gemm_ladder.matmul(a, b_kn))
+    check(res, a, b_kn)
+    cfg = fastpath.config_for("mm", a, b_kn)
+    assert cfg.step.key == "smallm" and not cfg.b.direct
+    assert extra == _block(M * N * 2) + _block(cfg.splits * M * N * 4) + _block(N * K * 2)
+    forced = gemm_ladder.matmul(a, b_kn, step="9:c1")  # reads it in place
+    torch.cuda.synchronize()
+    check(forced, a, b_kn)
+    assert fastpath.config_for("mm", a, b_kn, step="9:c1").b.direct
 
 
 def test_out_in_place_allocates_nothing():
@@ -188,6 +215,28 @@ def test_cuda_graph_capture_and_replay_with_new_inputs():
         check(out, a, w.T)
         assert c3 is out
         check(c4.reshape(-1, N), x3.reshape(-1, K), w.T)
+
+
+def test_cuda_graph_of_the_small_m_family():
+    """Split-K kernel + programmatic reduction, workspace from the graph's pool."""
+    torch = _torch()
+    gemm_ladder.warmup(step="smallm", dtypes=(torch.bfloat16,))
+    a, w = rnd(8, 2048, dtype=torch.bfloat16), rnd(512, 2048, dtype=torch.bfloat16, seed=1)
+    assert fastpath.config_for("nt", a, w).step.key == "smallm"
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        gemm_ladder.matmul_nt(a, w)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c = gemm_ladder.matmul_nt(a, w)
+    for i in range(3):
+        a.copy_(rnd(8, 2048, dtype=torch.bfloat16, seed=50 + i))
+        c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        check(c, a, w.T)
 
 
 def test_first_call_inside_capture_compiles_without_breaking_it():

@@ -2,14 +2,16 @@
 role, barrier, stage and phase within seconds; the measured trace decodes."""
 import pytest
 
+from gemm_ladder.choreography.whatifs import WHAT_IFS
+from gemm_ladder.runtime.steps import all_steps
 from gpu_util import needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
 
 def test_both_phase_zero_reports_deadlock():
-    from gemm_ladder.whatif import run_whatif_subprocess
-    res = run_whatif_subprocess("7", "both-phase-0", timeout_s=120)
+    from gemm_ladder.choreography.gpu_whatifs import run_whatif_subprocess
+    res = run_whatif_subprocess(WHAT_IFS["both-phase-0"].default_step, "both-phase-0", timeout_s=120)
     assert res["outcome"] == "deadlock", res
     msg = res["message"]
     assert ("producer" in msg and "mma2tma" in msg) or ("consumer" in msg and "tma2mma" in msg), msg
@@ -18,8 +20,8 @@ def test_both_phase_zero_reports_deadlock():
 
 
 def test_expect_tx_too_large_reports_deadlock():
-    from gemm_ladder.whatif import run_whatif_subprocess
-    res = run_whatif_subprocess("7", "expect-tx-large", timeout_s=120)
+    from gemm_ladder.choreography.gpu_whatifs import run_whatif_subprocess
+    res = run_whatif_subprocess(WHAT_IFS["expect-tx-large"].default_step, "expect-tx-large", timeout_s=120)
     assert res["outcome"] == "deadlock", res
     assert "consumer" in res["message"] and "tma2mma" in res["message"], res
 
@@ -27,15 +29,15 @@ def test_expect_tx_too_large_reports_deadlock():
 def test_expect_tx_too_small_is_detected_or_reported():
     """Under-counted bytes release the consumer early. Whether the read races ahead of the
     data is timing-dependent; the run must end (no hang) and report what happened."""
-    from gemm_ladder.whatif import run_whatif_subprocess
-    res = run_whatif_subprocess("7", "expect-tx-small", timeout_s=120)
+    from gemm_ladder.choreography.gpu_whatifs import run_whatif_subprocess
+    res = run_whatif_subprocess(WHAT_IFS["expect-tx-small"].default_step, "expect-tx-small", timeout_s=120)
     assert res["outcome"] in ("deadlock", "finished-wrong", "finished-correct"), res
 
 
 def test_debug_build_is_correct_when_nothing_is_wrong():
     import torch
-    from gemm_ladder import steps
-    from gemm_ladder.launch import run_step
+    from gemm_ladder.runtime import steps
+    from gemm_ladder.runtime.launch import run_step
     from gpu_util import assert_matches, fresh
     a, b = fresh(1024, 1024, 1024, torch.float16, 11)
     out = torch.full((1024, 1024), float("nan"), dtype=torch.float16, device="cuda")
@@ -43,10 +45,11 @@ def test_debug_build_is_correct_when_nothing_is_wrong():
     assert_matches(out, a, b)
 
 
-@pytest.mark.parametrize("key", ["4", "5", "6", "7", "7:d4"])
+@pytest.mark.parametrize("key", [st.key for st in all_steps() if st.uses_tma])
 def test_trace_decodes(key):
-    from gemm_ladder import steps, trace
-    from gemm_ladder.timeline import kpis
+    from gemm_ladder.choreography import trace
+    from gemm_ladder.runtime import steps
+    from gemm_ladder.choreography.timeline import kpis
     st = steps.get_step(key)
     res = trace.measure(st, 2048, 2048, 2048, reps=3)
     assert res["correct"], res["check"]

@@ -1,7 +1,7 @@
 """The choreography simulator and the timeline KPIs (CPU only, deterministic).
 
 The seed's claims are checked with the model's default parameters
-(gemm_ladder.sim.SimParams: wgmma 280 ns per 128x128x64 k-tile, TMA latency
+(gemm_ladder.choreography.sim.SimParams: wgmma 280 ns per 128x128x64 k-tile, TMA latency
 800 ns, bandwidth unlimited) unless a test says otherwise.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gemm_ladder import sim
-from gemm_ladder.sim import (MBarrier, PipelineState, SimParams, WHAT_IFS, calibrate, depth_needed,
+from gemm_ladder.choreography import sim
+from gemm_ladder.choreography.sim import (MBarrier, PipelineState, SimParams, WHAT_IFS, calibrate, depth_needed,
                              params_for_step, run_what_if, simulate, simulate_step)
-from gemm_ladder.timeline import (Handoff, Span, Timeline, kpis, merge_intervals, stage_intervals,
+from gemm_ladder.choreography.timeline import (Handoff, Span, Timeline, kpis, merge_intervals, stage_intervals,
                                   timeline_events, union_length)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -66,8 +66,8 @@ def test_pipeline_state_advance_flips_phase_on_wrap():
 
 
 def test_importing_the_simulator_does_not_import_torch_or_cuda():
-    code = ("import sys; import gemm_ladder.sim, gemm_ladder.timeline, gemm_ladder.viz, "
-            "gemm_ladder.cli_simulate; "
+    code = ("import sys; import gemm_ladder.choreography.sim, gemm_ladder.choreography.timeline, "
+            "gemm_ladder.choreography.viz, gemm_ladder.cli.simulate; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'cuda'))]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(SRC), "PATH": ""},
@@ -86,9 +86,11 @@ def test_lockstep_is_about_one_third_busy():
     assert 0.2 <= busy(r4) <= 0.45
     # the course's lockstep software pipeline (depth 2: prefetch distance 1) is still
     # latency-bound: the period is the load latency, not the wgmma
-    r5 = simulate_step(5)
+    r5 = simulate_step("5:d2")
     assert 0.2 <= busy(r5) <= 0.45
     assert busy(r5) > busy(r4)
+    # the kernel's own depth 4 prefetches three k-tiles ahead: the latency is hidden
+    assert busy(simulate_step(5)) > 0.85
 
 
 def test_lockstep_seed_toy_setup_is_one_third():
@@ -101,7 +103,7 @@ def test_lockstep_seed_toy_setup_is_one_third():
 
 
 def test_warp_specialized_approaches_full_busy_as_k_grows():
-    vals = {k: simulate_step(7, k_tiles=k) for k in (4, 16, 64, 256)}
+    vals = {k: simulate_step("7:d4", k_tiles=k) for k in (4, 16, 64, 256)}
     b = [busy(vals[k]) for k in (4, 16, 64, 256)]
     assert b == sorted(b), b                         # fill and drain amortise as K grows
     assert steady(vals[64]) > 0.9
@@ -116,7 +118,7 @@ def test_warp_specialized_beats_lockstep_at_the_same_depth():
     ws = simulate_step(7, depth=4, k_tiles=8, tiles_per_cta=8)
     assert busy(ws) > busy(lock) + 0.1
     # and the seed's headline: lockstep as the course ran it vs warp specialization
-    assert busy(simulate_step(6)) < 0.45 and steady(simulate_step(7)) > 0.9
+    assert busy(simulate_step("6:d2")) < 0.45 and steady(simulate_step("7:d4")) > 0.9
 
 
 def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
@@ -153,9 +155,10 @@ def test_depth_beyond_what_latency_needs_buys_nothing(step):
 def test_bandwidth_limit_makes_the_cluster_steps_pay():
     # with a finite per-SM L2 share, 128x128 tiles are bandwidth-bound; multicast (8) and
     # shared B (9) cut the bytes each SM pulls per wgmma
-    b7, b8, b9 = (busy(simulate_step(s, l2_bytes_per_ns=64.0)) for s in (7, 8, 9))
+    # (steps 7 and 8 at step 9's depth 4: 7:d4 and 8:d4)
+    b7, b8, b9 = (busy(simulate_step(s, l2_bytes_per_ns=64.0)) for s in ("7:d4", "8:d4", 9))
     assert b7 < b8 < b9
-    assert abs(busy(simulate_step(7)) - busy(simulate_step(8))) < 0.01  # no benefit without a limit
+    assert abs(busy(simulate_step("7:d4")) - busy(simulate_step("8:d4"))) < 0.01  # no benefit without a limit
 
 
 def test_simulation_is_deterministic():
@@ -236,7 +239,7 @@ def test_cluster_barriers_count_both_ctas():
     assert bars9["mma2tma"]["count"] == 4               # 2 consumers x 2 CTAs
     issue9 = [s for s in r9.timeline.spans if s.kind == "issue" and s.lane == "cta0/producer"][0]
     assert "49152 B" in issue9.label                    # A0 + A1 + B shared by both consumers
-    assert r9.params.chunks == 2                        # EPI_N = 64 of 128 columns
+    assert r9.params.chunks == 4                        # EPI_N = 64 of a consumer's 256 columns (64x256)
 
 
 # ---------------------------------------------------------------------------
@@ -269,6 +272,22 @@ def test_what_if_is_detected_and_explained_in_one_sentence(name):
     assert "\n" not in r.explanation and ". " not in r.explanation.rstrip(".")
     assert r.timeline.meta["verdict"] == verdict
     assert r.timeline.meta["explanation"] == r.explanation
+
+
+def test_one_what_if_table_serves_the_simulator_the_gpu_and_the_cli():
+    from gemm_ladder.choreography.whatifs import gpu_what_ifs
+    from gemm_ladder.cli.commands import build_parser
+    from gemm_ladder.runtime import jit
+    headers = "".join(p.read_text() for p in jit.KERNEL_DIR.glob("*.cuh"))
+    for name, w in WHAT_IFS.items():
+        assert params_for_step(w.default_step).key == w.default_step
+        for define in w.ablation:                      # a switch the kernel headers read
+            assert define.startswith("GL_ABLATE_") and define in headers, define
+        assert bool(w.ablation) == bool(w.why)
+    args = build_parser().parse_args(["deadlock", "--what-if", gpu_what_ifs()[-1]])
+    assert args.what_if == gpu_what_ifs()[-1] and args.step is None
+    with pytest.raises(SystemExit):                    # model-only what-ifs are not offered on the GPU
+        build_parser().parse_args(["deadlock", "--what-if", "init-count-low"])
 
 
 def test_deadlock_keeps_the_blocked_waits_on_the_timeline():
@@ -426,8 +445,10 @@ def test_simulate_like_uses_the_measured_configuration():
 
 
 def test_invalid_parameters_are_rejected():
-    with pytest.raises(ValueError):
-        params_for_step(3)
+    with pytest.raises(ValueError, match="not step 3"):
+        params_for_step(3)                    # thread copies: no mbarrier pipeline to model
+    with pytest.raises(ValueError, match="unknown step"):
+        params_for_step(12)
     with pytest.raises(ValueError):
         params_for_step(7, depth=0)
     assert isinstance(params_for_step(7, depth=None), SimParams)

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from gemm_ladder import cli_simulate
-from gemm_ladder.sim import run_what_if, simulate_step
-from gemm_ladder.timeline import Span, Timeline
-from gemm_ladder.viz import (chrome_trace, default_pair, page_data, render_page, split_tracks,
+from gemm_ladder.cli import simulate as cli_simulate
+from gemm_ladder.choreography.sim import WHAT_IFS, run_what_if, simulate_step, simulated_steps
+from gemm_ladder.choreography.timeline import Span, Timeline
+from gemm_ladder.choreography.viz import (chrome_trace, default_pair, page_data, render_page, split_tracks,
                              write_chrome_trace, write_page)
 
 
@@ -208,14 +207,14 @@ def test_cli_rejects_an_inapplicable_what_if(tmp_path, capsys):
 
 def test_simulate_report_covers_every_step_and_what_if(tmp_path):
     text = cli_simulate.simulate_report(tmp_path, k_tiles=8)
-    for s in range(4, 10):
-        assert f"step {s} " in text
+    for st in simulated_steps():
+        assert f"step {st.key} " in text
     for name in ("both-phase-0", "expect-tx-small", "expect-tx-large", "init-count-high",
                  "init-count-low", "depth-1"):
         assert name in text
     assert "deadlock" in text and "early_release" in text
     data = _embedded((tmp_path / "choreography.html").read_text())
-    assert len(data["timelines"]) == 12
+    assert len(data["timelines"]) == len(simulated_steps()) + len(WHAT_IFS)  # each step, each what-if
     one = cli_simulate.simulate_report(tmp_path / "one", step=9, k_tiles=4)
     assert "step 9" in one and "what-if" not in one
 

@@ -13,15 +13,17 @@ def wrapper(n: int) -> str:
     acc = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     return f'''
-// D[64x{n}] (+)= A[64x16] * B[{n}x16]^T, A and B K-major in shared memory (descriptors),
-// D in registers: {regs} floats per thread. scale_d = 0 overwrites D, 1 accumulates.
+// D[64x{n}] (+)= A[64x16] * B[{n}x16]^T, A and B in shared memory (descriptors), K-major
+// unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
+// bits). D in registers: {regs} floats per thread. scale_d = 0 overwrites D, 1 accumulates.
+template <int MN_A = 0, int MN_B = 0>
 GL_DEVICE void wgmma_m64n{n}k16(float (&d)[{regs}], u64 desc_a, u64 desc_b, u32 scale_d) {{
   asm volatile(
       "{{\\n .reg .pred p;\\n setp.ne.b32 p, %{regs + 2}, 0;\\n"
       "wgmma.mma_async.sync.aligned.m64n{n}k16.f32." GL_AB_TYPE "." GL_AB_TYPE
-      " {{{acc}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+      " {{{acc}}}, %{regs}, %{regs + 1}, p, 1, 1, %{regs + 3}, %{regs + 4};\\n}}\\n"
       : {outs}
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
 }}
 '''
 

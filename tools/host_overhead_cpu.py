@@ -16,6 +16,7 @@ import torch  # noqa: E402
 
 import gemm_ladder  # noqa: E402
 from fake_gpu import FakeGpu  # noqa: E402
+from gemm_ladder.runtime import fastpath  # noqa: E402
 
 
 def per_call_us(fn, calls: int, rounds: int = 7) -> float:
@@ -29,6 +30,13 @@ def per_call_us(fn, calls: int, rounds: int = 7) -> float:
     return min(best)
 
 
+def _how(kind, a, b, out=None, step=None) -> str:
+    """The step a call runs and whether it copies an operand (the configuration's layouts)."""
+    cfg = fastpath.config_for(kind, a, b, out, step)
+    copies = [n for n in ("a", "b") if not getattr(cfg, n).direct]
+    return f"{cfg.step.key}, " + (f"copies {' and '.join(copies)}" if copies else "in place")
+
+
 def main(calls: int = 2000) -> None:
     mp = pytest.MonkeyPatch()
     FakeGpu(mp, emulate=False)
@@ -37,10 +45,12 @@ def main(calls: int = 2000) -> None:
     b_kn = w.T.contiguous()
     c = torch.empty(128, 128).half()
     cases = {
-        "matmul_nt(a, w, out=c)": lambda: gemm_ladder.matmul_nt(a, w, out=c),
-        "matmul(a, w.T)  [transposed view: in place]": lambda: gemm_ladder.matmul(a, w.T),
-        "matmul(a, b)    [row-major b: staged copy]": lambda: gemm_ladder.matmul(a, b_kn),
+        f"matmul_nt(a, w, out=c)  [{_how('nt', a, w, c)}]": lambda: gemm_ladder.matmul_nt(a, w, out=c),
+        f"matmul(a, w.T)  [{_how('mm', a, w.T)}]": lambda: gemm_ladder.matmul(a, w.T),
+        f"matmul(a, b)    [row-major b: {_how('mm', a, b_kn)}]": lambda: gemm_ladder.matmul(a, b_kn),
         "linear(a, w)": lambda: gemm_ladder.linear(a, w),
+        f"matmul(a, b, step='9:c1')  [row-major b: {_how('mm', a, b_kn, step='9:c1')}]":
+            lambda: gemm_ladder.matmul(a, b_kn, step="9:c1"),
         "torch.empty_strided alone (the result's allocation)": lambda: torch.empty_strided((128, 128), (128, 1), dtype=torch.float16),
         "torch.matmul(a, b) on the CPU (not comparable: computes)": lambda: torch.matmul(a, b_kn),
     }

@@ -8,13 +8,13 @@
 """
 __version__ = "0.1.0"
 
-from .api import best_step  # noqa: E402
-from .steps import STEPS, VARIANTS, ShapeError, get_step  # noqa: E402
+from .runtime.api import best_step  # noqa: E402
+from .runtime.steps import STEPS, VARIANTS, ShapeError, get_step  # noqa: E402
 
 # The torch-facing names load torch (and register the gemm_ladder::matmul op) on first
 # use, so the CLI's torch-free commands stay quick to start.
-_LAZY = {"matmul": "fastpath", "matmul_nt": "fastpath", "warmup": "fastpath",
-         "linear": "torch_ops", "Linear": "torch_ops"}
+_LAZY = {"matmul": "runtime.fastpath", "matmul_nt": "runtime.fastpath", "warmup": "runtime.fastpath",
+         "linear": "runtime.torch_ops", "Linear": "runtime.torch_ops"}
 
 
 def __getattr__(name):

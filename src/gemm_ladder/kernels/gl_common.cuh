@@ -21,6 +21,16 @@ typedef unsigned long long u64;
 #define GL_AB_TYPE "f16"
 #endif
 
+// Operand layouts, chosen per call like the element type: A M-major (a (K, M) row-major
+// matrix read as A) with -DGL_A_MN=1, B N-major (a (K, N) row-major matrix, the usual x @ W)
+// with -DGL_B_MN=1. Only kernels that check these take them (static_assert elsewhere).
+#ifndef GL_A_MN
+#define GL_A_MN 0
+#endif
+#ifndef GL_B_MN
+#define GL_B_MN 0
+#endif
+
 // 128-byte opaque TMA descriptor, built on the host by cuTensorMapEncodeTiled and
 // passed by value as a __grid_constant__ kernel parameter.
 struct alignas(64) CUtensorMap { u64 opaque[16]; };
@@ -87,6 +97,18 @@ GL_DEVICE u32 smid() {
   u32 r;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
   return r;
+}
+
+// Round a dynamic shared memory pointer up to 1024 bytes (128B-swizzled tiles need it).
+GL_DEVICE u8* align_1024(u8* p) {
+  const u32 a = smem_u32(p);
+  return p + (((a + 1023u) & ~1023u) - a);
+}
+
+// Ordinary shared-memory stores (st.shared, stmatrix) become visible to the async proxy
+// (TMA, wgmma) only after this fence, executed by each writing thread before the barrier.
+GL_DEVICE void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 GL_DEVICE int ceil_div(int a, int b) { return (a + b - 1) / b; }

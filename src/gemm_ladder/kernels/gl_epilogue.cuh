@@ -39,21 +39,38 @@ GL_DEVICE void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
                ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 
-// Registers -> swizzled shared staging (conflict-free: the 8 rows of each 8x8 matrix land
-// in 8 different 16-byte units). row0: this m64 slice's first row inside the staging tile;
-// col0: first column (multiple of 16) of the accumulator inside the staging tile.
+// One 16-column group j of this thread's accumulator fragment -> 8x8 matrices at `col` of
+// the swizzled staging (conflict-free: the 8 rows of each 8x8 matrix land in 8 different
+// 16-byte units). `row`: this thread's stmatrix row address inside the staging tile.
+template <int N, int ROWS>
+GL_DEVICE void stage_group_sw128(const float (&d)[N / 2], u32 base, int row, int j, int col) {
+  stmatrix_x4(base + staging_offset<ROWS>(row, col),
+              pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
+              pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
+}
+GL_DEVICE int stmatrix_row(int row0) {
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  return row0 + 16 * w + ((l / 8) & 1) * 8 + (l % 8);
+}
+GL_DEVICE int stmatrix_col(int col0) { return col0 + ((lane_idx() / 8) >> 1) * 8; }
+
+// Registers -> swizzled shared staging. row0: this m64 slice's first row inside the staging
+// tile; col0: first column (multiple of 16) of the accumulator inside the staging tile.
 template <int N, int ROWS>
 GL_DEVICE void stage_acc_sw128(const float (&d)[N / 2], void* staging, int row0, int col0 = 0) {
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32, q = l / 8;
-  const int row = row0 + 16 * w + (q & 1) * 8 + (l % 8);
-  const u32 base = smem_u32(staging);
+  const int row = stmatrix_row(row0);
 #pragma unroll
-  for (int j = 0; j < N / 16; ++j) {
-    const int col = col0 + 16 * j + (q >> 1) * 8;
-    stmatrix_x4(base + staging_offset<ROWS>(row, col),
-                pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
-                pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
-  }
+  for (int j = 0; j < N / 16; ++j) stage_group_sw128<N, ROWS>(d, smem_u32(staging), row, j, stmatrix_col(col0 + 16 * j));
+}
+
+// Columns [64 chunk, 64 chunk + 64) of an N-wide accumulator -> a one-chunk (ROWS x 64)
+// swizzled staging buffer: the chunked epilogue, so the staging need not hold a whole tile.
+// `chunk` must be a compile-time constant after unrolling (it indexes registers).
+template <int N, int ROWS>
+GL_DEVICE void stage_chunk_sw128(const float (&d)[N / 2], void* staging, int row0, int chunk) {
+  const int row = stmatrix_row(row0);
+#pragma unroll
+  for (int g = 0; g < 4; ++g) stage_group_sw128<N, ROWS>(d, smem_u32(staging), row, 4 * chunk + g, stmatrix_col(16 * g));
 }
 
 // Both m64 halves of a 128-row accumulator tile -> the swizzled staging buffer.

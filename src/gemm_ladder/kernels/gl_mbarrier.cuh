@@ -94,6 +94,14 @@ GL_DEVICE void mbar_wait(u64* bar, u32 phase, u32 role, u32 barrier, u32 stage) 
 #endif
 }
 
+// Ablation -DGL_ABLATE_SAME_PHASE=1: the producer starts at phase 0 like the consumer.
+// On a fresh barrier both sides then block: the deadlock the course warns about.
+#ifndef GL_ABLATE_SAME_PHASE
+#define GL_ABLATE_SAME_PHASE 0
+#endif
+#define GL_PRODUCER_START_PHASE (GL_ABLATE_SAME_PHASE ? 0u : 1u)
+#define GL_CONSUMER_START_PHASE 0u
+
 // ---------------------------------------------------------------------------------------
 // PipelineState: which buffer of a DEPTH-deep ring we are at, and which phase of its
 // barrier we wait for. advance() moves to the next buffer, flipping the phase on wrap.
@@ -102,18 +110,19 @@ struct PipelineState {
   int stage;
   u32 phase;
   GL_DEVICE explicit PipelineState(u32 initial_phase) : stage(0), phase(initial_phase) {}
+  // Whoever fills a ring starts at phase 1, whoever drains it at phase 0.
+  static GL_DEVICE PipelineState producer() { return PipelineState(GL_PRODUCER_START_PHASE); }
+  static GL_DEVICE PipelineState consumer() { return PipelineState(GL_CONSUMER_START_PHASE); }
   GL_DEVICE void advance() {
     if (++stage == DEPTH) { stage = 0; phase ^= 1u; }
   }
+  // Skip n buffers at once (the stages another consumer takes), flipping the phase once per wrap.
+  GL_DEVICE void advance_by(int n) {
+    const int s = stage + n;
+    phase ^= (u32)((s / DEPTH) & 1);
+    stage = s % DEPTH;
+  }
 };
-
-// Ablation -DGL_ABLATE_SAME_PHASE=1: the producer starts at phase 0 like the consumer.
-// On a fresh barrier both sides then block: the deadlock the course warns about.
-#ifndef GL_ABLATE_SAME_PHASE
-#define GL_ABLATE_SAME_PHASE 0
-#endif
-#define GL_PRODUCER_START_PHASE (GL_ABLATE_SAME_PHASE ? 0u : 1u)
-#define GL_CONSUMER_START_PHASE 0u
 
 // Ablation -DGL_ABLATE_EXPECT_TX_DELTA=<bytes>: announce the wrong number of transaction
 // bytes. Too many: the phase never completes (deadlock). Too few: it completes before the

@@ -15,4 +15,5 @@ enum GlBarrier : unsigned {
   BAR_MMA2TMA = 3,  // operand ring: MMA done with stage, TMA may refill it
   BAR_MMA2LD = 4,   // epilogue ring: accumulators staged in SMEM, writeback may store
   BAR_LD2MMA = 5,   // epilogue ring: staging buffer free, MMA may stage the next tile
+  BAR_TURN = 6,     // ping-pong: the other consumer has issued its mainloop, this one may start
 };

@@ -19,9 +19,3 @@ struct TileScheduler {
     tn = in_group / rows;
   }
 };
-
-// Round a dynamic shared memory pointer up to 1024 bytes (128B-swizzled tiles need it).
-GL_DEVICE u8* align_1024(u8* p) {
-  const u32 a = smem_u32(p);
-  return p + (((a + 1023u) & ~1023u) - a);
-}

@@ -14,6 +14,18 @@ GL_DEVICE void tma_load_2d(void* smem_dst, const CUtensorMap* map, u64* bar, int
       : "memory");
 }
 
+// The same box, delivered to the same shared-memory offset in every CTA of the cluster whose
+// bit is set in `cta_mask`; each receiving CTA's barrier at that offset gets the bytes that
+// land in its own shared memory.
+GL_DEVICE void tma_load_2d_multicast(void* smem_dst, const CUtensorMap* map, u64* bar, int x, int y,
+                                     u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;"
+      ::"r"(smem_u32(smem_dst)), "l"((u64)map), "r"(smem_u32(bar)), "r"(x), "r"(y), "h"(cta_mask)
+      : "memory");
+}
+
 // Store the box at (x, y) from smem_src; completion is tracked by bulk async-groups.
 GL_DEVICE void tma_store_2d(const CUtensorMap* map, const void* smem_src, int x, int y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
@@ -27,12 +39,6 @@ template <int N> GL_DEVICE void tma_store_wait_read() {
 // Wait until at most N committed store groups are still in flight at all (data in global).
 template <int N> GL_DEVICE void tma_store_wait_all() {
   asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// Ordinary shared-memory stores (st.shared, stmatrix) become visible to the async proxy
-// (TMA, wgmma) only after this fence, executed by each writing thread before the barrier.
-GL_DEVICE void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 GL_DEVICE void tma_prefetch_descriptor(const CUtensorMap* map) {

@@ -13,6 +13,15 @@ GL_DEVICE u64 desc_sw128(const void* smem) {
   return ((addr & 0x3FFFFull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
 
+// MN-major tile (the operand's M or N index contiguous), as TMA writes it from a row-major
+// (K, MN) matrix with 128B swizzle: blocks of 64 MN-elements x BK k-rows, each k-row 128
+// bytes; 8-row k groups 1024 bytes apart (SBO), 64-wide MN blocks `block_bytes` apart (LBO).
+// Stepping 16 elements along K adds 16 rows = 2048 bytes.
+GL_DEVICE u64 desc_sw128_mn(const void* smem, u32 block_bytes) {
+  const u64 addr = smem_u32(smem);
+  return ((addr & 0x3FFFFull) >> 4) | ((u64)(block_bytes >> 4) << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+
 // K-major tile without swizzle: 8x8 "core matrices" of 128 contiguous bytes.
 // lbo = bytes between core matrices adjacent in K, sbo = adjacent in M (or N).
 GL_DEVICE u64 desc_interleaved(const void* smem, u32 lbo, u32 sbo) {
@@ -32,6 +41,16 @@ template <int N> GL_DEVICE void wgmma_wait() {
 template <int R> GL_DEVICE void fence_acc(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Accumulators start at zero for each output tile.
+template <int R> GL_DEVICE void zero_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) d[i] = 0.f;
+}
+template <int H, int R> GL_DEVICE void zero_acc(float (&d)[H][R]) {
+#pragma unroll
+  for (int h = 0; h < H; ++h) zero_acc(d[h]);
 }
 
 // One 64-wide k-tile of a 128 x 128 output tile, both operands K-major and 128B-swizzled

@@ -10,9 +10,11 @@
 #include "gl_wgmma.cuh"
 #include "gl_epilogue.cuh"
 
-#define BM 128
-#define BN 128
-#define BK 64
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK)
+#error "step 2 takes its tile from its Step (steps.py): GL_BM, GL_BN, GL_BK"
+#endif
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK;  // BK = 64 elements: one 128-byte row
+static_assert(BM == 128 && BN == 128 && BK == 64, "step 2's copy loops and MMA are written for 128x128x64");
 
 // Element (r, k) of a K-major tile in core-matrix layout: core matrix (r/8, k/8) is 128
 // contiguous bytes; K-adjacent core matrices are 128 B apart (LBO), row groups 1024 B (SBO).
@@ -28,10 +30,7 @@ gemm_step2_tensor_cores(u16* __restrict__ C, const u16* __restrict__ A,
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, t = threadIdx.x;
 
   float acc[2][BN / 2];  // two m64 halves of the 128-row tile
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.f;
+  zero_acc(acc);
 
   for (int k0 = 0; k0 < K; k0 += BK) {
     // Thread copy, one 2-byte element at a time (consecutive threads: consecutive k).

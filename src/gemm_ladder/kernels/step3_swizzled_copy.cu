@@ -9,9 +9,11 @@
 #include "gl_wgmma.cuh"
 #include "gl_epilogue.cuh"
 
-#define BM 128
-#define BN 128
-#define BK 64  // 64 elements = one 128-byte swizzle row
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK)
+#error "step 3 takes its tile from its Step (steps.py): GL_BM, GL_BN, GL_BK"
+#endif
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK;  // BK = 64 elements: one 128-byte row
+static_assert(BM == 128 && BN == 128 && BK == 64, "step 3's copy loops and MMA are written for 128x128x64");
 
 // Copy a ROWS x 64 tile (row stride ld elements) into swizzled shared memory, 16 B a load.
 template <int ROWS>
@@ -33,10 +35,7 @@ gemm_step3_swizzled_copy(u16* __restrict__ C, const u16* __restrict__ A,
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 
   float acc[2][BN / 2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.f;
+  zero_acc(acc);
 
   for (int k0 = 0; k0 < K; k0 += BK) {
     copy_tile_sw128<BM>(sA, A + (long long)m0 * K + k0, K);

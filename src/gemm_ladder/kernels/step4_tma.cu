@@ -12,16 +12,19 @@
 #include "gl_pipeline.cuh"
 #include "gl_scheduler.cuh"
 
-#define BM 128
-#define BN 128
-#define BK 64
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DYNAMIC_SMEM)
+#error "step 4 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DYNAMIC_SMEM"
+#endif
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK;
+static_assert(BM == 128 && BK == 64 && BN == 128, "step 4's MMA and epilogue are written for 128x128x64");
 
 struct SharedStorage {
   u16 A[BM * BK];   // 16 KB, 1024-aligned
   u16 B[BN * BK];   // 16 KB
   u16 C[BM * BN];   // 32 KB staging: two 128x64 swizzled chunks
-  u64 full;         // "the k-tile has landed"
+  u64 full[1];      // "the k-tile has landed": a ring of one stage
 };
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 
 extern "C" __global__ void __launch_bounds__(128, 1)
 gemm_step4_tma(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
@@ -33,27 +36,25 @@ gemm_step4_tma(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant
   Tracer tr(ROLE_TEAM, 0, leader);
 
   if (leader) {
-    mbar_init(&s.full, 1);
+    Ring<1>::init(s.full, 1);
     fence_barrier_init();
   }
   __syncthreads();
+  const Ring<1> ring(s.full, BAR_FULL, nullptr, 0, tr);
 
   float acc[2][BN / 2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.f;
+  zero_acc(acc);
 
-  PipelineState<1> st(0);  // one buffer: the phase bit flips every k-tile
+  auto st = PipelineState<1>::consumer();  // one buffer: the phase bit flips every k-tile
   const int k_tiles = ceil_div(K, BK);
   for (int kt = 0; kt < k_tiles; ++kt) {
     if (leader) {
-      mbar_arrive_expect_tx(&s.full, GL_EXPECT_TX((BM + BN) * BK * 2));
-      tma_load_2d(s.A, &tmap_a, &s.full, kt * BK, m0);
-      tma_load_2d(s.B, &tmap_b, &s.full, kt * BK, n0);
+      ring.producer_expect_tx(st, (BM + BN) * BK * 2);
+      tma_load_2d(s.A, &tmap_a, ring.full_bar(st), kt * BK, m0);
+      tma_load_2d(s.B, &tmap_b, ring.full_bar(st), kt * BK, n0);
       tr.event(EV_LOAD_ISSUE, BAR_FULL, 0, st.phase, kt);
     }
-    wait_stage(tr, &s.full, st, BAR_FULL, kt);
+    ring.consumer_wait(st, kt);
     st.advance();
 
     wgmma_fence();

@@ -11,28 +11,31 @@
 #include "gl_pipeline.cuh"
 #include "gl_scheduler.cuh"
 
-#define BM 128
-#define BN 128
-#define BK 64
-#ifndef GL_DEPTH
-#define GL_DEPTH 4
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_DYNAMIC_SMEM)
+#error "step 5 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_DYNAMIC_SMEM"
 #endif
-#define STAGE_BYTES ((BM + BN) * BK * 2)
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH;
+static_assert(BM == 128 && BK == 64 && BN == 128, "step 5's MMA and epilogue are written for 128x128x64");
+constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
+using OperandRing = Ring<DEPTH>;
 
 struct SharedStorage {
-  u16 A[GL_DEPTH][BM * BK];
-  u16 B[GL_DEPTH][BN * BK];
+  u16 A[DEPTH][BM * BK];
+  u16 B[DEPTH][BN * BK];
   u16 C[BM * BN];
-  u64 full[GL_DEPTH];  // one per stage: "k-tile landed in this buffer"
+  u64 full[DEPTH];  // one per stage: "k-tile landed in this buffer"
 };
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 
-GL_DEVICE void issue_load(SharedStorage& s, const CUtensorMap* ta, const CUtensorMap* tb,
-                          Tracer& tr, int kt, int m0, int n0) {
-  const int stage = kt % GL_DEPTH;
-  mbar_arrive_expect_tx(&s.full[stage], GL_EXPECT_TX(STAGE_BYTES));
-  tma_load_2d(s.A[stage], ta, &s.full[stage], kt * BK, m0);
-  tma_load_2d(s.B[stage], tb, &s.full[stage], kt * BK, n0);
-  tr.event(EV_LOAD_ISSUE, BAR_FULL, stage, (kt / GL_DEPTH) & 1, kt);
+// The leader's loads walk the ring in step with the full barriers' phases (a lockstep ring
+// has no empty barriers to wait on: __syncthreads frees a buffer).
+GL_DEVICE void issue_load(SharedStorage& s, const OperandRing& ring, PipelineState<DEPTH>& ld,
+                          const CUtensorMap* ta, const CUtensorMap* tb, int kt, int m0, int n0) {
+  ring.producer_expect_tx(ld, STAGE_BYTES);
+  tma_load_2d(s.A[ld.stage], ta, ring.full_bar(ld), kt * BK, m0);
+  tma_load_2d(s.B[ld.stage], tb, ring.full_bar(ld), kt * BK, n0);
+  ring.tr.event(EV_LOAD_ISSUE, BAR_FULL, ld.stage, ld.phase, kt);
+  ld.advance();
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1)
@@ -45,25 +48,24 @@ gemm_step5_pipeline(const __grid_constant__ CUtensorMap tmap_a, const __grid_con
   Tracer tr(ROLE_TEAM, 0, leader);
 
   if (leader) {
-    for (int i = 0; i < GL_DEPTH; ++i) mbar_init(&s.full[i], 1);
+    OperandRing::init(s.full, 1);
     fence_barrier_init();
   }
   __syncthreads();
+  const OperandRing ring(s.full, BAR_FULL, nullptr, 0, tr);
 
   float acc[2][BN / 2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[h][i] = 0.f;
+  zero_acc(acc);
 
   const int k_tiles = ceil_div(K, BK);
   // Prologue: fill all but one buffer (the last one is refilled inside the loop).
+  auto ld = PipelineState<DEPTH>::consumer();
   if (leader)
-    for (int kt = 0; kt < min(GL_DEPTH - 1, k_tiles); ++kt) issue_load(s, &tmap_a, &tmap_b, tr, kt, m0, n0);
+    for (int kt = 0; kt < min(DEPTH - 1, k_tiles); ++kt) issue_load(s, ring, ld, &tmap_a, &tmap_b, kt, m0, n0);
 
-  PipelineState<GL_DEPTH> st(GL_CONSUMER_START_PHASE);
+  auto st = PipelineState<DEPTH>::consumer();
   for (int kt = 0; kt < k_tiles; ++kt) {
-    consumer_wait(tr, s.full, st, BAR_FULL, kt);
+    ring.consumer_wait(st, kt);
     wgmma_fence();
     mma_ktile_128x128_sw128(acc, s.A[st.stage], s.B[st.stage]);
     wgmma_commit();
@@ -71,7 +73,7 @@ gemm_step5_pipeline(const __grid_constant__ CUtensorMap tmap_a, const __grid_con
     wgmma_wait<1>();  // k-tile kt-1 retired; kt keeps the tensor core busy meanwhile
     tr.event(EV_MMA_DONE, 0, 0, 0, kt - 1);
     __syncthreads();  // every warp is past kt-1, so its buffer may be refilled
-    if (leader && kt + GL_DEPTH - 1 < k_tiles) issue_load(s, &tmap_a, &tmap_b, tr, kt + GL_DEPTH - 1, m0, n0);
+    if (leader && kt + DEPTH - 1 < k_tiles) issue_load(s, ring, ld, &tmap_a, &tmap_b, kt + DEPTH - 1, m0, n0);
     st.advance();
   }
   wgmma_wait<0>();

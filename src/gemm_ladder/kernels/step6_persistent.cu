@@ -11,29 +11,31 @@
 #include "gl_pipeline.cuh"
 #include "gl_scheduler.cuh"
 
-#define BM 128
-#define BN 128
-#define BK 64
-#ifndef GL_DEPTH
-#define GL_DEPTH 4
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
+    !defined(GL_DYNAMIC_SMEM)
+#error "step 6 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_DYNAMIC_SMEM"
 #endif
-#ifndef GL_GROUP_M
-#define GL_GROUP_M 8
-#endif
-#define STAGE_BYTES ((BM + BN) * BK * 2)
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH;
+static_assert(BM == 128 && BK == 64 && BN == 128, "step 6's MMA and epilogue are written for 128x128x64");
+constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
+using OperandRing = Ring<DEPTH>;
 
 struct SharedStorage {
-  u16 A[GL_DEPTH][BM * BK];
-  u16 B[GL_DEPTH][BN * BK];
+  u16 A[DEPTH][BM * BK];
+  u16 B[DEPTH][BN * BK];
   u16 C[BM * BN];
-  u64 full[GL_DEPTH];
+  u64 full[DEPTH];
 };
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 
 // Where the leader's next TMA load goes: this CTA's k-tile stream, walked incrementally so
-// the tile coordinates (divisions) are computed once per tile, not on every k-tile.
+// the tile coordinates (divisions) are computed once per tile, not on every k-tile. Its
+// PipelineState walks the ring in step with the full barriers' phases (a lockstep ring has
+// no empty barriers to wait on: __syncthreads frees a buffer).
 struct LoadCursor {
-  int issued = 0;  // k-tiles loaded so far; the stage is issued % DEPTH
+  int issued = 0;  // k-tiles loaded so far
   int tile, kt = 0, m0 = 0, n0 = 0;
+  PipelineState<DEPTH> st = PipelineState<DEPTH>::consumer();
   GL_DEVICE explicit LoadCursor(const TileScheduler& s) : tile(blockIdx.x) { locate(s); }
   GL_DEVICE void locate(const TileScheduler& s) {
     int tm, tn;
@@ -41,13 +43,13 @@ struct LoadCursor {
     m0 = tm * BM;
     n0 = tn * BN;
   }
-  GL_DEVICE void issue(SharedStorage& sm, const CUtensorMap* ta, const CUtensorMap* tb, Tracer& tr,
-                       const TileScheduler& s, int k_tiles) {
-    const int stage = issued % GL_DEPTH;
-    mbar_arrive_expect_tx(&sm.full[stage], GL_EXPECT_TX(STAGE_BYTES));
-    tma_load_2d(sm.A[stage], ta, &sm.full[stage], kt * BK, m0);
-    tma_load_2d(sm.B[stage], tb, &sm.full[stage], kt * BK, n0);
-    tr.event(EV_LOAD_ISSUE, BAR_FULL, stage, (issued / GL_DEPTH) & 1, kt, tile);
+  GL_DEVICE void issue(SharedStorage& sm, const OperandRing& ring, const CUtensorMap* ta,
+                       const CUtensorMap* tb, const TileScheduler& s, int k_tiles) {
+    ring.producer_expect_tx(st, STAGE_BYTES);
+    tma_load_2d(sm.A[st.stage], ta, ring.full_bar(st), kt * BK, m0);
+    tma_load_2d(sm.B[st.stage], tb, ring.full_bar(st), kt * BK, n0);
+    ring.tr.event(EV_LOAD_ISSUE, BAR_FULL, st.stage, st.phase, kt, tile);
+    st.advance();
     ++issued;
     if (++kt == k_tiles) {
       kt = 0;
@@ -73,29 +75,27 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
     tma_prefetch_descriptor(&tmap_a);
     tma_prefetch_descriptor(&tmap_b);
     tma_prefetch_descriptor(&tmap_c);
-    for (int i = 0; i < GL_DEPTH; ++i) mbar_init(&s.full[i], 1);
+    OperandRing::init(s.full, 1);
     fence_barrier_init();
   }
   __syncthreads();
+  const OperandRing ring(s.full, BAR_FULL, nullptr, 0, tr);
   LoadCursor loads(sched);  // used by the leader only
   if (leader)
-    while (loads.issued < min(GL_DEPTH - 1, total)) loads.issue(s, &tmap_a, &tmap_b, tr, sched, k_tiles);
+    while (loads.issued < min(DEPTH - 1, total)) loads.issue(s, ring, &tmap_a, &tmap_b, sched, k_tiles);
 
   // Two nested loops (tiles, k-tiles), not one flattened loop: with the accumulators
   // zeroed and stored inside a single loop, ptxas must wait for every wgmma at each
   // iteration's end (WARPGROUP.DEPBAR 0), and the k-loop stops overlapping its MMAs.
-  PipelineState<GL_DEPTH> st(GL_CONSUMER_START_PHASE);
+  auto st = PipelineState<DEPTH>::consumer();
   int consumed = 0;  // position in this CTA's k-tile stream; loads run DEPTH-1 ahead
   for (int tile = blockIdx.x; tile < sched.num_tiles(); tile += gridDim.x) {
     tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, tile);
     float acc[2][BN / 2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int j = 0; j < BN / 2; ++j) acc[h][j] = 0.f;
+    zero_acc(acc);
 
     for (int kt = 0; kt < k_tiles; ++kt, ++consumed) {
-      consumer_wait(tr, s.full, st, BAR_FULL, kt);
+      ring.consumer_wait(st, kt);
       wgmma_fence();
       mma_ktile_128x128_sw128(acc, s.A[st.stage], s.B[st.stage]);
       wgmma_commit();
@@ -104,7 +104,7 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
       tr.event(EV_MMA_DONE, 0, 0, 0, kt - 1, tile);
       __syncthreads();  // every warp is past the previous k-tile: its buffer may be refilled
       // refill the buffer just freed, DEPTH-1 k-tiles ahead (maybe of the next tile already)
-      if (leader && consumed + GL_DEPTH - 1 < total) loads.issue(s, &tmap_a, &tmap_b, tr, sched, k_tiles);
+      if (leader && consumed + DEPTH - 1 < total) loads.issue(s, ring, &tmap_a, &tmap_b, sched, k_tiles);
       st.advance();
     }
     wgmma_wait<0>();

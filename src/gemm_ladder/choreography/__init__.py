@@ -1,0 +1,1 @@
+"""The mbarrier choreography: simulator, timeline model, measured traces, page, GPU what-ifs."""

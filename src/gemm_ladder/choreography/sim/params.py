@@ -1,0 +1,170 @@
+"""The simulator's parameters: what it models of a step comes from the step's `Step`, the
+timings are H200 estimates (see :class:`SimParams`)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ...runtime.steps import EPI_CHUNK_COLS, MODELLED_STEPS, Step, all_steps, get_step
+
+# SMs of an H100 SXM / H200, for sizing persistent grids when the real count is not known.
+DEFAULT_NUM_SMS = 132
+
+
+def simulated_steps() -> list[Step]:
+    """The steps the simulator models: every kernel step with mbarrier stages (the TMA
+    steps), then the steps modelled before their kernels exist ("model only")."""
+    return [st for st in all_steps(include_variants=False) if st.uses_tma] + list(MODELLED_STEPS.values())
+
+
+@dataclass
+class SimParams:
+    """Model parameters.  Times in ns, sizes in bytes / elements.
+
+    Defaults are rough estimates for one H200 SM at 128x128x64 fp16 tiles:
+
+    * ``mma_ns = 280``: a 128x128x64 k-tile is 2*128*128*64 = 2.10 MFLOP; an
+      SM's dense fp16 tensor throughput is 4096 FLOP/clock (ANCHORS.md: 132
+      SMs x 4096 FLOP/clk x 1.83 GHz = 989 TFLOP/s), so 512 clocks = 0.28 us
+      at 1.83 GHz.  Derived from the datasheet peak, not measured.
+    * ``load_latency_ns = 800``: TMA issue -> bytes landed for a 16 KB box
+      under load (L2 hits mixed with HBM misses).  An estimate (the brief's
+      0.8-1.0 us range); calibrate it from a measured trace.
+    * ``l2_bytes_per_ns = None``: the issuing SM's share of L2->SMEM bandwidth.
+      None = unlimited (a pure latency model).  A value around 60-70 B/ns
+      (~8-9 TB/s over 132 SMs, an estimate) makes 128x128 tiles bandwidth-bound,
+      which is what the cluster multicast and the shared B of steps 8-9 relieve.
+    * ``epilogue_ns = 300``: registers -> SMEM (stmatrix) of a 128x128 fp16
+      tile (32 KB at ~128 B/clock plus fences); estimate.
+    * ``store_latency_ns = 500``: TMA store issue -> staging buffer read
+      (``cp.async.bulk.wait_group.read``) per stored chunk; estimate.
+    * ``issue_ns = 10``, ``wake_ns = 10``: instruction issue cost and the delay
+      from a phase completion to the waiter resuming; estimates.
+    """
+
+    step: int = 7
+    key: str = "7"             # the step's registry key, e.g. "7:d4"
+    name: str = "warp specialization"
+    style: str = "warp-specialized"   # or "lockstep"
+    model_only: bool = False   # no kernel implements this step yet
+    depth: int = 4
+    k_tiles: int = 64
+    tiles_per_cta: int = 1
+    tile_m: int = 128          # rows of A per consumer warpgroup
+    tile_n: int = 128          # columns (rows of B) per CTA
+    tile_k: int = 64
+    in_bytes: int = 2          # fp16 / bf16
+    out_bytes: int = 2
+    num_consumers: int = 1
+    cluster: int = 1           # CTAs per cluster (B multicast across them)
+    epi_n: int | None = None   # epilogue chunk width (columns); None = whole tile
+    staging_stages: int = 1    # staging buffers per consumer (the mma2ld ring depth)
+    mma_ns: float = 280.0      # per 128x128x64 k-tile, scaled by the consumer tile volume
+    load_latency_ns: float = 800.0
+    l2_bytes_per_ns: float | None = None
+    epilogue_ns: float = 300.0  # per 128x128 tile, scaled by area
+    store_latency_ns: float = 500.0
+    issue_ns: float = 10.0
+    wake_ns: float = 10.0
+
+    @property
+    def lockstep(self) -> bool:
+        return self.style == "lockstep"
+
+    @property
+    def title(self) -> str:
+        notes = self.style + (", model only" if self.model_only else "")
+        return f"step {self.key} - {self.name} ({notes})"
+
+    @property
+    def a_bytes(self) -> int:
+        """Bytes of one consumer's A block per stage."""
+        return self.tile_m * self.tile_k * self.in_bytes
+
+    @property
+    def b_bytes(self) -> int:
+        """Bytes of the CTA's B tile per stage."""
+        return self.tile_n * self.tile_k * self.in_bytes
+
+    @property
+    def stage_bytes(self) -> int:
+        """Bytes that land in one CTA's stage (its full barrier's expect_tx)."""
+        return self.num_consumers * self.a_bytes + self.b_bytes
+
+    @property
+    def mma_time(self) -> float:
+        return self.mma_ns * (self.tile_m * self.tile_n * self.tile_k) / (128 * 128 * 64)
+
+    @property
+    def chunks(self) -> int:
+        if not self.epi_n or self.epi_n >= self.tile_n:
+            return 1
+        return max(1, math.ceil(self.tile_n / self.epi_n))
+
+    @property
+    def epilogue_chunk_time(self) -> float:
+        return self.epilogue_ns * (self.tile_m * self.tile_n) / (128 * 128) / self.chunks
+
+    @property
+    def store_chunk_bytes(self) -> int:
+        return self.tile_m * self.tile_n * self.out_bytes // self.chunks
+
+    def transfer_ns(self, nbytes: float) -> float:
+        """Time ``nbytes`` spend in the SM's L2->SMEM pipe (0 without a bandwidth limit)."""
+        return nbytes / self.l2_bytes_per_ns if self.l2_bytes_per_ns else 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None = None,
+                    num_sms: int | None = None, **overrides: Any) -> SimParams:
+    """The model of a ladder step: tile, ring depth, style, consumers and cluster come from
+    its :class:`~gemm_ladder.runtime.steps.Step` (a key such as ``7`` or ``"7:d4"``, or a
+    Step), the timings from :class:`SimParams`' defaults; ``overrides`` (None values
+    ignored) replace any field.
+
+    Without ``size``: k_tiles = 64 (K = 4096 at BK = 64), and 2 tiles per CTA for the
+    persistent steps (enough to show the tile-to-tile hand-over; at 4096^3 on 132 SMs a
+    persistent CTA runs 8), else 1.  With ``size`` = (M, N, K): the k-tiles of K and the
+    busiest CTA's tile count on ``num_sms`` SMs (default 132).
+    """
+    try:
+        st = step if isinstance(step, Step) else get_step(step, modelled=True)
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    if not st.uses_tma:
+        keys = ", ".join(s.key for s in simulated_steps())
+        raise ValueError(f"the simulator models steps {keys} (their mbarrier pipelines), not step {st.key}")
+    base: dict[str, Any] = dict(
+        step=st.number, key=st.key, name=st.name, style=st.style, model_only=st.model_only,
+        depth=st.depth, tile_m=st.bm // st.consumers, tile_n=st.bn, tile_k=st.bk,
+        num_consumers=st.consumers, cluster=st.cluster_m,
+        epi_n=EPI_CHUNK_COLS if st.epi_stages else None, staging_stages=st.epilogue_slots,
+        k_tiles=64, tiles_per_cta=2 if st.persistent else 1)
+    if size is not None:
+        M, N, K = size
+        base.update(k_tiles=-(-K // st.bk), tiles_per_cta=st.tiles_per_cta(M, N, num_sms or DEFAULT_NUM_SMS))
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    p = SimParams(**base)
+    if p.depth < 1 or p.k_tiles < 1 or p.tiles_per_cta < 1:
+        raise ValueError("depth, k_tiles and tiles_per_cta must be >= 1")
+    return p
+
+
+def depth_needed(p: SimParams) -> int:
+    """The smallest ring depth at which the model's warp-specialized mainloop
+    keeps the tensor core fed back to back.
+
+    A stage freed when wgmma k ends is refilled and ready for k+depth after
+    ``wake + issue (expect_tx) + pieces*issue + transfer + latency + wake +
+    issue``; the tensor core reaches k+depth after ``(depth-1) * mma``
+    more.  So depth >= 1 + ceil(refill / mma).
+    """
+    pieces = p.num_consumers + 1
+    xfer = p.transfer_ns(p.num_consumers * p.a_bytes + p.b_bytes / max(1, p.cluster))
+    refill = (2 * p.wake_ns + (pieces + 2) * p.issue_ns + xfer + p.load_latency_ns)
+    per_stage = p.mma_time * p.num_consumers
+    return 1 + math.ceil(refill / per_stage - 1e-9)

@@ -1,0 +1,34 @@
+// gl_cluster.cuh — thread-block clusters (sm_90): a CTA's rank, the cluster-wide barrier,
+// and arriving on an mbarrier in a peer CTA's shared memory.
+#pragma once
+#include "gl_common.cuh"
+
+// This CTA's rank inside its cluster (0 .. cluster size - 1).
+GL_DEVICE u32 cluster_ctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA of the cluster meets here. arrive.release publishes this thread's
+// earlier writes (barrier inits, shared stores) to the cluster; wait.acquire sees the peers'.
+// Not .aligned: threads of one warp may reach it from different branches.
+GL_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// The shared::cluster address of the same variable in the CTA of rank `rank`.
+GL_DEVICE u32 map_to_cta(const void* smem, u32 rank) {
+  u32 remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(smem)), "r"(rank));
+  return remote;
+}
+
+// Arrive on an mbarrier anywhere in the cluster (address from map_to_cta). Default semantics
+// (release at CTA scope): the stage's readers here are wgmma and TMA, whose reads have
+// completed when wgmma.wait_group returned, so no cluster-scope fence is needed — with
+// .release.cluster ptxas puts a MEMBAR.ALL.GPU in front of every arrive.
+GL_DEVICE void mbar_arrive_cluster(u32 cluster_addr) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
+}

@@ -1,0 +1,134 @@
+// Step 9 — two consumer warpgroups. Forced move: one consumer can't feed the tensor cores.
+// One warpgroup issuing m64n128 leaves the tensor core idle between its k-tiles, and every
+// 128x128 tile pays A's and B's bytes for only 128x128 outputs. Now two consumer warpgroups
+// share each staged B tile: the CTA tile grows to 128x256, each consumer owns 64x256 of it
+// (wgmma m64n256k16, 128 fp32 accumulators per thread), and the 2-CTA cluster of step 8
+// multicasts the 256-wide B, so a cluster covers 256x256. What step 9 adds to step 8, each
+// marked "two consumers:" below:
+//   - three warpgroups: producer/writeback (setmaxnreg down to 40), consumers 0 and 1 (up
+//     to 232 each: 128 x 40 + 256 x 232 <= 64K registers);
+//   - mma2tma[s] counts the consumer warps of both consumers in both CTAs;
+//   - the chunked epilogue (EPI_N = 64): accumulators leave in 64-column chunks through a
+//     ring of EPI_STAGES 128x64 swizzled staging buffers (mma2ld/ld2mma per slot). Both
+//     consumers stage their 64 rows of a chunk (stmatrix), each commits after its own named
+//     barrier; the writeback stores the chunk with TMA while the consumers stage the next
+//     one, and frees the slot once cp.async.bulk.wait_group.read says it was read. No thread
+//     holds a whole staged tile, and the staging needs 32 KB instead of 64.
+// Layouts: besides K-major A and B, this kernel reads an M-major A (GL_A_MN) and an N-major B
+// (GL_B_MN, B given as a row-major (K, N) matrix): TMA then loads 64-wide MN blocks of k-rows
+// and wgmma reads them through its transpose bits, so no operand is ever copied.
+// Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
+#include "gl_warpspec.cuh"
+
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
+    !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM)
+#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM"
+#endif
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
+constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
+static_assert(BK == 64 && BN == 256 && BM == 64 * CONSUMERS, "step 9: each consumer owns 64 x 256 (m64n256k16)");
+static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
+static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
+constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN;
+constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
+constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
+constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
+constexpr u32 CONSUMER_WARPS = 4;
+constexpr u32 THREADS = 128 * (1 + CONSUMERS);
+constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+using OperandRing = Ring<DEPTH, CLUSTER_M>;
+using EpilogueRing = Ring<EPI_STAGES>;
+
+struct SharedStorage {
+  u16 A[DEPTH][BM * BK];          // rows 64c.. of each stage feed consumer c
+  u16 B[DEPTH][BN * BK];          // shared by both consumers (and, sliced, by both CTAs)
+  u16 C[EPI_STAGES][BM * EPI_N];  // two consumers: chunk slots, 16 KB each
+  u64 tma2mma[DEPTH];
+  u64 mma2tma[DEPTH];
+  u64 mma2ld[EPI_STAGES];
+  u64 ld2mma[EPI_STAGES];
+};
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+                          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {
+  extern __shared__ u8 smem_raw[];
+  SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
+  const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
+  const int k_tiles = ceil_div(K, BK);
+  const int warp = warp_idx();
+
+  if (threadIdx.x == 0) {
+    OperandRing::init(s.tma2mma, 1,
+                      s.mma2tma, CONSUMER_WARPS * CONSUMERS * CLUSTER_M);  // two consumers: all warps
+    EpilogueRing::init(s.mma2ld, CONSUMERS,  // two consumers: one thread of each
+                       s.ld2mma, 1);
+    fence_barrier_init();
+  }
+  cluster_sync();
+
+  if (warpgroup_idx() == 0) {
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
+      Tracer tr(ROLE_PRODUCER, 0, true);
+      const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
+      tma_prefetch_descriptor(&tmap_a);
+      tma_prefetch_descriptor(&tmap_b);
+      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
+                                                      tiles.rank);
+      });
+      tr.finish();
+    } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
+      Tracer tr(ROLE_WRITEBACK, 3, true);
+      const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
+      tma_prefetch_descriptor(&tmap_c);
+      auto chunk_st = PipelineState<EPI_STAGES>::consumer();
+      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+        const auto t = tiles.at(ct, BM, BN);
+        for (int c = 0; c < BN / EPI_N; ++c) {  // two consumers: one 128x64 chunk at a time
+          store_staged<BM, EPI_N>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
+          chunk_st.advance();
+        }
+      }
+      tma_store_wait_all<0>();
+      tr.finish();
+    }
+  } else {  // ── MMA CONSUMERS (warpgroups 1 .. CONSUMERS) ────────────────────────────
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int cw = warpgroup_idx() - 1;  // two consumers: which 64 rows of the tile
+    const bool wg_leader = threadIdx.x % 128 == 0, warp_leader = lane_idx() == 0;
+    Tracer tr(ROLE_CONSUMER, 1 + cw, wg_leader);
+    const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
+    const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
+    auto st = PipelineState<DEPTH>::consumer();
+    auto chunk_st = PipelineState<EPI_STAGES>::producer();
+    float acc[BN / 2];
+    for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+      const auto t = tiles.at(ct, BM, BN);
+      zero_acc(acc);
+      const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows MN-major
+          const u16* a = s.A[stage] + cw * 64 * BK;
+          const u64 da = A_MN ? desc_sw128_mn(a + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES) : desc_sw128(a + kk * 16);
+          const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
+                              : desc_sw128(s.B[stage] + kk * 16);
+          wgmma_m64n256k16<A_MN, B_MN>(acc, da, db, 1);
+        }
+      });
+      mma_drain(ops, last, k_tiles, t.id, warp_leader);
+      // two consumers: the chunked epilogue; each consumer stages its 64 rows of the chunk.
+#pragma unroll
+      for (int c = 0; c < BN / EPI_N; ++c) {
+        stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id,
+                         [&] { stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c); });
+        chunk_st.advance();
+      }
+    }
+    tr.finish();
+  }
+  cluster_sync();  // as step 8: nobody leaves while the peer may still write into it
+}

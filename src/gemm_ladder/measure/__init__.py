@@ -1,0 +1,1 @@
+"""Measurements: the ladder benchmark, GPU clocks, compile report, SASS inspection."""

@@ -1,0 +1,139 @@
+"""gemm_ladder.matmul: the library entry point, and which kernel it runs.
+
+matmul(a, b) computes a @ b like torch.matmul for fp16/bf16 CUDA tensors on a Hopper GPU;
+matmul_nt(a, b) computes a @ b.T, the layout every kernel reads natively (both operands
+K-major). The hot path (validate once per configuration, cached launches and tensor maps,
+operands read in place where TMA can) is fastpath.py and fastconfig.py. This module holds
+the library's choice of kernel per call (`step_for`, the rule below) and the copying path of
+the strict teaching steps. Invalid input raises a clear error.
+
+The rule (`step_for`), computed once per configuration:
+1. the selection's pick for the shape: `select.pick(M, N, K, dtype, SMs)` (memoized), among
+   select.CANDIDATES (9:c1, 7:d4, smallm);
+2. a kernel family that writes C packed (smallm: N a multiple of 8) takes only shapes it
+   accepts with K rounded up to 8 (TMA zero-fills the K edge); otherwise the best ladder
+   candidate;
+3. an operand the kernel could read in place only MN-major (an M-major `a`, i.e. a
+   transposed view; an N-major `b`, i.e. a row-major (K, N) `b`, the usual `a @ b`) needs a
+   step with `Step.mn_major`. If the pick is a ladder step without it, the best `mn_major`
+   candidate (9:c1) runs instead when it accepts the shape; else the operand is copied
+   K-major. The small-M family reads K-major only: it keeps the shape, with the MN-major
+   operand copied, when the selection's model (select.score) prices its time plus the copy
+   (the operand read and written once at HBM bandwidth) below the `mn_major` candidate's
+   time; else that candidate reads the operand in place. E.g. 16x4096x4096 with a row-major
+   b: smallm 7.7 us + copy 14.0 us against 9:c1's 58.1 us (16 tiles for 132 SMs) -> copy;
+   1x28672x8192: 115 + 196 against 115 -> 9:c1 in place. Modelled, not measured.
+`step=` forces a step; MN-major operands go to it directly when it has `mn_major`, else they
+are copied.
+"""
+from __future__ import annotations
+
+import functools
+
+from . import launch, select
+from .layout import round_up
+from .steps import Step, get_step
+
+SMS_DEFAULT = 132  # the H200's SMs: what best_step assumes without a device
+
+
+def _torch():
+    import torch
+    return torch
+
+
+@functools.lru_cache(maxsize=64)
+def _pick_among(M: int, N: int, K: int, dtype: str, sms: int, keys: tuple[str, ...]) -> str | None:
+    """select.choose's pick among `keys`; None when none of them accepts the shape."""
+    ch = select.choose(M, N, K, dtype, device=select.Device(sms=sms), candidates=list(keys))
+    return ch.pick.key if ch.pick else None
+
+
+def _candidates(want) -> tuple[str, ...]:
+    out = []
+    for key in select.CANDIDATES:
+        try:
+            st = get_step(key)
+        except KeyError:
+            continue
+        if want(st):
+            out.append(key)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFAULT, a_mn: bool = False,
+             b_mn: bool = False):
+    """The kernel `matmul` runs for (M, N, K) >= 1 when `a_mn`/`b_mn` say an operand could be
+    read in place only MN-major (module docstring); a Step or a kernel-family entry."""
+    try:
+        st = get_step(select.pick(M, N, K, dtype, sms))
+    except LookupError as e:
+        raise launch.ShapeError(f"no kernel takes {M}x{N}x{K}: {e}") from None
+    if not isinstance(st, Step) and not st.accepts(M, N, round_up(K, 8)):
+        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step)))
+        st = get_step(key) if key else st
+    if (a_mn or b_mn) and not getattr(st, "mn_major", False):
+        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: getattr(s, "mn_major", False)))
+        if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn)):
+            st = get_step(key)
+    return st
+
+
+def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn: bool) -> bool:
+    """In the selection's model: `st` after copying the MN-major operand(s) K-major is slower
+    than `in_place` reading them as they are."""
+    dev = select.Device(sms=sms)
+    copy_bytes = 2 * select.ELEMENT_BYTES * K * ((M if a_mn else 0) + (N if b_mn else 0))  # read + write
+    copy_us = copy_bytes / (dev.hbm_tbs * 1e12) * 1e6
+    return select.score(st, M, N, K, dev).score_us + copy_us > select.score(in_place, M, N, K, dev).score_us
+
+
+def best_step(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "float16", sms: int = SMS_DEFAULT):
+    """The kernel `matmul_nt` runs for K-major operands of this shape (default 4096^3, the
+    ladder benchmark's size)."""
+    return step_for(M, N, K, dtype, sms)
+
+
+def _aligned_contiguous(t, cols_multiple: int = 8):
+    """t as a contiguous, 16-byte aligned row-major matrix whose row length is a multiple
+    of `cols_multiple` elements (zero-padded); a copy only when needed."""
+    torch = _torch()
+    rows, cols = t.shape
+    pad = (-cols) % cols_multiple
+    if pad == 0 and t.is_contiguous() and t.data_ptr() % 16 == 0:
+        return t
+    out = torch.zeros((rows, cols + pad), dtype=t.dtype, device=t.device)
+    out[:, :cols].copy_(t)
+    return out
+
+
+def matmul_nt_copying(a, b, st: Step):
+    """C = a @ b.T with a strict step (e.g. the teaching steps 1-3, which read contiguous
+    operands with their own shape rules) on validated 2-D operands: copies into aligned,
+    padded buffers as that step needs. Returns a contiguous (M, N) tensor."""
+    torch = _torch()
+    M, K = a.shape
+    N = b.shape[0]
+    a2, b2 = _aligned_contiguous(a), _aligned_contiguous(b)
+    Kp = a2.shape[1]
+    Np = N + (-N) % 8
+    if not st.accepts(M, Np, Kp):
+        raise launch.ShapeError(f"step {st.key} cannot run {M}x{N}x{K}: "
+                                + "; ".join(st.shape_problems(M, Np, Kp)))
+    if Np != N:  # C's row stride must be 16-byte aligned: compute into a padded buffer
+        b2 = torch.cat([b2, torch.zeros((Np - N, Kp), dtype=b2.dtype, device=b2.device)])
+    c = launch.run_step(st, a2, b2)
+    return c[:, :N].contiguous() if Np != N else c
+
+
+def matmul_nt(a, b, out=None, *, step: Step | str | None = None):
+    """C = a @ b.T for a (M, K) and b (N, K); see fastpath.matmul_nt."""
+    from . import fastpath
+    return fastpath.matmul_nt(a, b, out, step=step)
+
+
+def matmul(a, b, out=None, *, step: Step | str | None = None):
+    """a @ b for a (..., M, K) and b (K, N); see fastpath.matmul."""
+    from . import fastpath
+    return fastpath.matmul(a, b, out, step=step)

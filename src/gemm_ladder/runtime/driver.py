@@ -1,0 +1,294 @@
+"""The CUDA driver side: context, module loading, tensor maps, launches (cuda-bindings).
+
+Every driver call's result is checked; failures raise CudaError with the driver's name and
+description of the error. Kernels run on torch's current stream, in torch's (primary)
+context, so they order naturally with torch work.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import threading
+from dataclasses import dataclass
+
+from .jit import CompiledKernel
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+def _cu():
+    from cuda.bindings import driver as cu
+    return cu
+
+
+def check(result, what: str = "CUDA driver call"):
+    """Unpack a cuda-bindings result tuple, raising CudaError on failure."""
+    cu = _cu()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        _, desc = cu.cuGetErrorString(err)
+        name = name.decode() if isinstance(name, bytes) else str(err)
+        desc = desc.decode() if isinstance(desc, bytes) else ""
+        raise CudaError(f"{what} failed: {name}: {desc}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+_tls = threading.local()
+_lock = threading.Lock()
+_modules: dict[tuple[str, int], "LoadedKernel"] = {}
+
+
+def ensure_context(device_index: int) -> None:
+    """Make the device's primary context (the one torch uses) current on this thread."""
+    current = getattr(_tls, "ctx", {})
+    if device_index in current:
+        check(_cu().cuCtxSetCurrent(current[device_index]), "cuCtxSetCurrent")
+        return
+    cu = _cu()
+    check(cu.cuInit(0), "cuInit")
+    dev = check(cu.cuDeviceGet(device_index), "cuDeviceGet")
+    ctx = check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    current[device_index] = ctx
+    _tls.ctx = current
+
+
+def device_attribute(device_index: int, attr_name: str) -> int:
+    cu = _cu()
+    dev = check(cu.cuDeviceGet(device_index), "cuDeviceGet")
+    attr = getattr(cu.CUdevice_attribute, attr_name)
+    return int(check(cu.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({attr_name})"))
+
+
+@dataclass
+class LoadedKernel:
+    compiled: CompiledKernel
+    module: object
+    function: object
+    device_index: int
+    max_dynamic_smem: int = 0
+
+    def global_address(self, name: str) -> tuple[int, int]:
+        """Device address and size of a __device__ variable of the module."""
+        dptr, size = check(_cu().cuModuleGetGlobal(self.module, name.encode()), f"cuModuleGetGlobal({name})")
+        return int(dptr), int(size)
+
+    def sibling(self, name: str) -> "LoadedKernel":
+        """Another entry point of the same module (a file may hold several kernels)."""
+        fn = check(_cu().cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+        return dataclasses.replace(self, compiled=dataclasses.replace(self.compiled, name=name), function=fn,
+                                   max_dynamic_smem=0)
+
+    def set_global_u64(self, name: str, value: int) -> None:
+        dptr, size = self.global_address(name)
+        host = ctypes.c_uint64(value)
+        check(_cu().cuMemcpyHtoD(dptr, ctypes.addressof(host), min(size, 8)), f"write {name}")
+
+    def set_global_u32(self, name: str, value: int) -> None:
+        dptr, size = self.global_address(name)
+        host = ctypes.c_uint32(value)
+        check(_cu().cuMemcpyHtoD(dptr, ctypes.addressof(host), min(size, 4)), f"write {name}")
+
+
+def load(compiled: CompiledKernel, device_index: int, dynamic_smem: int = 0) -> LoadedKernel:
+    """Load a cubin into the device's context once; raise its dynamic shared-memory limit."""
+    ensure_context(device_index)
+    cache_key = (compiled.key, device_index)
+    with _lock:
+        lk = _modules.get(cache_key)
+        if lk is None:
+            cu = _cu()
+            module = check(cu.cuModuleLoadData(compiled.cubin), f"cuModuleLoadData({compiled.name})")
+            fn = check(cu.cuModuleGetFunction(module, compiled.name.encode()), f"cuModuleGetFunction({compiled.name})")
+            lk = LoadedKernel(compiled, module, fn, device_index)
+            _modules[cache_key] = lk
+        if dynamic_smem > lk.max_dynamic_smem:
+            cu = _cu()
+            check(cu.cuFuncSetAttribute(lk.function,
+                                        cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        dynamic_smem), "raise dynamic shared memory limit")
+            lk.max_dynamic_smem = dynamic_smem
+    return lk
+
+
+class TensorMap:
+    """A 2-D TMA descriptor (cuTensorMapEncodeTiled) over a row-major matrix of 16-bit
+    elements, 128B-swizzled: box = (box_rows, box_cols) with box_cols * 2 <= 128 bytes."""
+
+    def __init__(self, ptr: int, rows: int, cols: int, row_stride_elems: int, box_rows: int,
+                 box_cols: int, bf16: bool = False, swizzle_128b: bool = True):
+        cu = _cu()
+        if ptr % 16 or (row_stride_elems * 2) % 16:
+            raise ValueError("TMA needs a 16-byte aligned base address and row stride")
+        dtype = (cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if bf16
+                 else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
+        swizzle = (cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzle_128b
+                   else cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE)
+        self.map = check(cu.cuTensorMapEncodeTiled(
+            dtype, 2, ptr,
+            [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],  # innermost dimension first
+            [cu.cuuint64_t(row_stride_elems * 2)],       # byte strides of the outer dimensions
+            [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)],
+            [cu.cuuint32_t(1), cu.cuuint32_t(1)],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        ), "cuTensorMapEncodeTiled")
+
+    def address(self) -> int:
+        return int(self.map.getPtr())
+
+
+def launch_config(grid: tuple[int, int, int], block: tuple[int, int, int], dynamic_smem: int, stream: int,
+                  cluster: tuple[int, int, int] | None = None, *, cluster_attr_always: bool = False,
+                  pdl: bool = False):
+    """A CUlaunchConfig; a cluster shape other than (1, 1, 1) becomes the cluster attribute
+    (the occupancy query wants it even for (1, 1, 1)). pdl: programmatic dependent launch,
+    the kernel may start before the previous one on the stream ends (it must wait for it
+    with griddepcontrol.wait before reading what that one wrote)."""
+    cu = _cu()
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = dynamic_smem
+    config.hStream = cu.CUstream(stream)
+    attrs = []
+    if cluster is not None and (cluster_attr_always or tuple(cluster) != (1, 1, 1)):
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        attrs.append(attr)
+    if pdl:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(attr)
+    config.attrs = attrs
+    config.numAttrs = len(attrs)
+    return config
+
+
+_MAX_CLUSTERS: dict[tuple, int] = {}
+
+
+def max_active_clusters(kernel: "LoadedKernel", block: tuple[int, int, int], dynamic_smem: int,
+                        cluster: tuple[int, int, int]) -> int:
+    """How many clusters of this kernel fit on the device at once (a persistent grid of more
+    would run a second wave). Clusters must sit inside one GPC, so this can be fewer than
+    SMs / cluster size."""
+    key = (kernel.compiled.key, kernel.device_index, block, dynamic_smem, tuple(cluster))
+    if key not in _MAX_CLUSTERS:
+        size = cluster[0] * cluster[1] * cluster[2]
+        config = launch_config((size, 1, 1), block, dynamic_smem, 0, cluster, cluster_attr_always=True)
+        _MAX_CLUSTERS[key] = int(check(_cu().cuOccupancyMaxActiveClusters(kernel.function, config),
+                                       "cuOccupancyMaxActiveClusters"))
+    return _MAX_CLUSTERS[key]
+
+
+class PreparedLaunch:
+    """Everything cuLaunchKernelEx needs, built once; calling it only launches. The
+    argument storage (and the tensor maps) live as long as this object."""
+
+    def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 args: list, *, stream: int, dynamic_smem: int = 0,
+                 cluster: tuple[int, int, int] | None = None, pdl: bool = False):
+        cu = _cu()
+        self.kernel = kernel
+        self._holders = []
+        addresses = []
+        for a in args:
+            if isinstance(a, TensorMap):
+                addresses.append(a.address())
+                self._holders.append(a)
+                continue
+            if isinstance(a, bool) or not isinstance(a, (int, ctypes._SimpleCData)):
+                raise TypeError(f"unsupported kernel argument {a!r}")
+            c = a if isinstance(a, ctypes._SimpleCData) else ctypes.c_int32(a)
+            self._holders.append(c)
+            addresses.append(ctypes.addressof(c))
+        self._arg_array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
+        self._arg_ptr = ctypes.addressof(self._arg_array)
+
+        config = launch_config(grid, block, dynamic_smem, stream, cluster, pdl=pdl)
+        self._config = config
+        self._launch = cu.cuLaunchKernelEx
+        self._what = f"cuLaunchKernelEx({kernel.compiled.name})"
+
+    def __call__(self) -> None:
+        check(self._launch(self._config, self.kernel.function, self._arg_ptr, 0), self._what)
+
+
+class MapSlot:
+    """A tensor-map argument whose map is given per call (ReusableLaunch). Built with
+    TensorMap's arguments (pass the class as Step.kernel_args' make_map), it encodes nothing."""
+
+    def __init__(self, *_args, **_kw):
+        pass
+
+
+class ReusableLaunch(PreparedLaunch):
+    """A PreparedLaunch for the library's hot path: the stream, the tensor maps (arguments
+    given as MapSlot) and the raw pointers (ctypes.c_uint64 arguments) are set per call,
+    under a lock (one argument array per launch). The driver copies the arguments at launch,
+    so rewriting them for the next call is safe, also while a CUDA graph is captured."""
+
+    def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int], args: list,
+                 *, dynamic_smem: int = 0, cluster: tuple[int, int, int] | None = None, pdl: bool = False):
+        self._map_slots = tuple(i for i, a in enumerate(args) if isinstance(a, MapSlot))
+        super().__init__(kernel, grid, block, [0 if isinstance(a, MapSlot) else a for a in args], stream=0,
+                         dynamic_smem=dynamic_smem, cluster=cluster, pdl=pdl)
+        self._ptr_holders = tuple(h for h in self._holders if isinstance(h, ctypes.c_uint64))
+        cu = _cu()
+        self._stream_type = cu.CUstream
+        self._streams: dict[int, object] = {}
+        self._ok = cu.CUresult.CUDA_SUCCESS
+        self._retry = (cu.CUresult.CUDA_ERROR_INVALID_CONTEXT,)
+        self._lock = threading.Lock()
+
+    def __call__(self, stream: int, maps: tuple = (), ptrs: tuple = ()) -> None:
+        """Launch on `stream` (a raw handle) with the map addresses and pointer values, in
+        argument order."""
+        s = self._streams.get(stream)
+        if s is None:
+            if len(self._streams) > 64:
+                self._streams.clear()
+            s = self._streams[stream] = self._stream_type(stream)
+        args = self._arg_array
+        with self._lock:
+            self._config.hStream = s
+            for i, m in zip(self._map_slots, maps):
+                args[i] = m
+            for h, p in zip(self._ptr_holders, ptrs):
+                h.value = p
+            res = self._launch(self._config, self.kernel.function, self._arg_ptr, 0)
+            if res[0] != self._ok and res[0] in self._retry:
+                # a thread whose driver context was never set (torch set the device only
+                # through the runtime): make the primary context current and retry once
+                ensure_context(self.kernel.device_index)
+                res = self._launch(self._config, self.kernel.function, self._arg_ptr, 0)
+        if res[0] != self._ok:
+            check(res, self._what)
+
+
+class HostMappedBuffer:
+    """Pinned host memory the device can write (survives a trapped kernel: the host can
+    still read it after the context is lost)."""
+
+    def __init__(self, nbytes: int):
+        cu = _cu()
+        self.nbytes = nbytes
+        self.host_ptr = int(check(cu.cuMemHostAlloc(nbytes, cu.CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc"))
+        ctypes.memset(self.host_ptr, 0, nbytes)
+        self.device_ptr = int(check(cu.cuMemHostGetDevicePointer(self.host_ptr, 0), "cuMemHostGetDevicePointer"))
+
+    def read(self) -> bytes:
+        return ctypes.string_at(self.host_ptr, self.nbytes)
+
+    def clear(self) -> None:
+        ctypes.memset(self.host_ptr, 0, self.nbytes)

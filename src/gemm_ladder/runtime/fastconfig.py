@@ -1,0 +1,329 @@
+"""Prepared configurations of the library's hot path: what fastpath.py caches per call
+configuration (call kind, step, dtype, device, shapes, strides, alignment, `out` layout).
+
+A configuration is built once: each operand's layout (layout.py: read in place, K- or
+MN-major, or staged by a copy), the kernel compiled and loaded with the layout's defines
+(`Step.layout_defines`), the launch (grid, cluster, shared memory, an argument array laid
+out by `Step.kernel_args` / the small-M family's `kernel_args`). Per call it only stages
+what cannot be read in place, allocates the result with torch (current stream, caching
+allocator: CUDA-graph safe), finds the tensor maps of the call's pointers (built by the
+same `kernel_args`, each map encoded once per pointer and geometry in a bounded LRU) and
+launches on `torch.cuda.current_stream()` — the stream is read per call, never cached.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import OrderedDict
+
+import torch
+
+from . import api, driver, launch, layout, smallm
+from .steps import ShapeError, Step
+
+MAX_TENSOR_MAPS = 1024  # encoded CUtensorMaps kept: a model reuses its weights and buffers
+MAPS_PER_CONFIG = 32  # pointer tuples remembered per configuration
+
+# Per-call CUDA queries: the raw forms skip building Python stream/device objects.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda dev: torch.cuda.current_stream(dev).cuda_stream)
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or (lambda: torch.cuda.current_device())
+
+
+class LRU:
+    """A bounded mapping that forgets the least recently used entry. Lookups need no lock
+    (a concurrent eviction only costs a rebuild); inserts take one. `misses` counts
+    lookups that found nothing (i.e. builds)."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.misses = 0
+
+    def get(self, key):
+        v = self._d.get(key)
+        if v is None:
+            self.misses += 1
+            return None
+        try:
+            self._d.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile: v is still valid
+            pass
+        return v
+
+    def put(self, key, value):
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > self.maxsize:
+                self._d.popitem(last=False)
+        return value
+
+    def __len__(self):
+        return len(self._d)
+
+    def clear(self):
+        with self._lock:
+            self._d.clear()
+            self.misses = 0
+
+
+_TMAPS = LRU(MAX_TENSOR_MAPS)
+
+
+def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, bf16: bool = False):
+    """driver.TensorMap with these arguments, encoded once and kept in a bounded LRU: the
+    `make_map` the fast path hands to `kernel_args`."""
+    key = (ptr, rows, cols, ld, box_rows, box_cols, bf16)
+    m = _TMAPS.get(key)
+    if m is None:
+        m = _TMAPS.put(key, driver.TensorMap(ptr, rows, cols, ld, box_rows, box_cols, bf16))
+    return m
+
+
+# ---- layouts -----------------------------------------------------------------------------
+
+def operand_layouts(kind: str, a, b, mn_ok: bool, M: int, N: int, K: int) -> tuple[layout.Operand, layout.Operand]:
+    """How the kernel reads A (M x K) and B^T (N x K) of a validated call; kind "mm": b is
+    (K, N), "nt": b is (N, K). mn_ok: the step reads MN-major operands."""
+    folded = layout.fold_rows(a.shape, a.stride())
+    if folded is None:
+        a_op = layout.Operand(M, K, "K", layout.round_up(K, 8), False, "leading dimensions do not fold into rows")
+    else:
+        a_op = layout.operand(M, K, folded[1], a.stride(-1), ptr_aligned=a.data_ptr() % layout.ALIGN == 0,
+                              mn_major_ok=mn_ok)
+    n_stride, k_stride = (b.stride(1), b.stride(0)) if kind == "mm" else (b.stride(0), b.stride(1))
+    b_op = layout.operand(N, K, n_stride if N > 1 else None, k_stride,
+                          ptr_aligned=b.data_ptr() % layout.ALIGN == 0, mn_major_ok=mn_ok)
+    return a_op, b_op
+
+
+def output_layout(out, M: int, N: int) -> layout.Output:
+    """How the kernel writes C: a fresh result in place (row stride N rounded up to 8), or
+    `out` in place when its strides allow, else through a buffer copied into it."""
+    if out is None:
+        return layout.Output(M, N, layout.round_up(N, 8), True)
+    folded = layout.fold_rows(out.shape, out.stride())
+    if folded is None:
+        return layout.Output(M, N, layout.round_up(N, 8), False, "leading dimensions do not fold into rows")
+    return layout.output(M, N, folded[1], out.stride(-1), ptr_aligned=out.data_ptr() % layout.ALIGN == 0)
+
+
+def mn_flags(a_op: layout.Operand, b_op: layout.Operand) -> tuple[bool, bool]:
+    """(A read M-major in place, B read N-major in place)."""
+    return a_op.direct and a_op.major == "MN", b_op.direct and b_op.major == "MN"
+
+
+# ---- kernels -----------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _capture_relaxed():
+    """Compiling and loading a module while a CUDA graph is captured: allowed for this thread
+    (module load is not a stream operation, and nothing here synchronizes)."""
+    if not torch.cuda.is_current_stream_capturing():
+        yield
+        return
+    cu = driver._cu()
+    old = driver.check(cu.cuThreadExchangeStreamCaptureMode(
+        cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED), "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        driver.check(cu.cuThreadExchangeStreamCaptureMode(old), "cuThreadExchangeStreamCaptureMode")
+
+
+def _device_index(device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+@contextlib.contextmanager
+def _building(dev: int):
+    """Where a configuration's kernel is loaded and its launch built: on its device, and
+    allowed while a CUDA graph is captured."""
+    with _capture_relaxed(), torch.cuda.device(dev):
+        yield
+
+
+def prepare_kernel(st, dev: int, bf16: bool, defines: dict | None = None):
+    return launch.prepare(st, dev, bf16=bf16, extra_defines=defines or None)
+
+
+# ---- configurations ----------------------------------------------------------------------
+
+class Config:
+    """A configuration without a fast launch: empty products, and the teaching steps (strict,
+    contiguous operands) through copies (api.matmul_nt_copying)."""
+
+    def __init__(self, kind: str, a, b, out, st, lead: tuple, N: int, K: int):
+        self.kind, self.step, self.lead, self.N, self.K = kind, st, lead, N, K
+        self.M = M = int(torch.Size(lead).numel())
+        self.dtype, self.device = a.dtype, a.device
+        self.dev = _device_index(a.device)
+        self.shape, self.strides = layout.result_strides(lead, N)
+        self.a, self.b = operand_layouts(kind, a, b, bool(getattr(st, "mn_major", False)), M, N, K)
+        self.c = output_layout(out, M, N)
+
+    def __call__(self, a, b, out, pa: int, pb: int):
+        M, N, K = self.M, self.N, self.K
+        res = out if out is not None else torch.empty_strided(self.shape, self.strides, dtype=self.dtype,
+                                                              device=self.device)
+        if M == 0 or N == 0:
+            return res
+        if K == 0:
+            return res.zero_()
+        c = api.matmul_nt_copying(a.reshape(M, K), b.t() if self.kind == "mm" else b, self.step)
+        return res.copy_(c.view(res.shape))
+
+
+class _Fast(Config):
+    """A TMA kernel's configuration: staging copies, result allocation, `out` handling; the
+    subclass builds the launch (`_launch`)."""
+
+    def __init__(self, kind: str, a, b, out, st, lead: tuple, N: int, K: int):
+        super().__init__(kind, a, b, out, st, lead, N, K)
+        M = self.M
+        problems = self._shape_problems(M, N, K) + layout.problems(M, N, K)
+        if problems:
+            raise ShapeError(f"step {st.key} cannot run {M}x{N}x{K}: " + "; ".join(problems))
+        self.bf16 = a.dtype == torch.bfloat16
+        self.lda = self.a.ld if self.a.direct else self.a.staged_ld
+        self.ldb = self.b.ld if self.b.direct else self.b.staged_ld
+        self._maps = LRU(MAPS_PER_CONFIG)
+
+    def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
+        # TMA zero-fills the K edge and the result's rows are padded to 16 bytes, so the
+        # step's multiple-of-8 rules apply to the padded sizes
+        return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8))
+
+    # -- staging copies (only for operands the kernel cannot read in place) --
+    # Copies go to fresh storage (aligned, rows padded to 16 bytes), also when the source
+    # is contiguous but misaligned; with K a multiple of 8 that is one clone.
+    def _stage_a(self, a):
+        K, kp = self.K, self.a.staged_ld
+        if kp == K:
+            return a.clone(memory_format=torch.contiguous_format)
+        buf = torch.empty((*self.lead, kp), dtype=self.dtype, device=self.device)
+        buf[..., :K].copy_(a)
+        return buf
+
+    def _stage_b(self, b):
+        K, kp = self.K, self.b.staged_ld
+        bt = b.t() if self.kind == "mm" else b
+        if kp == K:
+            return bt.clone(memory_format=torch.contiguous_format)
+        buf = torch.empty((self.N, kp), dtype=self.dtype, device=self.device)
+        buf[:, :K].copy_(bt)
+        return buf
+
+    def __call__(self, a, b, out, pa: int, pb: int):
+        if _current_device() != self.dev:
+            with torch.cuda.device(self.dev):
+                return self._run(a, b, out, pa, pb)
+        return self._run(a, b, out, pa, pb)
+
+    def _run(self, a, b, out, pa: int, pb: int):
+        if not self.a.direct:
+            a = self._stage_a(a)
+            pa = a.data_ptr()
+        if not self.b.direct:
+            b = self._stage_b(b)
+            pb = b.data_ptr()
+        if out is None:
+            c = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+        elif self.c.direct:
+            c = out
+        else:
+            c = torch.empty((self.M, self.c.ld), dtype=self.dtype, device=self.device)
+        self._launch(pa, pb, c.data_ptr(), _raw_stream(self.dev))
+        if out is not None and c is not out:
+            out.copy_((c if self.c.ld == self.N else c[:, :self.N]).view(out.shape))
+            return out
+        return c
+
+    def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
+        raise NotImplementedError
+
+
+class LadderConfig(_Fast):
+    """A ladder step (a `Step` with TMA): one launch; M-major A / N-major B read in place
+    when the step has `mn_major`."""
+
+    def __init__(self, kind: str, a, b, out, st: Step, lead: tuple, N: int, K: int):
+        super().__init__(kind, a, b, out, st, lead, N, K)
+        a_mn, b_mn = mn_flags(self.a, self.b)
+        self.map_args = dict(bf16=self.bf16, a_mn=a_mn, b_mn=b_mn, lda=self.lda, ldb=self.ldb, ldc=self.c.ld)
+        self.defines = st.layout_defines(a_mn, b_mn)
+        template = st.kernel_args(0, 0, 0, self.M, N, K, make_map=driver.MapSlot, **self.map_args)
+        with _building(self.dev):
+            prep = prepare_kernel(st, self.dev, self.bf16, self.defines)
+            grid = launch.launch_grid(st, prep.kernel, self.M, N, self.dev)
+        self.launch = driver.ReusableLaunch(prep.kernel, grid, (st.threads, 1, 1), template,
+                                            dynamic_smem=st.dynamic_smem, cluster=st.cluster)
+
+    def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
+        maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
+        self.launch(stream, maps[0])
+
+    def _encode(self, pa: int, pb: int, pc: int) -> tuple:
+        """(map addresses, maps) of a pointer triple: a small memo per configuration over the
+        tensor-map LRU, so a call with known pointers costs one lookup (hits skip the recency
+        update: an evicted triple is rebuilt from the LRU, not re-encoded)."""
+        args = self.step.kernel_args(pa, pb, pc, self.M, self.N, self.K, make_map=tensor_map, **self.map_args)
+        maps = tuple(args[i] for i in self.launch._map_slots)
+        return self._maps.put((pa, pb, pc), (tuple(m.address() for m in maps), maps))
+
+
+class SmallMConfig(_Fast):
+    """The small-M split-K family (runtime/smallm.py): K-major operands only (others are
+    staged), C written packed (row stride N: else through a buffer), the K split fixed per
+    configuration, the fp32 workspace allocated per call from torch's caching allocator,
+    then the deterministic reduction (programmatic launch)."""
+
+    def __init__(self, kind: str, a, b, out, fam: smallm.SmallM, lead: tuple, N: int, K: int):
+        super().__init__(kind, a, b, out, fam, lead, N, K)
+        M = self.M
+        if not (self.c.direct and self.c.ld == N):
+            self.c = layout.Output(M, N, N, False, self.c.why or f"the small-M kernel writes C with row stride {N}")
+        self.splits, self.kt_per_split = fam.split_plan(M, N, K, launch.num_sms(self.dev))
+        self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb)
+        template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.kt_per_split, make_map=driver.MapSlot, **self.map_args)
+        with _building(self.dev):
+            prep = prepare_kernel(fam, self.dev, self.bf16)
+            reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.splits > 1 else None
+        self.launch = driver.ReusableLaunch(prep.kernel, fam.grid(M, N, self.splits), (fam.threads, 1, 1), template,
+                                            dynamic_smem=fam.dynamic_smem)
+        self.reduce = None
+        if reduce is not None:
+            self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, N), (smallm.REDUCE_THREADS, 1, 1),
+                                                fam.reduce_args(0, 0, M, N, self.splits), pdl=fam.pdl)
+
+    def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
+        return self.step.shape_problems(M, N, layout.round_up(K, 8))  # C is packed: N itself
+
+    def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
+        maps = self._maps._d.get((pa, pb)) or self._encode(pa, pb)
+        if self.reduce is None:
+            self.launch(stream, maps[0], (0, pc))
+            return
+        # released once both launches are queued: the allocator hands it out again only to
+        # work ordered after them on this stream
+        ws = torch.empty((self.splits, self.M, self.N), dtype=torch.float32, device=self.device)
+        self.launch(stream, maps[0], (ws.data_ptr(), pc))
+        self.reduce(stream, (), (ws.data_ptr(), pc))
+
+    def _encode(self, pa: int, pb: int) -> tuple:
+        args = self.step.kernel_args(pa, pb, 0, 0, self.M, self.N, self.K, self.kt_per_split, make_map=tensor_map,
+                                     **self.map_args)
+        maps = tuple(args[i] for i in self.launch._map_slots)
+        return self._maps.put((pa, pb), (tuple(m.address() for m in maps), maps))
+
+
+def make_config(kind: str, a, b, out, st, lead: tuple, N: int, K: int) -> Config:
+    """The configuration of a validated call that runs `st` (None: an empty product)."""
+    M = int(torch.Size(lead).numel())
+    if st is None or M == 0 or N == 0 or K == 0 or not st.uses_tma:
+        return Config(kind, a, b, out, st, lead, N, K)
+    if isinstance(st, Step):
+        return LadderConfig(kind, a, b, out, st, lead, N, K)
+    return SmallMConfig(kind, a, b, out, st, lead, N, K)

@@ -1,0 +1,202 @@
+"""The library's hot path: `matmul` / `matmul_nt` validated once per configuration, then only
+launched.
+
+A configuration is everything a launch depends on except the data pointers: call kind,
+step, dtype, devices, shapes, strides, pointer alignment and the `out` layout. The first call
+of a configuration checks the inputs (types, dtypes, ranks, shapes, out, devices: the first
+problem named in one line), chooses the kernel (api.step_for: the selection's pick for the
+shape, adjusted for MN-major operands), and builds a fastconfig.Config (layouts, kernel,
+launch). Later calls look the configuration up and run it: allocate the result, find the
+tensor maps, launch on the current stream.
+
+Under torch.compile, or when an input requires grad, the call goes through the
+`gemm_ladder::matmul` custom op (torch_ops.py) instead, which traces and differentiates.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import api, fastconfig, launch, select
+from .fastconfig import LRU
+from .steps import Step, get_step
+
+MAX_CONFIGS = 256  # prepared configurations kept (per process, all devices)
+
+_CONFIGS = LRU(MAX_CONFIGS)
+_grad_enabled = torch.is_grad_enabled
+_compiling = torch.compiler.is_compiling
+
+
+# ---- validation (first call of a configuration only) --------------------------------------
+
+def _check_devices(what: str, a, b, out) -> None:
+    if a.device.type != "cuda" or b.device.type != "cuda":
+        hint = "" if torch.cuda.is_available() else " (and no CUDA GPU is available here)"
+        raise ValueError(f"{what}: a is on {a.device} and b on {b.device}; both must be CUDA tensors{hint}")
+    if a.device != b.device:
+        raise ValueError(f"{what}: a and b are on different devices ({a.device}, {b.device})")
+    if out is not None and out.device != a.device:
+        raise ValueError(f"{what}: out is on {out.device}, a and b on {a.device}")
+    launch.check_device(a.device)
+
+
+def validate(kind: str, a, b, out=None) -> tuple[tuple, int, int]:
+    """All checks of a call, in the order types, dtypes, ranks, shapes, out, devices, so
+    the message names the first problem. Returns (leading dims of the result, N, K)."""
+    lead, N, K = check_call(kind, a, b, out)
+    _check_devices("matmul" if kind == "mm" else "matmul_nt", a, b, out)
+    return lead, N, K
+
+
+def check_call(kind: str, a, b, out=None) -> tuple[tuple, int, int]:
+    """The checks that need no device (also the fake op's, on meta or fake tensors)."""
+    what = "matmul" if kind == "mm" else "matmul_nt"
+    launch.check_types(a, b, what=what)
+    if kind == "mm":
+        if a.dim() < 2 or b.dim() != 2:
+            raise ValueError(f"matmul: expects a with >= 2 dims and 2-D b, got {tuple(a.shape)} and {tuple(b.shape)}")
+        K, N = b.shape
+        if a.shape[-1] != K:
+            raise ValueError(f"matmul: a is {'x'.join(map(str, a.shape))} and b is {K}x{N}: inner dimensions differ")
+    else:
+        if a.dim() != 2 or b.dim() != 2:
+            raise ValueError(f"matmul_nt: a and b must be 2-D, got {tuple(a.shape)} and {tuple(b.shape)}")
+        N, K = b.shape
+        if a.shape[1] != K:
+            raise ValueError(f"matmul_nt: a is {a.shape[0]}x{a.shape[1]} and b is {N}x{K}: a @ b.T needs equal K")
+    lead = tuple(a.shape[:-1])
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or out.dtype != a.dtype or tuple(out.shape) != (*lead, N):
+            got = f"a {tuple(out.shape)} {out.dtype} tensor" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"{what}: out must be a {(*lead, N)} {a.dtype} tensor on {a.device}, got {got}")
+    return lead, N, K
+
+
+def _dtype_name(dtype) -> str:
+    return "bfloat16" if dtype == torch.bfloat16 else "float16"
+
+
+def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
+    """The kernel a validated call runs: the one asked for, else api.step_for's choice for
+    the shape and the operands' layouts (None for an empty product)."""
+    if step is not None:
+        return get_step(step) if isinstance(step, (str, int)) else step
+    M = int(torch.Size(lead).numel())
+    if M == 0 or N == 0 or K == 0:
+        return None
+    a_op, b_op = fastconfig.operand_layouts(kind, a, b, True, M, N, K)  # what could be read in place
+    dev = fastconfig._device_index(a.device)
+    return api.step_for(M, N, K, _dtype_name(a.dtype), launch.num_sms(dev), *fastconfig.mn_flags(a_op, b_op))
+
+
+# ---- the per-call path -------------------------------------------------------------------
+
+def _key(kind, a, b, out, step, pa, pb):
+    return (kind, step if step is None or step.__class__ is str else id(step),
+            a.dtype, b.dtype, a.device, b.device, a.shape, a.stride(), b.shape, b.stride(), pa & 15, pb & 15,
+            None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15))
+
+
+def config_for(kind: str, a, b, out=None, step=None) -> fastconfig.Config:
+    """The prepared configuration of a call (validating and building it on first use)."""
+    key = _key(kind, a, b, out, step, a.data_ptr(), b.data_ptr())
+    return _CONFIGS._d.get(key) or _build(key, kind, a, b, out, step)
+
+
+def _build(key, kind, a, b, out, step) -> fastconfig.Config:
+    _CONFIGS.misses += 1
+    lead, N, K = validate(kind, a, b, out)
+    st = resolve_step(step, kind, a, b, lead, N, K)
+    cfg = fastconfig.make_config(kind, a, b, out, st, lead, N, K)
+    cfg.step_ref = step  # keeps an id()-keyed Step alive as long as its entry
+    return _CONFIGS.put(key, cfg)
+
+
+def run(kind: str, a, b, out=None, step=None):
+    """The raw path (no custom-op routing): kind "mm" is a @ b, "nt" is a @ b.T."""
+    try:
+        pa, pb = a.data_ptr(), b.data_ptr()
+        key = _key(kind, a, b, out, step, pa, pb)
+    except Exception:  # not tensors, or tensors without storage: the checks name the problem
+        validate(kind, a, b, out)
+        raise
+    d = _CONFIGS._d  # the LRU's lookup, inlined: this is the per-call path
+    cfg = d.get(key)
+    if cfg is None:
+        cfg = _build(key, kind, a, b, out, step)
+    else:
+        try:
+            d.move_to_end(key)
+        except KeyError:  # evicted meanwhile by another thread; cfg is still valid
+            pass
+    return cfg(a, b, out, pa, pb)
+
+
+def _via_op(kind: str, a, b, out, step):
+    key = None if step is None else (step if isinstance(step, str) else step.key)
+    res = torch.ops.gemm_ladder.matmul(a, b.t() if kind == "nt" else b, key)
+    if out is None:
+        return res
+    if _grad_enabled() and (a.requires_grad or b.requires_grad):
+        raise RuntimeError("matmul: out= does not support automatic differentiation (an input requires grad)")
+    return out.copy_(res)
+
+
+def matmul(a, b, out=None, *, step: Step | str | None = None):
+    """a @ b for a (..., M, K) and b (K, N), fp16/bf16 CUDA tensors; like torch.matmul.
+
+    Leading dimensions of `a` fold into M. Operands are read in place when the kernel can
+    (TMA: one contiguous dimension, 16-byte aligned pointer and stride; MN-major ones — a
+    row-major b, a transposed-view a — by a step with `mn_major`); `out` is written in
+    place when its row stride allows. The kernel is chosen per shape (api.step_for) unless
+    `step` names one. The result is row-major with its row stride rounded up to 8 elements
+    (contiguous when N is a multiple of 8)."""
+    if _compiling() or (_grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))):
+        return _via_op("mm", a, b, out, step)
+    return run("mm", a, b, out, step)
+
+
+def matmul_nt(a, b, out=None, *, step: Step | str | None = None):
+    """C = a @ b.T for a (M, K) and b (N, K): both operands K-major, the kernels' native
+    layout. `out`, if given, is an (M, N) tensor of the same dtype (any strides)."""
+    if _compiling() or (_grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))):
+        return _via_op("nt", a, b, out, step)
+    return run("nt", a, b, out, step)
+
+
+def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str | None = None,
+           mn_major: bool = True) -> None:
+    """Compile and load the kernels `matmul` may choose (every selection candidate, or `step`),
+    for each dtype, and the MN-major builds of steps that read them (unless mn_major=False),
+    so that a later first call — e.g. inside CUDA graph capture — does no JIT work."""
+    dev = fastconfig._device_index(torch.device("cuda", device) if isinstance(device, int)
+                                   else torch.device(device or "cuda"))
+    launch.check_device(torch.device("cuda", dev))
+    if step is not None:
+        kernels = [get_step(step) if isinstance(step, (str, int)) else step]
+    else:
+        kernels = [get_step(k) for k in select.CANDIDATES]
+    with fastconfig._building(dev):
+        for st in kernels:
+            layouts = [(False, False)]
+            if mn_major and getattr(st, "mn_major", False):
+                layouts += [(True, False), (False, True), (True, True)]
+            for dt in dtypes:
+                for a_mn, b_mn in layouts:
+                    defines = st.layout_defines(a_mn, b_mn) if isinstance(st, Step) else None
+                    fastconfig.prepare_kernel(st, dev, dt == torch.bfloat16, defines)
+
+
+def cache_info() -> dict:
+    """Sizes of the caches, and how many configurations / tensor maps were built."""
+    maps = fastconfig._TMAPS
+    return {"configs": len(_CONFIGS), "configs_max": _CONFIGS.maxsize, "configs_built": _CONFIGS.misses,
+            "tensor_maps": len(maps), "tensor_maps_max": maps.maxsize, "tensor_maps_encoded": maps.misses}
+
+
+def cache_clear() -> None:
+    _CONFIGS.clear()
+    fastconfig._TMAPS.clear()
+
+
+from . import torch_ops  # noqa: E402,F401  (registers gemm_ladder::matmul, which matmul routes to)

@@ -1,0 +1,242 @@
+"""Run one ladder step on torch tensors: validate, compile (cached), load, launch.
+
+`run_step` is strict: it never copies or pads, and it rejects what the step cannot take
+with an error naming the constraint. `gemm_ladder.matmul` (fastpath.py) is the forgiving entry.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from . import driver
+from .kernel_enums import barrier_names, role_names
+from .stepkeys import as_step
+from .steps import ConfigError, ShapeError, Step
+
+SUPPORTED = ("float16", "bfloat16")
+
+
+class PipelineDeadlock(RuntimeError):
+    """A debug build's bounded mbarrier wait timed out (the kernel trapped)."""
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def check_types(a, b, out=None, what: str = "") -> None:
+    """a, b (and out) are torch tensors; a and b share a supported dtype."""
+    torch = _torch()
+    pre = f"{what}: " if what else ""
+    for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{pre}{name} must be a torch.Tensor, got {type(t).__name__}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"{pre}a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    if str(a.dtype).replace("torch.", "") not in SUPPORTED:
+        raise TypeError(f"{pre}dtype {a.dtype} is not supported: use torch.float16 or torch.bfloat16")
+
+
+def check_operands(a, b, out=None, *, step: Step | None = None) -> tuple[int, int, int]:
+    """Validate C = A @ B^T operands: A (M, K), B (N, K), out (M, N). Returns (M, N, K).
+
+    Order: types, dtypes, ranks, shapes, layout, alignment, then device, so the error names
+    the first thing that is wrong."""
+    check_types(a, b, out)
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    M, K = a.shape
+    N, Kb = b.shape
+    if K != Kb:
+        raise ValueError(f"inner dimensions differ: a is {M}x{K}, b is {N}x{Kb} (C = A @ B^T needs equal K)")
+    if out is not None:
+        if out.dtype != a.dtype:
+            raise TypeError(f"out has dtype {out.dtype}, expected {a.dtype}")
+        if tuple(out.shape) != (M, N):
+            raise ValueError(f"out has shape {tuple(out.shape)}, expected {(M, N)}")
+    if step is not None:
+        problems = step.shape_problems(M, N, K)
+        if problems:
+            raise ShapeError(f"step {step.key} ({step.name}) cannot take M={M}, N={N}, K={K}: " + "; ".join(problems))
+    for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous row-major (strides {t.stride()}); call .contiguous()")
+        if t.data_ptr() % 16:
+            raise ValueError(f"{name} must be 16-byte aligned (data_ptr % 16 = {t.data_ptr() % 16})")
+    for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} is on {t.device}; gemm_ladder kernels need CUDA tensors")
+    if b.device != a.device or (out is not None and out.device != a.device):
+        raise ValueError("a, b and out must be on the same CUDA device")
+    return M, N, K
+
+
+def check_device(device) -> None:
+    torch = _torch()
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA GPU is available; gemm_ladder kernels need an sm_90 (Hopper) GPU")
+    cap = torch.cuda.get_device_capability(device)
+    if cap != (9, 0):
+        name = torch.cuda.get_device_name(device)
+        raise RuntimeError(f"{name} has compute capability {cap[0]}.{cap[1]}; gemm_ladder kernels are built "
+                           "for sm_90a (H100/H200)")
+
+
+_NUM_SMS: dict[int, int] = {}
+
+
+def num_sms(device_index: int) -> int:
+    if device_index not in _NUM_SMS:
+        _NUM_SMS[device_index] = _torch().cuda.get_device_properties(device_index).multi_processor_count
+    return _NUM_SMS[device_index]
+
+
+# ---- debug records -------------------------------------------------------------------------
+_STUCK_FMT = "<IIIIIIIIQ"  # GlStuckRecord in gl_mbarrier.cuh
+_STUCK_MAGIC = 0x57A11ED0
+
+
+def decode_stuck_record(raw: bytes, step: Step) -> str | None:
+    magic, role, bar, stage, phase, block, thread, sm, waited = struct.unpack_from(_STUCK_FMT, raw)
+    if magic != _STUCK_MAGIC:
+        return None
+    r = role_names().get(role, f"role#{role}")
+    b = barrier_names().get(bar, f"barrier#{bar}")
+    return (f"step {step.key}: deadlock: the {r} (CTA {block}, thread {thread}, SM {sm}) waited "
+            f"{waited / 1e9:.2f} s on {b}[stage {stage}] for phase parity {phase}, which never completed")
+
+
+@dataclass
+class Launched:
+    kernel: driver.LoadedKernel
+    stuck: driver.HostMappedBuffer | None = None
+
+
+_DEBUG_BUFFERS: dict[str, driver.HostMappedBuffer] = {}
+
+
+_PREPARED: dict[tuple, Launched] = {}
+
+
+def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
+            extra_defines: dict | None = None) -> Launched:
+    """Compile (through the disk cache) and load a step's kernel, once per process: the
+    key holds everything the build depends on, so later calls skip hashing the sources."""
+    defines = dict(extra_defines or {})
+    if debug:
+        defines["GL_DEBUG_WAITS"] = 1
+    key = (step.source, step.entry, tuple(sorted(step.kernel_defines().items())), bool(bf16),
+           tuple(sorted(defines.items())), device_index)
+    if key in _PREPARED:
+        return _PREPARED[key]
+    compiled = step.compile(bf16=bf16, extra_defines=defines)
+    lk = driver.load(compiled, device_index, step.dynamic_smem)
+    stuck = None
+    if debug and step.barriers:  # steps without mbarriers have nothing to bound
+        stuck = _DEBUG_BUFFERS.get(compiled.key)
+        if stuck is None:
+            stuck = driver.HostMappedBuffer(64)
+            lk.set_global_u64("gl_stuck_record", stuck.device_ptr)
+            _DEBUG_BUFFERS[compiled.key] = stuck
+    _PREPARED[key] = Launched(lk, stuck)
+    return _PREPARED[key]
+
+
+def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
+         trace_buffer=None, trace_events: int = 0) -> "Plan":
+    """Validate, compile, load and build the launch of C = A @ B^T once; the returned
+    Plan launches it (on the stream current now) each time it is called, as clusters of
+    the step's cluster shape (the grid must divide by it)."""
+    step = as_step(step)
+    if not isinstance(step, Step):  # a kernel family beside the ladder (runtime/smallm.py) plans itself
+        if extra_defines or trace_buffer is not None:
+            raise ConfigError(f"{step.key}: no ablation defines or tracing for this family")
+        return step.plan(a, b, out, debug=debug)
+    torch = _torch()
+    if problem := step.smem_problem():
+        raise ConfigError(f"step {step.key} cannot run: {problem}")
+    M, N, K = check_operands(a, b, out, step=step)
+    check_device(a.device)
+    if out is None:
+        out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    bf16 = a.dtype == torch.bfloat16
+    defines = dict(extra_defines or {})
+    if trace_buffer is not None:
+        defines["GL_TRACE"] = 1
+    with torch.cuda.device(dev):
+        prep = prepare(step, dev, bf16=bf16, debug=debug, extra_defines=defines)
+        if trace_buffer is not None:
+            torch.cuda.synchronize(dev)
+            prep.kernel.set_global_u64("gl_trace_buf", trace_buffer.data_ptr())
+            prep.kernel.set_global_u32("gl_trace_events", trace_events)
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        grid = launch_grid(step, prep.kernel, M, N, dev)
+        args = step.kernel_args(a.data_ptr(), b.data_ptr(), out.data_ptr(), M, N, K, bf16=bf16)
+        launcher = driver.PreparedLaunch(prep.kernel, grid, (step.threads, 1, 1), args, stream=stream,
+                                         dynamic_smem=step.dynamic_smem, cluster=step.cluster)
+    return Plan(step, prep, launcher, (a, b, out), dev, debug)
+
+
+def launch_grid(step: Step, kernel: driver.LoadedKernel, M: int, N: int, device_index: int) -> tuple[int, int, int]:
+    """The launch grid of a ladder step: a cluster step gets no more clusters than fit at
+    once (clusters live inside one GPC: fewer may fit than SMs / cluster size)."""
+    max_clusters = None
+    if step.cluster != (1, 1, 1):
+        max_clusters = driver.max_active_clusters(kernel, (step.threads, 1, 1), step.dynamic_smem, step.cluster)
+    grid = step.grid(M, N, num_sms(device_index), max_clusters)
+    if any(g % c for g, c in zip(grid, step.cluster)):
+        raise ShapeError(f"grid {grid} is not a multiple of the cluster shape {step.cluster}")
+    return grid
+
+
+@dataclass
+class Plan:
+    step: Step
+    prep: Launched
+    launcher: driver.PreparedLaunch
+    tensors: tuple  # (a, b, out), kept alive while the plan exists
+    device_index: int
+    debug: bool
+
+    @property
+    def out(self):
+        return self.tensors[2]
+
+    def __call__(self):
+        self.launcher()
+        if self.debug:
+            _sync_checked(self.step, self.prep, self.device_index)
+        return self.tensors[2]
+
+    def synchronize(self) -> None:
+        _sync_checked(self.step, self.prep, self.device_index)
+
+
+def run_step(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
+             trace_buffer=None, trace_events: int = 0, sync: bool = False):
+    """C = A @ B^T with one ladder step ('7', 7, '7:d4' or a Step). Returns `out`
+    (allocated if None).
+
+    debug: bounded mbarrier waits; a timeout raises PipelineDeadlock naming the role,
+    barrier, stage and phase (the CUDA context is unusable afterwards: run such builds in
+    a separate process). trace_buffer: an int64 CUDA tensor for GL_TRACE builds."""
+    p = plan(step, a, b, out, debug=debug, extra_defines=extra_defines, trace_buffer=trace_buffer,
+             trace_events=trace_events)
+    res = p()
+    if sync and not debug:
+        p.synchronize()
+    return res
+
+
+def _sync_checked(step: Step, prep: Launched, dev: int) -> None:
+    torch = _torch()
+    try:
+        torch.cuda.synchronize(dev)
+    except Exception as e:  # a trapped debug kernel surfaces here as a launch failure
+        msg = decode_stuck_record(prep.stuck.read(), step) if prep.stuck is not None else None
+        if msg:
+            raise PipelineDeadlock(msg + f" (CUDA: {str(e).splitlines()[0]})") from e
+        raise
+

@@ -1,0 +1,421 @@
+"""The ladder: one `Step` per kernel, the single place a step's facts live.
+
+Each step is a kernel file under kernels/ plus a `Step` here: the forced move it makes,
+its tile, ring, roles and cluster shape. Everything else is derived from those fields:
+the compile-time defines the kernel is configured by (`kernel_defines`, the kernel has no
+defaults of its own), its shared memory and barriers, the TMA boxes and kernel arguments
+(`kernel_args`), the launch grid, and the simulator's parameters. Variants (e.g. a deeper
+ring) are the same step with other field values (`dataclasses.replace`).
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from dataclasses import dataclass
+
+from . import jit
+
+# SASS instruction classes (prefixes of opcodes in `cuobjdump --dump-sass`) and what they mean.
+SASS_MEANING = {
+    "HGMMA": "wgmma (warpgroup tensor-core MMA)",
+    "HMMA": "mma.sync (warp tensor-core MMA)",
+    "FFMA": "fp32 fused multiply-add (CUDA cores)",
+    "UTMALDG": "TMA tensor load (cp.async.bulk.tensor global->shared)",
+    "UTMASTG": "TMA tensor store (cp.async.bulk.tensor shared->global)",
+    "UTMACMDFLUSH": "TMA bulk-group commit",
+    "SYNCS": "mbarrier operations (arrive / expect_tx / try_wait)",
+    "USETMAXREG": "setmaxnreg (register hand-over between warpgroups)",
+    "STSM": "stmatrix (registers -> shared, 8x8 matrices)",
+    "LDG.E.128": "16-byte global loads",
+    "STS.128": "16-byte shared stores",
+    "BAR": "CTA / named barriers",
+}
+
+
+class ShapeError(ValueError):
+    """The inputs are valid matrices, but this step cannot take their shape or layout."""
+
+
+# The opt-in limit of dynamic + static shared memory per block on H100/H200 (227 KB).
+MAX_SMEM_PER_BLOCK = 232_448
+# Columns of C per TMA store box and per epilogue staging chunk (64 fp16 = one 128-byte swizzle row).
+EPI_CHUNK_COLS = 64
+MN_BLOCK = 64  # elements per 128-byte row of an MN-major operand tile
+
+# mbarriers per operand-ring stage, by the kernel's organisation: a lockstep team waits on
+# one "full" barrier per stage; warp-specialized roles hand each stage over and back.
+# What a multicasting 2-CTA cluster adds to the SASS.
+CLUSTER_CLAIMS = ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "UCGABAR_ARV", "UCGABAR_WAIT")
+BARRIERS_PER_STAGE = {"naive": 0, "lockstep": 1, "warp-specialized": 2}
+
+
+class ConfigError(ValueError):
+    """The step's configuration cannot run (e.g. its shared memory exceeds the limit)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    name: str
+    forced_move: str  # what it removes
+    mechanism: str  # how, on Hopper
+    threads: int
+    source: str = ""  # file under kernels/; "" for a step only the simulator models so far
+    entry: str = ""  # kernel entry point
+    style: str = "lockstep"  # "naive" (no tile) | "lockstep" (one team) | "warp-specialized"
+    bm: int = 128  # CTA tile: rows of C (all consumer warpgroups together)
+    bn: int = 128  # columns of C
+    bk: int = 64  # k-tile
+    depth: int = 0  # shared-memory operand stages behind mbarriers (0: thread copies)
+    has_ring: bool = False  # the stages form a ring the kernel cycles (its depth can vary)
+    persistent: bool = False  # grid = SMs x ctas_per_sm, grouped tile order
+    group_m: int = 0  # persistent steps: tile-rows per group of the tile order
+    cluster: tuple[int, int, int] = (1, 1, 1)  # thread-block cluster shape of the launch
+    consumers: int = 1  # consumer warpgroups (each owns bm // consumers rows of the tile)
+    epi_stages: int = 0  # 64-column C staging chunks in the epilogue ring; 0 = one BMxBN tile
+    pingpong: bool = False  # consumers take whole tiles in turns (each its staging + turn barrier)
+    mn_major: bool = False  # also reads M-major A / N-major B (wgmma transpose bits): GL_A_MN, GL_B_MN
+    uses_tma: bool = False
+    tile_multiple: bool = False  # M, N, K must be multiples of the tile
+    sass_claims: tuple[str, ...] = ()  # instruction classes the SASS must hold (see .claims)
+    sass_absent: tuple[str, ...] = ()  # instruction classes it must not hold
+    variant: str = ""  # "" for the step's default configuration, e.g. "d4"
+    ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
+
+    def __post_init__(self) -> None:
+        if self.style not in BARRIERS_PER_STAGE:
+            raise ValueError(f"step {self.key}: unknown style {self.style!r}")
+        if self.uses_tma and self.depth < 1:
+            raise ValueError(f"step {self.key}: a TMA step needs depth >= 1")
+        if self.persistent and self.group_m < 1:
+            raise ValueError(f"step {self.key}: a persistent step needs group_m >= 1")
+        if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
+            raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
+
+    # -- names ------------------------------------------------------------------------------
+    @property
+    def key(self) -> str:
+        return f"{self.number}" + (f":{self.variant}" if self.variant else "")
+
+    @property
+    def label(self) -> str:
+        return f"{self.number} {self.name}" + (f" ({self.variant})" if self.variant else "")
+
+    @property
+    def model_only(self) -> bool:
+        """Modelled by the simulator, but no kernel implements it yet."""
+        return not self.source
+
+    # -- organisation -----------------------------------------------------------------------
+    @property
+    def has_tile(self) -> bool:
+        return self.style != "naive"
+
+    @property
+    def cluster_m(self) -> int:
+        """CTAs that share each B tile: each loads bn // cluster_m rows and multicasts them.
+        Only warp-specialized kernels multicast; a lockstep kernel launched as a cluster
+        still loads its whole B tile."""
+        return self.cluster[0] if self.style == "warp-specialized" else 1
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """Instruction classes the SASS must hold: the step's own, plus what a multicasting
+        cluster adds (multicast TMA loads, remote arrives, cluster barriers)."""
+        return self.sass_claims + (CLUSTER_CLAIMS if self.cluster_m > 1 else ())
+
+    @property
+    def barriers_per_stage(self) -> int:
+        return BARRIERS_PER_STAGE[self.style]
+
+    @property
+    def epilogue_slots(self) -> int:
+        """C staging buffers: epi_stages chunks, or one whole tile when epi_stages is 0 (one
+        per consumer when they take tiles in turns)."""
+        if self.pingpong:
+            return self.consumers
+        return max(1, self.epi_stages)
+
+    @property
+    def barriers(self) -> int:
+        """mbarriers in shared memory: per operand stage, plus full/free per epilogue slot
+        where a writeback role takes the staged tile from the consumers, plus a turn barrier
+        per consumer in ping-pong."""
+        epilogue = 2 * self.epilogue_slots if self.style == "warp-specialized" else 0
+        turns = self.consumers if self.pingpong else 0
+        return self.depth * self.barriers_per_stage + epilogue + turns
+
+    # -- shared memory ----------------------------------------------------------------------
+    @property
+    def stage_bytes(self) -> int:
+        """One operand stage: the A and B k-tiles (16-bit elements)."""
+        return (self.bm + self.bn) * self.bk * 2
+
+    @property
+    def staging_bytes(self) -> int:
+        if self.epi_stages == 0:
+            return self.epilogue_slots * self.bm * self.bn * 2
+        return self.epi_stages * self.bm * EPI_CHUNK_COLS * 2
+
+    @property
+    def dynamic_smem(self) -> int:
+        """Bytes of dynamic shared memory: operand stages + C staging + barriers + 1 KB
+        so the kernel can align its tiles to 1024 bytes. The kernel static_asserts that its
+        SharedStorage fits (GL_DYNAMIC_SMEM)."""
+        if not self.uses_tma:
+            return 0
+        return 1024 + self.depth * self.stage_bytes + self.staging_bytes + 8 * self.barriers
+
+    def smem_problem(self, static_smem: int = 0) -> str:
+        """Why this configuration's shared memory cannot be launched; "" if it can."""
+        total = self.dynamic_smem + static_smem
+        if total <= MAX_SMEM_PER_BLOCK:
+            return ""
+        return (f"needs {total:,} bytes of shared memory, over the {MAX_SMEM_PER_BLOCK:,}-byte "
+                f"limit per block (depth {self.depth} x {self.stage_bytes:,} bytes per stage)")
+
+    # -- the kernel's configuration and arguments -------------------------------------------
+    def kernel_defines(self) -> dict[str, int]:
+        """The compile-time configuration of the kernel, built only from these fields: the
+        kernels have no defaults (a missing define is an #error)."""
+        d: dict[str, int] = {}
+        if self.has_tile:
+            d.update(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk)
+        if self.depth:
+            d["GL_DEPTH"] = self.depth
+        if self.persistent:
+            d["GL_GROUP_M"] = self.group_m
+        if self.style == "warp-specialized":
+            d.update(GL_CLUSTER_M=self.cluster_m, GL_CONSUMERS=self.consumers, GL_EPI_STAGES=self.epi_stages)
+        if self.uses_tma:
+            d["GL_DYNAMIC_SMEM"] = self.dynamic_smem
+        return d
+
+    @property
+    def a_box(self) -> tuple[int, int]:
+        """TMA box of A (rows, columns): the CTA's rows of one k-tile."""
+        return (self.bm, self.bk)
+
+    @property
+    def b_box(self) -> tuple[int, int]:
+        """TMA box of B: this CTA's share of the B k-tile (the cluster peers load the rest
+        and multicast it)."""
+        return (self.bn // self.cluster_m, self.bk)
+
+    @property
+    def c_box(self) -> tuple[int, int]:
+        """TMA box of C: one 64-column chunk of the staged tile."""
+        return (self.bm, EPI_CHUNK_COLS)
+
+    def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int, *,
+                    bf16: bool, a_mn: bool = False, b_mn: bool = False, lda: int | None = None,
+                    ldb: int | None = None, ldc: int | None = None, make_map=None) -> list:
+        """The kernel's arguments for C (M, N) = A (M, K) @ B (N, K)^T: tensor maps + sizes for
+        TMA steps, raw pointers + sizes for the others. Row-major storage with row strides
+        lda/ldb/ldc (elements; default: packed). a_mn: A is stored as a row-major (K, M)
+        matrix (M-major); b_mn: B as a row-major (K, N) matrix (N-major) — steps with
+        `mn_major` only, compiled with layout_defines(). make_map(ptr, rows, cols, row stride,
+        box rows, box cols, bf16) builds each tensor map (default driver.TensorMap; the
+        library's fast path passes its cache of encoded maps)."""
+        if (a_mn or b_mn) and not self.mn_major:
+            raise ConfigError(f"step {self.key} reads K-major operands only")
+        if not self.uses_tma:
+            return [ctypes.c_uint64(c_ptr), ctypes.c_uint64(a_ptr), ctypes.c_uint64(b_ptr), M, N, K]
+        if make_map is None:
+            from .driver import TensorMap as make_map
+        lda = lda or (M if a_mn else K)
+        ldb = ldb or (N if b_mn else K)
+        # An MN-major operand travels as 64-wide blocks of bk k-rows (128-byte rows).
+        a_map = (make_map(a_ptr, K, M, lda, self.bk, MN_BLOCK, bf16) if a_mn
+                 else make_map(a_ptr, M, K, lda, *self.a_box, bf16))
+        b_map = (make_map(b_ptr, K, N, ldb, self.bk, MN_BLOCK, bf16) if b_mn
+                 else make_map(b_ptr, N, K, ldb, *self.b_box, bf16))
+        return [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
+
+    @staticmethod
+    def layout_defines(a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        """Per-call layout switches (like GL_BF16), for steps with `mn_major`."""
+        return {k: 1 for k, on in (("GL_A_MN", a_mn), ("GL_B_MN", b_mn)) if on}
+
+    def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
+                use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
+        """Build the kernel; extra_defines are ablation/debug switches (GL_TRACE, ...)."""
+        if self.model_only:
+            raise ConfigError(f"step {self.key} is model only: no kernel implements it yet")
+        d = self.kernel_defines()
+        if bf16:
+            d["GL_BF16"] = 1
+        d.update(extra_defines or {})
+        return jit.compile_kernel(self.source, self.entry, d, use_cache=use_cache, strict=strict)
+
+    # -- shapes -----------------------------------------------------------------------------
+    def shape_problems(self, M: int, N: int, K: int) -> list[str]:
+        """Why this step cannot take (M, N, K); empty if it can."""
+        p = []
+        if min(M, N, K) < 1:
+            p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
+        if self.tile_multiple:
+            if M % self.bm:
+                p.append(f"M={M} must be a multiple of {self.bm}")
+            if N % self.bn:
+                p.append(f"N={N} must be a multiple of {self.bn}")
+            if K % self.bk:
+                p.append(f"K={K} must be a multiple of {self.bk}")
+        if self.uses_tma:
+            if K % 8:
+                p.append(f"K={K} must be a multiple of 8 (TMA needs 16-byte row strides for A and B)")
+            if N % 8:
+                p.append(f"N={N} must be a multiple of 8 (TMA needs a 16-byte row stride for C)")
+        if max(M, N) >= 2**31 or K >= 2**31:
+            p.append("dimensions must be < 2^31")
+        return p
+
+    def accepts(self, M: int, N: int, K: int) -> bool:
+        return not self.shape_problems(M, N, K)
+
+    def tiles(self, M: int, N: int) -> int:
+        return -(-M // self.bm) * -(-N // self.bn)
+
+    def tiles_per_cta(self, M: int, N: int, num_sms: int) -> int:
+        """Output tiles the busiest CTA computes."""
+        if not self.persistent:
+            return 1
+        return -(-self.tiles(M, N) // (num_sms * self.ctas_per_sm))
+
+    def grid(self, M: int, N: int, num_sms: int, max_clusters: int | None = None) -> tuple[int, int, int]:
+        """Launch grid. Persistent: one CTA per SM at most (or `max_clusters` clusters, the
+        number that fit at once), and no more than the tiles; a cluster covers cluster[0]
+        vertically adjacent tiles (the last pair may reach below C)."""
+        tiles_m, tiles_n = -(-M // self.bm), -(-N // self.bn)
+        if self.persistent:
+            cm = self.cluster[0]
+            clusters = min(num_sms * self.ctas_per_sm // cm, -(-tiles_m // cm) * tiles_n)
+            if max_clusters:
+                clusters = min(clusters, max_clusters * self.ctas_per_sm)
+            return (max(1, clusters) * cm, 1, 1)
+        return (tiles_n, tiles_m, 1)
+
+    def smem_ai(self) -> float:
+        """FLOP per byte loaded into shared memory per k-tile (operand reuse of the tile);
+        a step without a tile reads its operands from global memory: 2 FLOP per 4 bytes."""
+        if not self.has_tile:
+            return 0.5
+        return 2 * self.bm * self.bn * self.bk / (self.stage_bytes)
+
+
+_TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")
+
+STEPS: dict[int, Step] = {
+    1: Step(1, "naive", source="step1_naive.cu", entry="gemm_step1_naive",
+            forced_move="- (the baseline)",
+            mechanism="one thread per C element, fp32 FMA on CUDA cores, operands from global memory",
+            threads=256, style="naive", bm=16, bn=16, bk=1, sass_claims=("FFMA",), sass_absent=("HGMMA",)),
+    2: Step(2, "tensor cores", source="step2_tensor_cores.cu", entry="gemm_step2_tensor_cores",
+            forced_move="scalar FMA",
+            mechanism="128x128 tile, threads copy k-tiles to SMEM (core-matrix layout, 2-byte loads), synchronous wgmma",
+            threads=128, tile_multiple=True, sass_claims=("HGMMA",), sass_absent=("FFMA", "LDG.E.128")),
+    3: Step(3, "best thread copy", source="step3_swizzled_copy.cu", entry="gemm_step3_swizzled_copy",
+            forced_move="bank conflicts, narrow loads",
+            mechanism="128B-swizzled SMEM, 16-byte vector loads, still thread copies, still serial",
+            threads=128, tile_multiple=True, sass_claims=("HGMMA", "LDG.E.128", "STS.128"), sass_absent=("FFMA",)),
+    4: Step(4, "TMA async", source="step4_tma.cu", entry="gemm_step4_tma",
+            forced_move="the thread-copy tax",
+            mechanism="one thread issues cp.async.bulk.tensor + arrive.expect_tx, try_wait.parity phase bit, TMA-store epilogue",
+            threads=128, depth=1, uses_tma=True, sass_claims=_TMA_CLAIMS, sass_absent=("FFMA",)),
+    5: Step(5, "software pipeline", source="step5_pipeline.cu", entry="gemm_step5_pipeline",
+            forced_move="load latency on the critical path",
+            mechanism="DEPTH-stage SMEM ring, a full barrier per stage, prefetch DEPTH-1 ahead, async wgmma wait_group(1)",
+            threads=128, depth=4, has_ring=True, uses_tma=True, sass_claims=_TMA_CLAIMS, sass_absent=("FFMA",)),
+    6: Step(6, "persistent", source="step6_persistent.cu", entry="gemm_step6_persistent",
+            forced_move="launch + tail waves, L2 misses",
+            mechanism="grid = #SMs, grouped tile scheduler (8 tile-rows), one pipeline across tiles",
+            threads=128, depth=4, has_ring=True, uses_tma=True, persistent=True, group_m=8,
+            sass_claims=_TMA_CLAIMS, sass_absent=("FFMA",)),
+    7: Step(7, "warp specialization", source="step7_warp_specialized.cu", entry="gemm_step7_warp_specialized",
+            forced_move="one team doing load, compute and write in turn",
+            mechanism="producer warp (TMA), consumer warpgroup (wgmma), writeback warp (TMA store); "
+                      "rings tma2mma/mma2tma + mma2ld/ld2mma; PipelineState phases 1/0; consumer named barrier; "
+                      "setmaxnreg 40/232",
+            threads=256, style="warp-specialized", depth=2, has_ring=True, uses_tma=True, persistent=True,
+            group_m=8, sass_claims=_TMA_CLAIMS + ("USETMAXREG",), sass_absent=("FFMA",)),
+}
+
+
+STEPS.update({
+    8: Step(8, "2-CTA cluster", source="step8_cluster.cu", entry="gemm_step8_cluster",
+            forced_move="each CTA fetching its own copy of B",
+            mechanism="cluster of 2 along M: each CTA loads its A and half of B and multicasts the half to "
+                      "both; tma2mma expects A + the whole B; mma2tma counts both CTAs' consumer warps "
+                      "(remote arrive via mapa); cluster barrier after init and before exit; depth 5",
+            threads=256, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
+            group_m=8, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
+            sass_absent=("FFMA",)),
+    9: Step(9, "two consumers share B", source="step9_multi_consumer.cu", entry="gemm_step9_multi_consumer",
+            forced_move="one consumer can't feed the tensor cores",
+            mechanism="three warpgroups: producer/writeback + two consumers, each 64x256 of a 128x256 tile "
+                      "(wgmma m64n256k16), sharing each staged B; the 2-CTA cluster multicasts the 256-wide "
+                      "B; chunked epilogue: 64-column chunks through a 2-slot staging ring; setmaxnreg 40/232",
+            threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
+            persistent=True, group_m=8, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
+            sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
+            sass_absent=("FFMA",)),
+    10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
+             forced_move="the epilogue on the tensor core's critical path",
+             mechanism="two consumer warpgroups own whole 128x128 tiles and take turns (turn barriers): one "
+                       "writes its tile out while the other runs its mainloop; a staging tile and epilogue "
+                       "ring per consumer; no cluster (measured faster here); depth 5",
+             threads=384, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
+             group_m=8, consumers=2, pingpong=True, sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
+             sass_absent=("FFMA",)),
+})
+
+# Steps the pipeline simulator models before any kernel implements them ("model only").
+MODELLED_STEPS: dict[int, Step] = {}
+
+# The step the ladder's speed-ups are measured against.
+BASELINE = "1"
+
+
+def variant(step: Step, name: str, **fields) -> Step:
+    """`step` with other field values (e.g. depth=4), named `name` (e.g. "d4")."""
+    return dataclasses.replace(step, variant=name, **fields)
+
+
+# Variants shown in the ladder's ablations.
+VARIANTS: dict[str, Step] = {
+    "7:d3": variant(STEPS[7], "d3", depth=3),
+    "7:d4": variant(STEPS[7], "d4", depth=4),
+    "5:d2": variant(STEPS[5], "d2", depth=2),
+    "6:d2": variant(STEPS[6], "d2", depth=2),
+    "8:d4": variant(STEPS[8], "d4", depth=4),       # the course's depth
+    "8:c1": variant(STEPS[8], "c1", cluster=(1, 1, 1)),  # cluster off: no multicast
+    "9:c1": variant(STEPS[9], "c1", cluster=(1, 1, 1)),
+    "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
+}
+# What `gemm-ladder bench` runs by default: the ladder plus its ablations (ring depth, cluster).
+DEFAULT_BENCH = "1-10,7:d3,7:d4,8:d4,8:c1,9:c1"
+
+
+def all_steps(include_variants: bool = True) -> list[Step]:
+    """Every step a kernel implements (and its named variants)."""
+    out = list(STEPS.values())
+    if include_variants:
+        out += list(VARIANTS.values())
+    return out
+
+
+def get_step(key, *, modelled: bool = False) -> Step:
+    """'7', 7, '7:d4' -> Step. Ad-hoc variants: 'N:d<depth>g<group>w<ctas per SM>', e.g.
+    '6:d6' or '6:g1' (tokens in any order; d for steps with a ring, g and w for persistent
+    steps). modelled: also the steps only the simulator models (MODELLED_STEPS).
+    'smallm', 'smallm:n128': the small-M family's entries (runtime/smallm.py), not Steps
+    but read the same way. An unknown key raises stepkeys.UnknownStep (a KeyError), which
+    says why; stepkeys is the parser."""
+    from .stepkeys import as_step
+    return as_step(key, modelled=modelled)
+
+
+def parse_steps(spec: str) -> list[Step]:
+    """'1-7,7:d4' -> steps (stepkeys.parse_step_spec)."""
+    from .stepkeys import parse_step_spec
+    return parse_step_spec(spec)
