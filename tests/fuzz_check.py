@@ -70,47 +70,60 @@ def strict_cublas():
             setattr(m, n, v)
 
 
-def evaluate(case: Case, built, result) -> dict:
-    """The verdict on one result: ok, the error figures, and what went wrong."""
+def check_product(a, b, result, *, exact: bool = False, extra=()) -> dict:
+    """result against a @ b (a: (..., K), b: (K, N), both 16-bit): the error figures, the
+    tolerance, and whether it holds. `extra`: more scalar tensors to fetch in the same
+    device sync (returned as "extra")."""
     import torch
-    problems = []
-    want = (case.M, case.N) if case.kind == "run_step" else (*case.batch, case.rows, case.N)
-    if not isinstance(result, torch.Tensor) or tuple(result.shape) != want or result.dtype != built.a_logical.dtype:
-        got = (tuple(result.shape), result.dtype) if isinstance(result, torch.Tensor) else type(result).__name__
-        return {"ok": False, "problems": [f"returned {got}, expected shape {want} {built.a_logical.dtype}"]}
-    if built.out is not None and (result.data_ptr() != built.out.data_ptr() or result.stride() != built.out.stride()):
-        problems.append("did not return the out= tensor")
-    N, K = case.N, case.K
-    a2, b2 = built.a_logical.reshape(-1, K).double(), built.b_logical.double()
+    N, K = b.shape[1], b.shape[0]
+    dtype = str(a.dtype).replace("torch.", "")
+    a2, b2 = a.reshape(-1, K).double(), b.double()
     ref = a2 @ b2
-    if case.exact:
-        ref = ref.to(built.a_logical.dtype).double()  # the correctly rounded result
-    cub = torch.matmul(built.a_logical, built.b_logical).reshape(-1, N).double()
+    if exact:
+        ref = ref.to(a.dtype).double()  # the correctly rounded result
+    cub = torch.matmul(a, b).reshape(-1, N).double()
     res = result.reshape(-1, N).double()
     inf = torch.tensor(math.inf, dtype=torch.float64, device=ref.device)
     err = torch.where(torch.isfinite(res), (res - ref).abs(), inf)
     cerr = torch.where(torch.isfinite(cub), (cub - ref).abs(), inf)
-    b_given = built.b.transpose(0, 1) if case.kind == "run_step" else built.b
-    zero = torch.zeros((), dtype=torch.float64, device=ref.device)
-    guards = sum(((~torch.isnan(g)).sum().double() for g in built.guards), zero)
-    changed = (built.a != built.a_logical).sum().double() + (b_given != built.b_logical).sum().double()
     figures = torch.stack([
         err.max(), cerr.max(), err.square().mean().sqrt(), cerr.square().mean().sqrt(), ref.abs().max(),
-        (~torch.isfinite(res)).sum().double(), a2.norm(dim=1).max() * b2.norm(dim=0).max(), guards, changed,
-    ]).tolist()
-    err_max, cub_max, rms, cub_rms, ref_absmax, nonfinite, accum_scale, guards, changed = figures
-    tol, basis = tolerance(case.dtype, K, ref_absmax, accum_scale, cub_max, case.exact)
+        (~torch.isfinite(res)).sum().double(), a2.norm(dim=1).max() * b2.norm(dim=0).max(),
+        *[torch.as_tensor(x, device=ref.device).double() for x in extra]]).tolist()
+    err_max, cub_max, rms, cub_rms, ref_absmax, nonfinite, accum_scale = figures[:7]
+    tol, basis = tolerance(dtype, K, ref_absmax, accum_scale, cub_max, exact)
+    problems = []
     if nonfinite:
         problems.append(f"{int(nonfinite)} non-finite output elements (unwritten or overflowed)")
-    if guards:
-        problems.append(f"{int(guards)} guard/padding elements were written")
-    if changed:
-        problems.append(f"{int(changed)} input elements changed")
-    if not nonfinite and err_max > tol:
+    elif err_max > tol:
         problems.append(f"max|err|={err_max:.3g} > tol={tol:.3g} ({basis}; cuBLAS max|err|={cub_max:.3g})")
     return {"ok": not problems, "problems": problems, "err_max": err_max, "cublas_err_max": cub_max,
             "tol": tol, "basis": basis, "rms": rms, "cublas_rms": cub_rms,
-            "ratio": err_max / cub_max if cub_max > 0 else (0.0 if err_max == 0 else math.inf)}
+            "ratio": err_max / cub_max if cub_max > 0 else (0.0 if err_max == 0 else math.inf),
+            "extra": figures[7:]}
+
+
+def evaluate(case: Case, built, result) -> dict:
+    """The verdict on one result: ok, the error figures, and what went wrong."""
+    import torch
+    want = (case.M, case.N) if case.kind == "run_step" else (*case.batch, case.rows, case.N)
+    if not isinstance(result, torch.Tensor) or tuple(result.shape) != want or result.dtype != built.a_logical.dtype:
+        got = (tuple(result.shape), result.dtype) if isinstance(result, torch.Tensor) else type(result).__name__
+        return {"ok": False, "problems": [f"returned {got}, expected shape {want} {built.a_logical.dtype}"]}
+    zero = torch.zeros((), dtype=torch.float64, device=result.device)
+    guards = sum(((~torch.isnan(g)).sum().double() for g in built.guards), zero)
+    b_given = built.b.transpose(0, 1) if case.kind == "run_step" else built.b
+    changed = (built.a != built.a_logical).sum().double() + (b_given != built.b_logical).sum().double()
+    v = check_product(built.a_logical, built.b_logical, result, exact=case.exact, extra=(guards, changed))
+    guards, changed = v.pop("extra")
+    if built.out is not None and (result.data_ptr() != built.out.data_ptr() or result.stride() != built.out.stride()):
+        v["problems"].append("did not return the out= tensor")
+    if guards:
+        v["problems"].append(f"{int(guards)} guard/padding elements were written")
+    if changed:
+        v["problems"].append(f"{int(changed)} input elements changed")
+    v["ok"] = not v["problems"]
+    return v
 
 
 def coverage(c: Case) -> dict[str, str]:

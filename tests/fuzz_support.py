@@ -151,17 +151,36 @@ def draw_dim(rng: random.Random, max_dim: int = MAX_DIM) -> tuple[str, int]:
     return fam, min(max(v, 1), max_dim)
 
 
-def _fit(step, M: int, N: int, K: int, rng: random.Random, max_dim: int) -> tuple[int, int, int]:
-    """Move (M, N, K) onto the shapes `step` takes: tile multiples for steps 2-3, N and K
-    multiples of 8 for TMA steps (rounded up: 129 -> 136 keeps the tile edge)."""
+def _fit(step, M: int, N: int, K: int, rng: random.Random | None, max_dim: int) -> tuple[int, int, int]:
+    """Move (M, N, K) onto the shapes `step` takes: tile multiples for steps 2-3 (one tile
+    more at random when rng is given), N and K multiples of 8 for TMA steps (rounded up:
+    129 -> 136 keeps the tile edge)."""
     if step.tile_multiple:
         def mult(t, v):
-            return t * max(1, min(v // t + rng.choice((0, 1)), max_dim // t))
+            return t * max(1, min(v // t + (rng.choice((0, 1)) if rng else 0), max_dim // t))
         return mult(step.bm, M), mult(step.bn, N), mult(step.bk, K)
     if step.uses_tma:
         def up8(v):
             return min(-(-v // 8) * 8, max_dim - max_dim % 8)
         return M, up8(N), up8(K)
+    return M, N, K
+
+
+def _shrink(step, M: int, N: int, K: int, cap: int, max_dim: int) -> tuple[int, int, int]:
+    """Halve the largest dimension until M*N*K fits the cap, within the step's constraints
+    (a step's smallest shape, e.g. one 128x128x64 tile, may stay above a tiny cap)."""
+    while M * N * K > cap:
+        dims = [M, N, K]
+        for i in sorted(range(3), key=lambda i: -dims[i]):  # the largest dimension that can shrink
+            trial = list(dims)
+            trial[i] = max(1, dims[i] // 2)
+            if step is not None:
+                trial = list(_fit(step, *trial, None, max_dim))
+            if trial[0] * trial[1] * trial[2] < M * N * K:
+                M, N, K = trial
+                break
+        else:
+            return M, N, K
     return M, N, K
 
 
@@ -187,15 +206,7 @@ def generate(seed: int, index: int, dtype: str, *, max_dim: int = MAX_DIM, work_
             break
     else:  # shrink the largest dimension until the work fits (rare)
         batch = ()
-        while M * N * K > cap and max(M, N, K) > 8:
-            if M >= N and M >= K:
-                M //= 2
-            elif N >= K:
-                N //= 2
-            else:
-                K //= 2
-        if step is not None:
-            M, N, K = _fit(step, M, N, K, rng, max_dim)
+        M, N, K = _shrink(step, M, N, K, cap, max_dim)
     if kind == "run_step":
         a_layout, b_layout, out = "row-major", RUN_STEP_B, rng.choice(("none", "contiguous"))
     else:
@@ -212,16 +223,19 @@ def cases(seed: int, n_per_dtype: int, dtypes: tuple[str, ...] = DTYPES, *, star
 
 
 def for_step(case: Case, key: str, kind: str = "run_step") -> Case:
-    """The same draw aimed at one step (the per-step GPU tests)."""
+    """The same draw aimed at one step: its strict run_step ("run_step") or matmul with
+    that step ("matmul@step"), on a shape the step accepts."""
     st = get_step(key)
     rng = random.Random(f"gemm-fuzz/fit/{case.seed}/{case.index}/{key}")
     M, N, K = _fit(st, case.M, case.N, case.K, rng, MAX_DIM)
-    while M * N * K > (NAIVE_WORK_CAP if st.number == 1 else WORK_CAP) and max(M, N, K) > 8:
-        M, N, K = _fit(st, max(1, M // 2), N, K, rng, MAX_DIM) if M >= N else _fit(st, M, max(1, N // 2), K, rng, MAX_DIM)
-    target = f"run_step:{st.key}" if kind == "run_step" else f"matmul@{st.key}"
-    extra = dict(a="row-major", b=RUN_STEP_B, out=case.out if case.out in ("none", "contiguous") else "none") \
-        if kind == "run_step" else {}
-    return replace(case, target=target, M=M, N=N, K=K, batch=(), **extra)
+    M, N, K = _shrink(st, M, N, K, NAIVE_WORK_CAP if st.number == 1 else WORK_CAP, MAX_DIM)
+    if kind == "run_step":
+        layouts = dict(a="row-major", b=RUN_STEP_B, out=case.out if case.out in ("none", "contiguous") else "none")
+        target = f"run_step:{st.key}"
+    else:
+        layouts = dict(b="transposed") if case.b == RUN_STEP_B else {}
+        target = f"matmul@{st.key}"
+    return replace(case, target=target, M=M, N=N, K=K, batch=(), **layouts)
 
 
 # ---- tensors -----------------------------------------------------------------------------------

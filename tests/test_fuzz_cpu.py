@@ -261,3 +261,17 @@ def test_generator_has_no_hidden_state():
     random.seed(456)
     torch.manual_seed(0)
     assert fs.generate(9, 4, "bfloat16") == a
+
+
+@pytest.mark.parametrize("key", fs.step_keys())
+def test_cases_aimed_at_each_step(key):
+    st = fs.get_step(key)
+    base = list(fs.cases(12, 6, **SMALL))
+    aimed = [fs.for_step(c, key, kind) for c in base for kind in ("run_step", "matmul@step")]
+    for c in aimed:
+        assert st.accepts(c.M, c.N, c.K) and c.step == st.key and c.batch == ()
+        assert c.M * c.N * c.K <= (fs.NAIVE_WORK_CAP if st.number == 1 else fs.WORK_CAP)
+    rec = fc.run([c for c in aimed if c.M * c.N * c.K <= 1 << 22], "cpu", call=_correct, log=lambda s: None)
+    assert rec["n_failures"] == 0 and rec["cases"] >= 4, rec["failures"][:2]
+    big = fs.for_step(fs.Case(0, 0, "matmul", "float16", 9999, 9998, 9997), key)
+    assert st.accepts(big.M, big.N, big.K) and big.M * big.N * big.K <= fs.WORK_CAP
