@@ -46,6 +46,11 @@ def environment(device: str) -> dict:
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name(0)
         env["cuda"] = torch.version.cuda
+    try:  # the step matmul runs when none is named (record which kernel family "matmul" means)
+        from gemm_ladder import api
+        env["matmul_default_step"] = getattr(api, "BEST", None)
+    except ImportError:
+        pass
     return env
 
 
