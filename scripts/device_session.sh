@@ -2,8 +2,9 @@
 # One device session's work in one call: correctness (debug builds first, so a deadlock is
 # an error, not a hang), the ladder benchmark, GPU tests, what-ifs and traces.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   stages: comma list of check,bench,tests,whatif,trace,sweep,suite (default: check,bench,tests,whatif,trace)
-#   suite: SUITE (default all) in fp16 and bf16; its roofline also shows bench.json's ladder
+#   stages: comma list of check,bench,tests,whatif,trace,sweep,suite,fuzz,sanitize,soak
+#           (default: check,bench,tests,whatif,trace); SUITE (default all, fp16 and bf16),
+#           FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES (default 5), SAN_* (scripts/sanitize.sh)
 # Results go under $OUT (default out/device); the last lines printed are a short summary.
 set -u -o pipefail
 OUT=${OUT:-out/device}
@@ -60,6 +61,23 @@ if has suite; then
   timeout 540 $PY -m gemm_ladder bench --suite "${SUITE:-all}" --dtype both --out "$OUT" \
     --with-results "$OUT/bench.json" 2>&1 | tee "$OUT/suite.log"
   summary+=("suite: rc=$?")
+fi
+
+if has fuzz || has sanitize || has soak; then  # issue 11: fuzz record, sanitizer logs, soak record
+  if has fuzz; then
+    timeout ${FUZZ_TIMEOUT:-480} $PY scripts/fuzz.py --cases "${FUZZ_CASES:-2000}" --json "$OUT/fuzz.json" 2>&1 \
+      | tee "$OUT/fuzz.log" | tail -16
+    summary+=("fuzz: $(grep -m1 '^fuzz: .* cases' "$OUT/fuzz.log")")
+  fi
+  if has sanitize; then
+    OUT="$OUT" PYTHON="$PY" scripts/sanitize.sh 2>&1 | tee "$OUT/sanitize.log" | tail -60
+    summary+=("$(tail -1 "$OUT/sanitize.log")")
+  fi
+  if has soak; then
+    timeout "$(awk "BEGIN{print int(${SOAK_MINUTES:-5} * 60 + 180)}")" $PY scripts/soak.py --minutes "${SOAK_MINUTES:-5}" \
+      --json "$OUT/soak.json" 2>&1 | tee "$OUT/soak.log" | tail -4
+    summary+=("$(tail -1 "$OUT/soak.log")")
+  fi
 fi
 
 if has tests; then
