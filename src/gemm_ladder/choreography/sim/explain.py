@@ -62,13 +62,17 @@ def explain_deadlock(e: Engine, live_procs: list[Proc]) -> str:
                     f"transaction bytes and no TMA load to it is in flight - expect_tx announced "
                     f"{b.expected} B while the stage's loads delivered {landed} B, so the phase "
                     f"can never complete")
-        arr = e.arrivers.get((b.cta, b.name), [])
+        arr = list(dict.fromkeys(e.arrivers.get((b.cta, b.name), [])))
+        per_phase = e.per_phase.get((b.cta, b.name), len(arr))
+        each = per_phase // max(1, len(arr))
         names = ", ".join(e.role(a) for a in arr) or "none"
+        if each > 1:
+            names = f"{each} warps each of " + names if len(arr) > 1 else f"{each} warps of " + names
         more = _plural(b.pending, "more arrival")
-        come = _plural(len(arr), "arrival")
+        come = _plural(per_phase, "arrival")
         return (head + f"that barrier still needs {more} in its {_phase_txt(b)}: it was "
                 f"initialised with count {b.count} while only {come} per phase "
-                f"{'comes' if len(arr) == 1 else 'come'} ({names}) and "
+                f"{'comes' if per_phase == 1 else 'come'} ({names}) and "
                 f"{'it has' if len(arr) == 1 else 'they have all'} arrived, so the phase can "
                 f"never complete")
     blocked.sort(key=lambda pr: (0 if lane_role(pr.lane) in ("producer", "team") else 1,
