@@ -3,7 +3,7 @@
 No GPU needed.  ``cli.py`` registers the subcommand with :func:`add_parser` and
 calls :func:`run`; the no-GPU default job calls :func:`simulate_report`.
 
-    gemm-ladder simulate                      # steps 4..9 + the course's what-ifs
+    gemm-ladder simulate                      # steps 4..10 + the course's what-ifs
     gemm-ladder simulate --step 7 --depth 2   # one step
     gemm-ladder simulate --what-if both-phase-0
 
@@ -37,7 +37,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     (Also sets ``fn=run`` and ``func=run`` as defaults, for dispatchers that use them.)"""
     p = subparsers.add_parser(
         "simulate",
-        help="simulate the mbarrier pipelines of steps 4-9 (no GPU) and draw the choreography",
+        help="simulate the mbarrier pipelines of steps 4-10 (no GPU) and draw the choreography",
         description="Discrete-event model of the ladder's TMA / wgmma / mbarrier choreography. "
                     "Writes an interactive HTML page and a Perfetto trace, prints tensor-core busy "
                     "fraction, stalls, fill and drain; --what-if runs one of the course's exercises "
@@ -55,6 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "; ".join(f"{k}: {w.text}" for k, w in WHAT_IFS.items()))
     p.add_argument("--l2-bw", type=float, dest="l2_bytes_per_ns", metavar="B_PER_NS",
                    help="per-SM L2->SMEM bandwidth in bytes/ns (default: unlimited)")
+    p.add_argument("--consumer-gap-ns", type=float, dest="consumer_gap_ns",
+                   help="a consumer's shortest wgmma issue-to-issue time (default 411)")
     p.add_argument("--load-latency-ns", type=float, dest="load_latency_ns",
                    help="TMA load latency (default 800)")
     p.add_argument("--mma-ns", type=float, dest="mma_ns",
@@ -74,7 +76,7 @@ def _step_key(text: str) -> str:
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    keys = ("depth", "k_tiles", "tiles_per_cta", "l2_bytes_per_ns", "load_latency_ns", "mma_ns")
+    keys = ("depth", "k_tiles", "tiles_per_cta", "l2_bytes_per_ns", "load_latency_ns", "mma_ns", "consumer_gap_ns")
     return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -148,12 +150,13 @@ def _write(out_dir: str | Path, results: list[SimResult], pair: tuple[int, int] 
 
 
 _SUBTITLE = ("discrete-event model of the mbarrier pipelines (gemm_ladder.choreography.sim), H200 estimates: "
-             "wgmma {mma:.0f} ns per 128x128x64 k-tile, TMA latency {lat:.0f} ns{bw}")
+             "wgmma {mma:.0f} ns per 128x128x64 k-tile, a consumer's issue gap {gap:.0f} ns, "
+             "TMA latency {lat:.0f} ns{bw}")
 
 
 def _subtitle(p) -> str:
     bw = f", {p.l2_bytes_per_ns:g} B/ns per SM" if p.l2_bytes_per_ns else ", bandwidth unlimited"
-    return _SUBTITLE.format(mma=p.mma_ns, lat=p.load_latency_ns, bw=bw)
+    return _SUBTITLE.format(mma=p.mma_ns, gap=p.consumer_gap_ns, lat=p.load_latency_ns, bw=bw)
 
 
 def simulate_report(out_dir: str | Path, step: int | str | None = None, **overrides: Any) -> str:
@@ -206,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"what-if {what_if}: {WHAT_IFS[what_if].text}")
             print(f"verdict: {res.verdict}")
             print(res.explanation)
+            if WHAT_IFS[what_if].why:
+                print(f"why: {WHAT_IFS[what_if].why}")
         elif step is not None:
             res = simulate(params_for_step(step, **ov))
             results = [res]

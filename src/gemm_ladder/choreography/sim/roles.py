@@ -147,6 +147,8 @@ def _mainloop(e: Engine, cta: int, ci: int, tile: int, st: PipelineState,
 
     def release(stage: int) -> None:
         e.released(cta, stage, lane)
+        e.spans.append(Span(lane, "issue", e.now, e.now, stage=stage, barrier="mma2tma", tile=tile, cta=cta,
+                            label=f"arrive mma2tma[{stage}]" + (" (both CTAs)" if len(peers) > 1 else "")))
         for c in peers:
             e.arrive(e.bar(c, "mma2tma", stage), lane, n=p.warps_per_consumer)
 
