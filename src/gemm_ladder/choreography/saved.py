@@ -63,6 +63,8 @@ def measured_timelines(path: str | Path) -> list[Timeline]:
     if text.lstrip().startswith("<"):
         return [t for t in _from_page(text) if t.source == "measured"]
     doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a trace records file, trace JSON or trace page")
     if doc.get("format") == RECORDS_FORMAT:
         from ..runtime.steps import get_step
         from .trace import to_timeline
