@@ -2,7 +2,8 @@
 # One device session's work in one call: correctness (debug builds first, so a deadlock is
 # an error, not a hang), the ladder benchmark, GPU tests, what-ifs and traces.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   stages: comma list of check,bench,tests,whatif,trace,sweep (default: check,bench,tests,whatif,trace)
+#   stages: comma list of check,bench,tests,whatif,trace,sweep,suite (default: check,bench,tests,whatif,trace)
+#   suite: SUITE (default all) in fp16 and bf16; its roofline also shows bench.json's ladder
 # Results go under $OUT (default out/device); the last lines printed are a short summary.
 set -u -o pipefail
 OUT=${OUT:-out/device}
@@ -53,6 +54,12 @@ if has sweep; then
   timeout 540 $PY -m gemm_ladder bench --steps 7:d4 --sizes 1024,2048,8192,3000x5000x4000,16x4096x4096 \
     --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log"
   summary+=("sweep: rc=$?")
+fi
+
+if has suite; then
+  timeout 540 $PY -m gemm_ladder bench --suite "${SUITE:-all}" --dtype both --out "$OUT" \
+    --with-results "$OUT/bench.json" 2>&1 | tee "$OUT/suite.log"
+  summary+=("suite: rc=$?")
 fi
 
 if has tests; then

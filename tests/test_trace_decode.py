@@ -35,6 +35,8 @@ def records_from(tl, step, ns_per_clock: float) -> list[dict]:
             continue
         ev = per_lane.setdefault(s.lane, [])
         st, ph, k, tile = s.stage or 0, s.phase or 0, s.k or 0, s.tile or 0
+        if step.pingpong and (s.barrier in ("mma2ld", "ld2mma") or s.kind in ("epilogue", "store")):
+            st, k = 0, st                  # ping-pong: a one-slot ring per consumer, the slot as k
         if s.kind == "wait" and s.barrier in BAR_ID:
             ev += [(s.start, EV["EV_WAIT_BEGIN"], BAR_ID[s.barrier], st, ph, k, tile),
                    (s.end, EV["EV_WAIT_END"], BAR_ID[s.barrier], st, ph, k, tile)]

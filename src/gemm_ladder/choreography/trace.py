@@ -91,6 +91,8 @@ def _decode_block(block: int, recs: list[dict], step, t_zero: int, rank) -> dict
             name = EVENT_NAMES.get(kind, "?")
             bname = BARRIERS.get(bar)
             k = _signed16(k)
+            if step.pingpong and (bname in EPILOGUE_BARRIERS or name in EPILOGUE_EVENTS):
+                stage, k = k, 0  # each consumer's one-slot ring: the kernel passes its slot as k
             if name == "EV_WAIT_BEGIN":
                 open_wait = (t, bname, stage, phase, k)
             elif name == "EV_WAIT_END" and open_wait is not None:
@@ -198,6 +200,8 @@ def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] |
                     lanes=lanes, spans=spans, handoffs=handoffs, meta=m)
 
 
+EPILOGUE_BARRIERS = ("mma2ld", "ld2mma")
+EPILOGUE_EVENTS = ("EV_EPI_BEGIN", "EV_EPI_END", "EV_STORE_ISSUE", "EV_STORE_DONE")
 # Barriers every CTA of a cluster arrives on in each CTA: the empty barrier (remote arrive)
 # and the full barrier (multicast bytes).
 CLUSTER_BARRIERS = ("mma2tma", "tma2mma")

@@ -9,6 +9,9 @@
   gemm-ladder simulate         the mbarrier pipeline simulator (no GPU)
   gemm-ladder trace            measured in-kernel timeline of a step (GPU)
   gemm-ladder calibrate        the calibrated simulator checked against saved traces (no GPU)
+  gemm-ladder bench --suite    shape suite with the selected kernels vs cuBLAS (GPU)
+  gemm-ladder explain M N K    which kernel the selection picks, and why
+  gemm-ladder plot JSON...     roofline and ladder bar chart from recorded results
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from pathlib import Path
 
 from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..runtime.steps import DEFAULT_BENCH, all_steps, parse_steps
+from . import simulate, suite_cli
+from .trace import add_calibrate_parser
 
 
 def _console():
@@ -71,6 +76,10 @@ def _dtype(s: str) -> str:
     return m[s]
 
 
+def _dtype_or_both(s: str) -> str:
+    return "both" if s == "both" else _dtype(s)
+
+
 def print_ladder(result: dict, console) -> None:
     from rich.table import Table
     g = result.get("gpu", {})
@@ -93,9 +102,21 @@ def print_ladder(result: dict, console) -> None:
     console.print(t)
 
 
-@needs_gpu("Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
 def cmd_bench(args) -> int:
+    if getattr(args, "suite", None) and getattr(args, "dry_run", False):  # plans only: no GPU
+        return suite_cli.cmd_suite(args, _console())
+    return _bench_on_gpu(args)
+
+
+@needs_gpu("Try `gemm-ladder report` (compile report) or `gemm-ladder simulate`.")
+def _bench_on_gpu(args) -> int:
     console = _console()
+    if getattr(args, "suite", None):
+        return suite_cli.cmd_suite(args, console)
+    args.dtype = args.dtype or "float16"
+    if args.dtype == "both":
+        console.print("[red]--dtype both runs with --suite; the ladder takes fp16 or bf16[/red]")
+        return 2
     from rich.progress import Progress
     from ..measure import bench
     steps = parse_steps(args.steps)
@@ -107,6 +128,7 @@ def cmd_bench(args) -> int:
     path = Path(args.json) if args.json else bench.default_json_path(Path(args.out), result)
     bench.write_json(result, path)
     console.print(f"results: {path}")
+    suite_cli.write_images([result], path.with_suffix(""), console)
     return 0 if all(r["ok"] for r in result["rows"]) else 1
 
 
@@ -178,12 +200,7 @@ def cmd_default(args) -> int:
     rows = compile_report(all_steps())
     print_report(rows, console)
     rc = 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
-    try:
-        from .simulate import simulate_report
-    except ImportError:
-        console.print("[dim](simulator not available)[/dim]")
-        return rc
-    console.print(simulate_report(Path(args.out_dir)))
+    console.print(simulate.simulate_report(Path(args.out_dir)))
     return rc
 
 
@@ -196,11 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="the ladder benchmark vs cuBLAS")
     b.add_argument("--steps", default=DEFAULT_BENCH, help=f"steps, e.g. '1-7,7:d4' (default {DEFAULT_BENCH})")
     b.add_argument("--sizes", type=parse_sizes, default=[(4096, 4096, 4096)], help="N or MxNxK, comma separated")
-    b.add_argument("--dtype", type=_dtype, default="float16")
+    b.add_argument("--dtype", type=_dtype_or_both, default=None, help="fp16 (default), bf16; both (suites' default)")
     b.add_argument("--reps", type=int, default=50, help="timed calls per step (slow steps use fewer)")
     b.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per step at most")
     b.add_argument("--out", default="benchmarks/results", help="directory for the JSON results")
     b.add_argument("--json", help="exact JSON output path")
+    suite_cli.add_bench_flags(b)
     b.set_defaults(fn=cmd_bench)
 
     r = sub.add_parser("report", help="compile report (no GPU needed)")
@@ -231,15 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--events", type=int, help="trace capacity per role per CTA (default: enough for the size)")
     t.set_defaults(fn=cmd_trace)
 
-    from .trace import add_calibrate_parser
     add_calibrate_parser(sub)
-
-    try:
-        from . import simulate as cli_simulate
-    except Exception:  # the simulator is optional for the rest of the CLI
-        cli_simulate = None
-    if cli_simulate is not None:
-        cli_simulate.add_parser(sub)
+    suite_cli.add_parsers(sub, _dtype)
+    simulate.add_parser(sub)
     return p
 
 

@@ -117,15 +117,9 @@ def _text_line(r: SimResult) -> str:
 
 
 def _print_table(results: list[SimResult], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
     rows = [_row(r) for r in results]
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except Exception:  # pragma: no cover - rich is a dependency, but stay usable without it
-        print(title)
-        for r in results:
-            print("  " + _text_line(r))
-        return
     t = Table(title=title)
     for c, j in (("step", "right"), ("style", "left"), ("depth", "right"), ("what-if", "left"),
                  ("TC busy", "right"), ("steady", "right"), ("fill", "right"), ("drain", "right"),

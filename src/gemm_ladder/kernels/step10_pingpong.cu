@@ -9,12 +9,7 @@
 // has its own staging buffer and epilogue ring; the writeback stores tiles in order. The
 // 2-CTA cluster and its multicast of B are step 8's. What step 10 adds to step 8, each
 // marked "ping-pong:" below. Shape: as step 4.
-#include "gl_common.cuh"
-#include "gl_tma.cuh"
-#include "gl_wgmma.cuh"
-#include "gl_epilogue.cuh"
-#include "gl_pipeline.cuh"
-#include "gl_scheduler.cuh"
+#include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_DYNAMIC_SMEM)
@@ -25,10 +20,8 @@ constexpr int CONSUMERS = GL_CONSUMERS;
 static_assert(BM == 128 && BK == 64 && BN == 128, "step 10's MMA and epilogue are written for 128x128x64");
 static_assert(CONSUMERS == 2, "ping-pong: two consumers take turns");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
-constexpr int B_SLICE = BN / CLUSTER_M;
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
 constexpr u32 CONSUMER_WARPS = 4;
-constexpr u32 CONSUMER_THREADS = 128;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH, CLUSTER_M>;
@@ -52,9 +45,7 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
                      const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const int rank = CLUSTER_M == 1 ? 0 : (int)cluster_ctarank();
-  const int cluster_id = blockIdx.x / CLUSTER_M, clusters = gridDim.x / CLUSTER_M;
-  const TileScheduler sched(M, N, BM * CLUSTER_M, BN, max(1, GL_GROUP_M / CLUSTER_M));
+  const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
 
@@ -75,25 +66,9 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
-      auto st = PipelineState<DEPTH>::producer();
-      for (int ct = cluster_id; ct < sched.num_tiles(); ct += clusters) {
-        int cm, tn;
-        sched.coords(ct, cm, tn);
-        const int tile = ct * CLUSTER_M + rank, m0 = (cm * CLUSTER_M + rank) * BM;
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          ops.producer_acquire(st, kt);
-          ops.producer_expect_tx(st, STAGE_BYTES);
-          tma_load_2d(s.A[st.stage], &tmap_a, ops.full_bar(st), kt * BK, m0);
-          u16* slice = s.B[st.stage] + rank * B_SLICE * BK;
-          if (CLUSTER_M == 1)
-            tma_load_2d(slice, &tmap_b, ops.full_bar(st), kt * BK, tn * BN);
-          else
-            tma_load_2d_multicast(slice, &tmap_b, ops.full_bar(st), kt * BK, tn * BN + rank * B_SLICE,
-                                  (u16)((1u << CLUSTER_M) - 1));
-          tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, tile);
-          st.advance();
-        }
-      }
+      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, CLUSTER_M>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, tiles.rank);
+      });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK: tiles in order, alternating ──
       Tracer tr(ROLE_WRITEBACK, 3, true);
@@ -102,20 +77,11 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
       // in one register: an array of states indexed by w would live in local memory.)
       u32 phases = 0;
       int i = 0;
-      for (int ct = cluster_id; ct < sched.num_tiles(); ct += clusters, ++i) {
+      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride(), ++i) {
         const int w = i % CONSUMERS;
+        const auto t = tiles.at(ct, BM, BN);
         const EpilogueRing epi(&s.mma2ld[w], BAR_MMA2LD, &s.ld2mma[w], BAR_LD2MMA, tr);
-        int cm, tn;
-        sched.coords(ct, cm, tn);
-        const int tile = ct * CLUSTER_M + rank;
-        const PipelineState<1> acc((phases >> w) & 1u);
-        epi.consumer_wait(acc);
-        tma_store_tile<BM, BN>(&tmap_c, s.C[w], tn * BN, (cm * CLUSTER_M + rank) * BM);
-        tma_store_commit();
-        tr.event(EV_STORE_ISSUE, 0, w, 0, 0, tile);
-        tma_store_wait_read<0>();
-        tr.event(EV_STORE_DONE, 0, w, 0, 0, tile);
-        epi.consumer_release(acc);
+        store_staged<BM, BN>(epi, PipelineState<1>((phases >> w) & 1u), &tmap_c, s.C[w], t.n0, t.m0, w, t.id);
         phases ^= 1u << w;
       }
       tma_store_wait_all<0>();
@@ -137,40 +103,19 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
     st.advance_by(w * k_tiles);
     auto acc_st = PipelineState<1>::producer();
     float acc[2][BN / 2];
-    for (int ct = cluster_id + w * clusters; ct < sched.num_tiles(); ct += CONSUMERS * clusters) {
-      const int tile = ct * CLUSTER_M + rank;
+    for (int ct = tiles.first(w); tiles.valid(ct); ct += tiles.stride(CONSUMERS)) {
+      const auto t = tiles.at(ct, BM, BN);
       zero_acc(acc);
       my_turn.consumer_wait(turn);  // ping-pong: the other consumer's mainloop is issued
       turn.advance();
-      PipelineState<DEPTH> prev = st;
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        ops.consumer_wait(st, kt);
-        wgmma_fence();
-        mma_ktile_128x128_sw128(acc, s.A[st.stage], s.B[st.stage]);
-        wgmma_commit();
-        tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
-        wgmma_wait<1>();
-        if (kt > 0) {
-          tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, kt - 1, tile);
-          if (warp_leader) ops.consumer_release(prev, kt - 1);
-          prev.advance();
-        }
-        st.advance();
-      }
+      const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+        mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage]);
+      });
       // ping-pong: every MMA of this tile is queued: the other consumer may start issuing.
       if (warp_leader) their_turn.producer_commit(turn);
-      wgmma_wait<0>();
-      tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, k_tiles - 1, tile);
-      if (warp_leader) ops.consumer_release(prev, k_tiles - 1);
+      mma_drain(ops, last, k_tiles, t.id, warp_leader);
       st.advance_by(k_tiles);  // ping-pong: the other consumer's tile
-
-      epi.producer_acquire(acc_st);  // this consumer's staging free?
-      tr.event(EV_EPI_BEGIN, 0, w, 0, 0, tile);
-      stage_tile_128<BN>(acc, s.C[w]);
-      fence_proxy_async_smem();
-      named_barrier_sync(1 + w, CONSUMER_THREADS);
-      tr.event(EV_EPI_END, 0, w, 0, 0, tile);
-      if (wg_leader) epi.producer_commit(acc_st);
+      stage_and_commit(epi, acc_st, 1 + w, wg_leader, w, t.id, [&] { stage_tile_128<BN>(acc, s.C[w]); });
       acc_st.advance();
     }
     tr.finish();

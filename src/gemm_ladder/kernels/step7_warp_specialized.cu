@@ -15,12 +15,7 @@
 // Roles: warpgroup 0 gives registers away (setmaxnreg.dec): warp 0 = TMA producer, warp 1 =
 // writeback, warps 2-3 idle. Warpgroup 1 takes them (setmaxnreg.inc) and issues wgmma.
 // Persistent, grouped tile order as step 6. Shape: as step 4.
-#include "gl_common.cuh"
-#include "gl_tma.cuh"
-#include "gl_wgmma.cuh"
-#include "gl_epilogue.cuh"
-#include "gl_pipeline.cuh"
-#include "gl_scheduler.cuh"
+#include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_DYNAMIC_SMEM)
@@ -30,7 +25,6 @@ constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH;
 static_assert(BM == 128 && BK == 64 && BN == 128, "step 7's MMA and epilogue are written for 128x128x64");
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
 constexpr u32 CONSUMER_WARPS = 4;
-constexpr u32 CONSUMER_THREADS = 128;
 constexpr u32 CONSUMER_SYNC_ID = 1;  // named barrier of the consumer warpgroup (0 is __syncthreads')
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH>;
@@ -52,7 +46,7 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
                             const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const TileScheduler sched(M, N, BM, BN, GL_GROUP_M);
+  const TileWalk<1> tiles(M, N, BM, BN, GL_GROUP_M);  // persistent, grouped order as step 6
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
 
@@ -72,35 +66,18 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
-      auto st = PipelineState<DEPTH>::producer();
-      for (int tile = blockIdx.x; tile < sched.num_tiles(); tile += gridDim.x) {
-        int tm, tn;
-        sched.coords(tile, tm, tn);
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          ops.producer_acquire(st, kt);  // buffer free to refill?
-          ops.producer_expect_tx(st, STAGE_BYTES);
-          tma_load_2d(s.A[st.stage], &tmap_a, ops.full_bar(st), kt * BK, tm * BM);
-          tma_load_2d(s.B[st.stage], &tmap_b, ops.full_bar(st), kt * BK, tn * BN);
-          tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, tile);
-          st.advance();
-        }
-      }
+      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, 1>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, 0);
+      });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto acc = PipelineState<1>::consumer();  // drains the epilogue ring
-      for (int tile = blockIdx.x; tile < sched.num_tiles(); tile += gridDim.x) {
-        int tm, tn;
-        sched.coords(tile, tm, tn);
-        epi.consumer_wait(acc);  // accumulators staged?
-        tma_store_tile<BM, BN>(&tmap_c, s.C, tn * BN, tm * BM);
-        tma_store_commit();
-        tr.event(EV_STORE_ISSUE, 0, 0, 0, 0, tile);
-        tma_store_wait_read<0>();  // the copy engine has read the staging buffer
-        tr.event(EV_STORE_DONE, 0, 0, 0, 0, tile);
-        epi.consumer_release(acc);  // staging free for the next tile
+      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+        const auto t = tiles.at(ct, BM, BN);
+        store_staged<BM, BN>(epi, acc, &tmap_c, s.C, t.n0, t.m0, 0, t.id);
         acc.advance();
       }
       tma_store_wait_all<0>();
@@ -115,36 +92,15 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
     auto st = PipelineState<DEPTH>::consumer();
     auto acc_st = PipelineState<1>::producer();  // fills the epilogue ring
     float acc[2][BN / 2];
-    for (int tile = blockIdx.x; tile < sched.num_tiles(); tile += gridDim.x) {
+    for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+      const auto t = tiles.at(ct, BM, BN);
       zero_acc(acc);
-      PipelineState<DEPTH> prev = st;
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        ops.consumer_wait(st, kt);  // stage landed?
-        wgmma_fence();
-        mma_ktile_128x128_sw128(acc, s.A[st.stage], s.B[st.stage]);
-        wgmma_commit();
-        tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
-        wgmma_wait<1>();  // k-tile kt-1 has retired: its stage goes back to the producer
-        if (kt > 0) {
-          tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, kt - 1, tile);
-          if (warp_leader) ops.consumer_release(prev, kt - 1);
-          prev.advance();
-        }
-        st.advance();
-      }
-      wgmma_wait<0>();
-      tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, k_tiles - 1, tile);
-      if (warp_leader) ops.consumer_release(prev, k_tiles - 1);
-
-      epi.producer_acquire(acc_st);  // staging buffer free?
-      tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, tile);
-      stage_tile_128<BN>(acc, s.C);
-      fence_proxy_async_smem();  // each writer, before the hand-over
-      // The warpgroup meets on its own named barrier — a __syncthreads here would wait for
-      // producer and writeback threads that never come — then one thread commits the stage.
-      named_barrier_sync(CONSUMER_SYNC_ID, CONSUMER_THREADS);
-      tr.event(EV_EPI_END, 0, 0, 0, 0, tile);
-      if (threadIdx.x == 128) epi.producer_commit(acc_st);
+      const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+        mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage]);
+      });
+      mma_drain(ops, last, k_tiles, t.id, warp_leader);
+      stage_and_commit(epi, acc_st, CONSUMER_SYNC_ID, threadIdx.x == 128, 0, t.id,
+                       [&] { stage_tile_128<BN>(acc, s.C); });
       acc_st.advance();
     }
     tr.finish();

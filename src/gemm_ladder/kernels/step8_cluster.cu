@@ -18,12 +18,7 @@
 // grouped order. When the tile rows are odd, the second CTA of the last pair computes a tile
 // entirely below C (TMA zero-fills its A and clips its store), so both CTAs keep the same
 // barrier schedule. Shape: as step 4.
-#include "gl_common.cuh"
-#include "gl_tma.cuh"
-#include "gl_wgmma.cuh"
-#include "gl_epilogue.cuh"
-#include "gl_pipeline.cuh"
-#include "gl_scheduler.cuh"
+#include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_DYNAMIC_SMEM)
@@ -35,7 +30,6 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 C
 constexpr int B_SLICE = BN / CLUSTER_M;                  // rows of B each CTA loads and multicasts
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;          // cluster: what lands in THIS CTA per stage
 constexpr u32 CONSUMER_WARPS = 4;
-constexpr u32 CONSUMER_THREADS = 128;
 constexpr u32 CONSUMER_SYNC_ID = 1;
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH, CLUSTER_M>;  // cluster: releases reach every CTA's producer
@@ -75,9 +69,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   // cluster: the schedule hands out cluster tiles; CTA `rank` takes tile row 2c + rank.
-  const int rank = CLUSTER_M == 1 ? 0 : (int)cluster_ctarank();
-  const int cluster_id = blockIdx.x / CLUSTER_M, clusters = gridDim.x / CLUSTER_M;
-  const TileScheduler sched(M, N, BM * CLUSTER_M, BN, max(1, GL_GROUP_M / CLUSTER_M));
+  const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
 
@@ -96,42 +88,20 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
-      auto st = PipelineState<DEPTH>::producer();
-      for (int ct = cluster_id; ct < sched.num_tiles(); ct += clusters) {
-        int cm, tn;
-        sched.coords(ct, cm, tn);
-        const int tile = ct * CLUSTER_M + rank, m0 = (cm * CLUSTER_M + rank) * BM;
-        for (int kt = 0; kt < k_tiles; ++kt) {
-          ops.producer_acquire(st, kt);  // cluster: free in BOTH CTAs?
-          mbar_arrive_expect_tx(ops.full_bar(st), GL_EXPECT_TX(EXPECTED_BYTES));
-          tma_load_2d(s.A[st.stage], &tmap_a, ops.full_bar(st), kt * BK, m0);
-          u16* slice = s.B[st.stage] + rank * B_SLICE * BK;
-          if (CLUSTER_M == 1)
-            tma_load_2d(slice, &tmap_b, ops.full_bar(st), kt * BK, tn * BN);
-          else  // cluster: same offset, same barrier offset, in every CTA of the mask
-            tma_load_2d_multicast(slice, &tmap_b, ops.full_bar(st), kt * BK, tn * BN + rank * B_SLICE,
-                                  (u16)((1u << CLUSTER_M) - 1));
-          tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, tile);
-          st.advance();
-        }
-      }
+      // cluster: each stage is free only once both CTAs' consumers released it; its A, and
+      // B_SLICE rows of B multicast to the same offset (and barrier offset) in both CTAs
+      producer_loop(ops, tiles, BM, BN, k_tiles, EXPECTED_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, CLUSTER_M>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, tiles.rank);
+      });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto acc = PipelineState<1>::consumer();
-      for (int ct = cluster_id; ct < sched.num_tiles(); ct += clusters) {
-        int cm, tn;
-        sched.coords(ct, cm, tn);
-        const int tile = ct * CLUSTER_M + rank;
-        epi.consumer_wait(acc);
-        tma_store_tile<BM, BN>(&tmap_c, s.C, tn * BN, (cm * CLUSTER_M + rank) * BM);
-        tma_store_commit();
-        tr.event(EV_STORE_ISSUE, 0, 0, 0, 0, tile);
-        tma_store_wait_read<0>();
-        tr.event(EV_STORE_DONE, 0, 0, 0, 0, tile);
-        epi.consumer_release(acc);
+      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+        const auto t = tiles.at(ct, BM, BN);
+        store_staged<BM, BN>(epi, acc, &tmap_c, s.C, t.n0, t.m0, 0, t.id);
         acc.advance();
       }
       tma_store_wait_all<0>();
@@ -140,41 +110,21 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   } else {  // ── MMA CONSUMER (warpgroup 1) ──────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     Tracer tr(ROLE_CONSUMER, 1, threadIdx.x == 128);
-    const ReleaseRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
+    const ReleaseRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);  // cluster: releases reach both
     const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
     const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
     auto acc_st = PipelineState<1>::producer();
     float acc[2][BN / 2];
-    for (int ct = cluster_id; ct < sched.num_tiles(); ct += clusters) {
-      const int tile = ct * CLUSTER_M + rank;
+    for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+      const auto t = tiles.at(ct, BM, BN);
       zero_acc(acc);
-      PipelineState<DEPTH> prev = st;
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        ops.consumer_wait(st, kt);
-        wgmma_fence();
-        mma_ktile_128x128_sw128(acc, s.A[st.stage], s.B[st.stage]);
-        wgmma_commit();
-        tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
-        wgmma_wait<1>();
-        if (kt > 0) {
-          tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, kt - 1, tile);
-          if (warp_leader) ops.consumer_release(prev, kt - 1);  // cluster: to both producers
-          prev.advance();
-        }
-        st.advance();
-      }
-      wgmma_wait<0>();
-      tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, k_tiles - 1, tile);
-      if (warp_leader) ops.consumer_release(prev, k_tiles - 1);
-
-      epi.producer_acquire(acc_st);
-      tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, tile);
-      stage_tile_128<BN>(acc, s.C);
-      fence_proxy_async_smem();
-      named_barrier_sync(CONSUMER_SYNC_ID, CONSUMER_THREADS);
-      tr.event(EV_EPI_END, 0, 0, 0, 0, tile);
-      if (threadIdx.x == 128) epi.producer_commit(acc_st);
+      const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+        mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage]);
+      });
+      mma_drain(ops, last, k_tiles, t.id, warp_leader);
+      stage_and_commit(epi, acc_st, CONSUMER_SYNC_ID, threadIdx.x == 128, 0, t.id,
+                       [&] { stage_tile_128<BN>(acc, s.C); });
       acc_st.advance();
     }
     tr.finish();

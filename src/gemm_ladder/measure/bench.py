@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..runtime import launch
 from .accuracy import check_output, tolerance
+from .bandwidth import measure_copy
 from .gpuinfo import Nvml
 from ..runtime.steps import BASELINE, Step
 
@@ -98,15 +99,17 @@ class Bench:
         b = t.randn((N, K), device=f"cuda:{self.dev}", dtype=t.float32, generator=self.gen).to(dtype)
         return a, b
 
-    def time_interleaved(self, fns: list, reps: int) -> list[list[float]]:
+    def time_interleaved(self, fns: list, reps: int, flush: bool = True) -> list[list[float]]:
         """Call every fn in fns once per repetition, alternating their order, each after an
-        L2 flush; returns per-fn lists of milliseconds (CUDA events)."""
+        L2 flush (unless flush=False: L2-resident measurements); returns per-fn lists of
+        milliseconds (CUDA events)."""
         t = self.torch
         events = [[] for _ in fns]
         for r in range(reps):
             order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
             for i in order:
-                self.flush_l2()
+                if flush:
+                    self.flush_l2()
                 s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
                 s.record()
                 fns[i]()
@@ -181,6 +184,7 @@ def run(steps: list[Step], sizes: list[tuple[int, int, int]], *, dtype: str = "f
                 progress.advance(task)
         del a, b, ref, c_cublas
         torch.cuda.empty_cache()
+    result["memory"] = measure_copy(bench)  # the roofline's memory slopes, from this run
     result["gpu_after"] = bench.nvml.sample()
     return result
 

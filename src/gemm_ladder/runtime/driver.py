@@ -7,6 +7,7 @@ context, so they order naturally with torch work.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 from dataclasses import dataclass
 
@@ -77,6 +78,12 @@ class LoadedKernel:
         dptr, size = check(_cu().cuModuleGetGlobal(self.module, name.encode()), f"cuModuleGetGlobal({name})")
         return int(dptr), int(size)
 
+    def sibling(self, name: str) -> "LoadedKernel":
+        """Another entry point of the same module (a file may hold several kernels)."""
+        fn = check(_cu().cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+        return dataclasses.replace(self, compiled=dataclasses.replace(self.compiled, name=name), function=fn,
+                                   max_dynamic_smem=0)
+
     def set_global_u64(self, name: str, value: int) -> None:
         dptr, size = self.global_address(name)
         host = ctypes.c_uint64(value)
@@ -139,9 +146,12 @@ class TensorMap:
 
 
 def launch_config(grid: tuple[int, int, int], block: tuple[int, int, int], dynamic_smem: int, stream: int,
-                  cluster: tuple[int, int, int] | None = None, *, cluster_attr_always: bool = False):
+                  cluster: tuple[int, int, int] | None = None, *, cluster_attr_always: bool = False,
+                  pdl: bool = False):
     """A CUlaunchConfig; a cluster shape other than (1, 1, 1) becomes the cluster attribute
-    (the occupancy query wants it even for (1, 1, 1))."""
+    (the occupancy query wants it even for (1, 1, 1)). pdl: programmatic dependent launch,
+    the kernel may start before the previous one on the stream ends (it must wait for it
+    with griddepcontrol.wait before reading what that one wrote)."""
     cu = _cu()
     config = cu.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = grid
@@ -153,6 +163,11 @@ def launch_config(grid: tuple[int, int, int], block: tuple[int, int, int], dynam
         attr = cu.CUlaunchAttribute()
         attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        attrs.append(attr)
+    if pdl:
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attr.value.programmaticStreamSerializationAllowed = 1
         attrs.append(attr)
     config.attrs = attrs
     config.numAttrs = len(attrs)
@@ -182,7 +197,7 @@ class PreparedLaunch:
 
     def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
                  args: list, *, stream: int, dynamic_smem: int = 0,
-                 cluster: tuple[int, int, int] | None = None):
+                 cluster: tuple[int, int, int] | None = None, pdl: bool = False):
         cu = _cu()
         self.kernel = kernel
         self._holders = []
@@ -200,7 +215,7 @@ class PreparedLaunch:
         self._arg_array = (ctypes.c_void_p * max(1, len(addresses)))(*addresses)
         self._arg_ptr = ctypes.addressof(self._arg_array)
 
-        config = launch_config(grid, block, dynamic_smem, stream, cluster)
+        config = launch_config(grid, block, dynamic_smem, stream, cluster, pdl=pdl)
         self._config = config
         self._launch = cu.cuLaunchKernelEx
         self._what = f"cuLaunchKernelEx({kernel.compiled.name})"

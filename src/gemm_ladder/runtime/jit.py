@@ -133,7 +133,30 @@ def cache_key(source: str, options: list[str], kernel_dir: Path = KERNEL_DIR) ->
     return h.hexdigest()[:32]
 
 
+_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
+
+
+def ptxas_sections(log: str) -> dict[str, str]:
+    """The log cut per entry function (a file may hold several kernels); "" keys the lines
+    before the first entry (e.g. gmem). A log naming no entry is all under ""."""
+    out: dict[str, list[str]] = {"": []}
+    name = ""
+    for line in log.splitlines():
+        if m := _ENTRY_RE.search(line):
+            name = m.group(1)
+            out.setdefault(name, [])
+        out[name].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
 def parse_ptxas_log(log: str, kernel: str) -> PtxasReport:
+    """What ptxas said about `kernel`: when the log names entry functions, its own section,
+    the lines before the first entry, and warnings elsewhere that name it."""
+    sections = ptxas_sections(log)
+    if kernel in sections:
+        named = [ln for k, text in sections.items() if k not in ("", kernel)
+                 for ln in text.splitlines() if "warning" in ln.lower() and f"'{kernel}'" in ln]
+        log = "\n".join([sections[""], sections[kernel], *named])
     r = PtxasReport(kernel=kernel)
     for line in log.splitlines():
         if m := re.search(r"Used (\d+) registers", line):
@@ -245,7 +268,11 @@ def compile_kernel(source: str, name: str, defines: dict[str, object] | None = N
     seconds = time.perf_counter() - t0
     report = parse_ptxas_log(log, name)
     result = CompiledKernel(name, source, options, key, cubin, log, report, from_cache, seconds)
-    if strict and (problems := _fatal_problems(report)):
+    # Strict covers every entry of the file, not only the one named.
+    others = [parse_ptxas_log(log, e) for e in ptxas_sections(log) if e and e != name]
+    problems = [f"{r.kernel}: {p}" if r is not report else p
+                for r in (report, *others) for p in _fatal_problems(r)]
+    if strict and problems:
         raise KernelBuildError(f"{source} ({name}) built, but ptxas reports:\n  " + "\n  ".join(problems)
                                + f"\nfull log:\n{log}")
     return result

@@ -147,6 +147,10 @@ def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict
     """Validate, compile, load and build the launch of C = A @ B^T once; the returned
     Plan launches it (on the stream current now) each time it is called, as clusters of
     the step's cluster shape (the grid must divide by it)."""
+    if not isinstance(step, Step):  # a kernel family beside the ladder (runtime/smallm.py) plans itself
+        if extra_defines or trace_buffer is not None:
+            raise ConfigError(f"{step.key}: no ablation defines or tracing for this family")
+        return step.plan(a, b, out, debug=debug)
     torch = _torch()
     if problem := step.smem_problem():
         raise ConfigError(f"step {step.key} cannot run: {problem}")

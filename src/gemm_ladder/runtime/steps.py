@@ -413,8 +413,13 @@ _VARIANT_TOKENS = {
 def get_step(key, *, modelled: bool = False) -> Step:
     """'7', 7, '7:d4' -> Step. Ad-hoc variants: 'N:d<depth>g<group>w<ctas per SM>', e.g.
     '6:d6' or '6:g1' (tokens in any order; d for steps with a ring, g and w for persistent
-    steps). modelled: also the steps only the simulator models (MODELLED_STEPS)."""
+    steps). modelled: also the steps only the simulator models (MODELLED_STEPS).
+    'smallm', 'smallm:n128': the small-M family's entries (runtime/smallm.py), not Steps
+    but read the same way."""
     k = str(key).strip()
+    from .smallm import FAMILIES  # kernel families beside the ladder: by key only, never in all_steps()
+    if k in FAMILIES:
+        return FAMILIES[k]
     bases = {**STEPS, **MODELLED_STEPS} if modelled else STEPS
     if k.isdigit() and int(k) in bases:
         return bases[int(k)]
@@ -426,7 +431,7 @@ def get_step(key, *, modelled: bool = False) -> Step:
         tokens = re.findall(r"([dgw])(\d+)", m.group(2))
         if all(_VARIANT_TOKENS[t][1](base) and int(v) >= 1 for t, v in tokens):
             return variant(base, m.group(2), **{_VARIANT_TOKENS[t][0]: int(v) for t, v in tokens})
-    known = ", ".join([str(n) for n in bases] + list(VARIANTS))
+    known = ", ".join([str(n) for n in bases] + list(VARIANTS) + list(FAMILIES))
     ring = ", ".join(str(n) for n, st in bases.items() if st.has_ring)
     raise KeyError(f"unknown step {key!r}; known: {known} (or N:d<depth>g<group> for steps {ring})")
 

@@ -51,7 +51,7 @@ Roles per step (the parameters come from the step's `Step`, see :func:`params_fo
 
 Steps 8 and 9 are "model only": no kernel implements them yet.
 
-Deadlocks and early releases (the course's exercises, :data:`~gemm_ladder.choreography.whatifs.WHAT_IFS`) never
+Deadlocks and early releases (the course's exercises, :data:`..whatifs.WHAT_IFS`) never
 hang and never raise: :func:`simulate` returns a :class:`SimResult` whose
 ``verdict`` is ``"deadlock"`` or ``"early_release"`` with a one-sentence
 ``explanation``.

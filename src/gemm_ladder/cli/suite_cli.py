@@ -1,0 +1,207 @@
+"""CLI for the suite, the selection and the figures:
+
+  gemm-ladder bench --suite NAME [--dtype both] [--dry-run]   suite vs cuBLAS (GPU)
+  gemm-ladder explain M N K [--dtype] [--sms]                  the selection's candidates and pick
+  gemm-ladder plot RESULT.json [...] [--out STEM]              roofline + bar chart from results
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def dtypes_of(arg: str | None) -> list[str]:
+    if arg in (None, "both"):
+        return ["float16", "bfloat16"]
+    return [arg]
+
+
+def write_images(results: list[dict], stem: Path, console) -> list[Path]:
+    """Figures beside a JSON; a missing matplotlib is a note, not a failure of the run."""
+    try:
+        from ..measure import plots
+        paths = plots.write_images(results, stem)
+    except ImportError as e:
+        console.print(f"[yellow]no figures ({e}); later: gemm-ladder plot <json>[/yellow]")
+        return []
+    for p in paths:
+        console.print(f"figure: {p}")
+    return paths
+
+
+def _fmt(v, spec: str) -> str:
+    return "-" if not isinstance(v, (int, float)) or not math.isfinite(v) else format(v, spec)
+
+
+def print_suite(result: dict, console) -> None:
+    from rich.table import Table
+    g = result.get("gpu", {})
+    mem = result.get("memory", {})
+    for dtype, s in result.get("summary", {}).items():
+        t = Table(title=f"suite {result['suite']} {dtype} vs cuBLAS — {g.get('torch_name', '?')}, "
+                        f"commit {result['commit'][:12]}")
+        for col in ("shape", "what", "kernel", "ms", "cuBLAS ms", "x cuBLAS", "TFLOP/s", "GB/s",
+                    "% copy BW", "status"):
+            t.add_column(col, justify="left" if col in ("shape", "what", "kernel", "status") else "right")
+        for r in (r for r in result["rows"] if r["dtype"] == dtype):
+            shape = f"{r['M']}x{r['N']}x{r['K']}"
+            kern = r["kernel"] + (" (padded)" if r.get("padded") else "")
+            if r.get("heuristic") and r["heuristic"] != r["kernel"]:
+                kern += f" (model: {r['heuristic']})"
+            if not r["ok"]:
+                t.add_row(shape, r["label"], kern, *["-"] * 6, f"[red]{r['error'][:70]}")
+                continue
+            ratio = r["ratio_to_cublas"]
+            color = "green" if ratio >= 1.0 else ("yellow" if ratio >= 0.9 else "red")
+            t.add_row(shape, r["label"], kern, _fmt(r["ms"], ".4f"), _fmt(r["cublas_ms"], ".4f"),
+                      f"[{color}]{ratio:.2f}", _fmt(r["tflops"], ".0f"), _fmt(r["gbs"], ".0f"),
+                      _fmt(100 * r.get("hbm_copy_fraction", math.nan), ".0f"), f"ok ({r['reps']} reps)")
+        console.print(t)
+        w = s.get("worst", {})
+        console.print(f"{dtype}: {s['ok']}/{s['shapes']} correct; geomean x cuBLAS {_fmt(s['geomean_ratio'], '.3f')}; "
+                      f"worst {w.get('shape', '-')} ({w.get('label', '')}, {w.get('kernel', '')}) "
+                      f"{_fmt(w.get('ratio_to_cublas'), '.3f')}; by group "
+                      + ", ".join(f"{k} {_fmt(v, '.3f')}" for k, v in s.get("groups", {}).items()))
+    console.print(f"copy bandwidth: HBM {_fmt(mem.get('hbm_copy_gbs'), '.0f')} GB/s, "
+                  f"L2 {_fmt(mem.get('l2_copy_gbs'), '.0f')} GB/s (read + written)")
+
+
+def cmd_suite(args, console) -> int:
+    from ..measure import suite, suites
+    if args.suite not in suites.suite_names():
+        console.print(f"[red]unknown suite {args.suite!r}; known: {', '.join(suites.suite_names())}[/red]")
+        return 2
+    dts = dtypes_of(args.dtype)
+    if getattr(args, "dry_run", False):
+        return _dry_run(args.suite, dts, console)
+    from rich.progress import Progress
+    from ..measure import bench
+    command = " ".join(["gemm-ladder"] + sys.argv[1:])
+
+    def path_of(result: dict) -> Path:
+        return Path(args.json) if args.json else suite.suite_json_path(Path(args.out), result)
+
+    def checkpoint(result: dict) -> None:  # the rows so far survive a killed run
+        bench.write_json({**result, "command": command}, path_of(result))
+
+    with Progress(console=console, transient=True) as progress:
+        result = suite.run_suite(args.suite, dts, progress=progress, autotune=getattr(args, "autotune", False),
+                                 checkpoint=checkpoint)
+    result["command"] = command
+    print_suite(result, console)
+    path = path_of(result)
+    bench.write_json(result, path)
+    console.print(f"results: {path}")
+    extra = []
+    for p in args.with_results or []:
+        try:
+            extra.append(json.loads(Path(p).read_text()))
+        except (OSError, ValueError) as e:  # the run is recorded; a missing extra only thins the figure
+            console.print(f"[yellow]not plotted: {p} ({e})[/yellow]")
+    write_images([result] + extra, path.with_suffix(""), console)
+    return 0 if all(r["ok"] for r in result["rows"]) else 1
+
+
+def _dry_run(name: str, dts: list[str], console) -> int:
+    from rich.table import Table
+    from ..measure import suite
+    rows = suite.plan_suite(name, dts)
+    t = Table(title=f"suite {name}: {len(rows)} runs (no GPU used; model times are estimates)")
+    for col in ("dtype", "shape", "what", "kernel", "reps", "model us/call"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["dtype"], f"{r['M']}x{r['N']}x{r['K']}", r["label"],
+                  str(r["kernel"]) + (" (padded)" if r["padded"] else ""), str(r["reps"]), _fmt(r["model_us"], ".1f"))
+    console.print(t)
+    timed = sum(2 * r["reps"] * r["model_us"] for r in rows if math.isfinite(r["model_us"])) / 1e6
+    console.print(f"model: {timed:.1f} s of timed kernel calls (ours + cuBLAS at the model's time), plus an "
+                  f"L2 flush before each of {sum(2 * r['reps'] for r in rows)} calls, inputs, references and compiles")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from rich.table import Table
+    from ..runtime import select
+    from .commands import _console
+    console = _console()
+    sms = args.sms
+    if sms is None:
+        from .commands import gpu_available
+        sms = 132
+        if gpu_available():
+            import torch
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dev = select.Device(sms=sms)
+    ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev)
+    if args.json:
+        print(json.dumps(ch.as_dict(), indent=1, default=str))
+        return 0 if ch.pick else 1
+    rows = select.explain_rows(ch)
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    t = Table(title=f"{args.M}x{args.N}x{args.K} {args.dtype}: candidates ({dev.sms} SMs, "
+                    f"{dev.peak_tflops:.0f} TFLOP/s, {dev.hbm_tbs} TB/s: {dev.source})")
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[str(r.get(c, "")) for c in cols])
+    console.print(t)
+    console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}")
+    return 0 if ch.pick else 1
+
+
+def cmd_plot(args) -> int:
+    from .commands import _console
+    console = _console()
+    results = []
+    for p in args.results:
+        try:
+            res = json.loads(Path(p).read_text())
+        except (OSError, ValueError) as e:
+            print(f"gemm-ladder plot: cannot read {p}: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(res, dict) or not isinstance(res.get("rows"), list):
+            print(f"gemm-ladder plot: {p} is not a gemm-ladder result (no rows)", file=sys.stderr)
+            return 2
+        results.append(res)
+    stem = Path(args.out) if args.out else Path(args.results[0]).with_suffix("")
+    return 0 if write_images(results, stem, console) else 1
+
+
+def _dim(s: str) -> int:
+    import argparse
+    try:
+        v = int(s)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a positive integer")
+    return v
+
+
+def add_parsers(sub, dtype_type) -> None:
+    e = sub.add_parser("explain", help="the kernel the selection picks for M N K, and why (no GPU needed)")
+    e.add_argument("M", type=_dim)
+    e.add_argument("N", type=_dim)
+    e.add_argument("K", type=_dim)
+    e.add_argument("--dtype", type=dtype_type, default="float16")
+    e.add_argument("--sms", type=int, help="SM count (default: this GPU's, else 132)")
+    e.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    e.set_defaults(fn=cmd_explain)
+
+    p = sub.add_parser("plot", help="roofline and ladder bar chart from results JSON (no GPU needed)")
+    p.add_argument("results", nargs="+", help="ladder and/or suite JSON files")
+    p.add_argument("--out", help="output stem: writes STEM_roofline.png (+ STEM_bars.png); default: "
+                                 "beside the first JSON")
+    p.set_defaults(fn=cmd_plot)
+
+
+def add_bench_flags(b) -> None:
+    b.add_argument("--suite", help="run a shape suite (squares, llm, odd, all) with the selected kernels")
+    b.add_argument("--dry-run", action="store_true", help="with --suite: list shapes, picks, reps; no GPU")
+    b.add_argument("--autotune", action="store_true",
+                   help="with --suite: time every accepted candidate once per shape, run the fastest, "
+                        "cache the choice (autotune.json in the JIT cache)")
+    b.add_argument("--with-results", nargs="*", metavar="JSON",
+                   help="with --suite: also plot these results (e.g. a ladder run) on the roofline")

@@ -1,0 +1,150 @@
+// gl_warpspec.cuh — the role loops of the warp-specialized steps (7 and up), written once.
+// A step fills them in: which tiles a CTA walks, how a stage of operands is loaded, which
+// MMAs a k-tile issues, how accumulators are staged. Everything is force-inlined, so
+// ptxas sees one straight kernel (a wgmma pipeline crossing a real call is serialized).
+#pragma once
+#include "gl_cluster.cuh"
+#include "gl_epilogue.cuh"
+#include "gl_pipeline.cuh"
+#include "gl_scheduler.cuh"
+#include "gl_tma.cuh"
+#include "gl_wgmma.cuh"
+
+// A CTA's walk over output tiles when CLUSTER_M CTAs along M form a cluster: cluster tile
+// ct covers tile rows CLUSTER_M*cm .. CLUSTER_M*cm + CLUSTER_M - 1 of tile column tn, and
+// this CTA takes row CLUSTER_M*cm + rank. Both CTAs of a cluster walk the same sequence, so
+// their barrier schedules match; when the tile rows are odd, the last pair's second CTA
+// gets a tile below C (TMA zero-fills its loads and clips its stores).
+template <int CLUSTER_M>
+struct TileWalk {
+  TileScheduler sched;
+  int rank, cluster_id, clusters;
+  struct Tile {
+    int id;  // unique output-tile id (traces)
+    int m0, n0;
+  };
+  GL_DEVICE TileWalk(int M, int N, int bm, int bn, int group_m)
+      : sched(M, N, bm * CLUSTER_M, bn, max(1, group_m / CLUSTER_M)),
+        rank(CLUSTER_M == 1 ? 0 : (int)cluster_ctarank()),
+        cluster_id(blockIdx.x / CLUSTER_M),
+        clusters(gridDim.x / CLUSTER_M) {}
+  // The nth of this cluster's tiles, and the distance to the next one when taking every
+  // `every`-th (ping-pong consumers take every other tile).
+  GL_DEVICE int first(int nth = 0) const { return cluster_id + nth * clusters; }
+  GL_DEVICE int stride(int every = 1) const { return every * clusters; }
+  GL_DEVICE bool valid(int ct) const { return ct < sched.num_tiles(); }
+  GL_DEVICE Tile at(int ct, int bm, int bn) const {
+    int cm, tn;
+    sched.coords(ct, cm, tn);
+    return Tile{ct * CLUSTER_M + rank, (cm * CLUSTER_M + rank) * bm, tn * bn};
+  }
+};
+
+// Producer: one stage of operands for the tile at (m0, n0), k-tile kt. A: this CTA's BM
+// rows. B: with a cluster, this CTA loads only its BN / CLUSTER_M-row slice and multicasts
+// it to the same offset of every CTA (whose full barriers each expect the whole B tile).
+// MN-major operands (A_MN, B_MN) travel as 64-wide blocks of BK k-rows.
+template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false>
+GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorMap* tb, u64* full, int kt,
+                          int m0, int n0, int rank) {
+  constexpr int MN = 64, SLICE = BN / CLUSTER_M;
+  if (A_MN) {
+#pragma unroll
+    for (int j = 0; j < BM / MN; ++j) tma_load_2d(A + j * MN * BK, ta, full, m0 + j * MN, kt * BK);
+  } else {
+    tma_load_2d(A, ta, full, kt * BK, m0);
+  }
+  u16* slice = B + rank * SLICE * BK;  // either layout: the slice's bytes of the stage
+  const int n = n0 + rank * SLICE;
+#pragma unroll
+  for (int j = 0; j < (B_MN ? SLICE / MN : 1); ++j) {
+    u16* dst = slice + j * MN * BK;
+    const int x = B_MN ? n + j * MN : kt * BK, y = B_MN ? kt * BK : n;
+    if (CLUSTER_M == 1)
+      tma_load_2d(dst, tb, full, x, y);
+    else
+      tma_load_2d_multicast(dst, tb, full, x, y, (u16)((1u << CLUSTER_M) - 1));
+  }
+}
+
+// Producer: the whole operand stream of this CTA — for each of its tiles and each k-tile,
+// wait until the stage is free (in every CTA of the cluster), announce the `bytes` that
+// will land in this CTA's buffer, and issue load(stage, full barrier, kt, tile).
+template <int DEPTH, int CLUSTER, int CLUSTER_M, class Load>
+GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLUSTER_M>& tiles, int bm, int bn,
+                             int k_tiles, u32 bytes, Load load) {
+  auto st = PipelineState<DEPTH>::producer();
+  for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+    const auto t = tiles.at(ct, bm, bn);
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      ops.producer_acquire(st, kt);
+      mbar_arrive_expect_tx(ops.full_bar(st), GL_EXPECT_TX(bytes));
+      load(st.stage, ops.full_bar(st), kt, t);
+      ops.tr.event(EV_LOAD_ISSUE, ops.full_name, st.stage, st.phase, kt, t.id);
+      st.advance();
+    }
+  }
+}
+
+// Consumer: the k-loop of one tile. For each k-tile: wait until its stage has landed, issue
+// its MMAs (issue(stage)) as one wgmma group, and keep that group in flight while the
+// previous one retires (wait_group 1), then hand the previous stage back. Returns the state
+// of the last k-tile's stage, still in flight: mma_drain() retires and releases it (ping-pong
+// consumers do something in between).
+template <int DEPTH, int CLUSTER, class Issue>
+GL_DEVICE PipelineState<DEPTH> mma_mainloop(const Ring<DEPTH, CLUSTER>& ops, PipelineState<DEPTH>& st,
+                                            int k_tiles, int tile, bool warp_leader, Issue issue) {
+  PipelineState<DEPTH> prev = st;
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    ops.consumer_wait(st, kt);
+    wgmma_fence();
+    issue(st.stage);
+    wgmma_commit();
+    ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
+    wgmma_wait<1>();  // k-tile kt-1 has retired: its stage goes back to the producer(s)
+    if (kt > 0) {
+      ops.tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, kt - 1, tile);
+      if (warp_leader) ops.consumer_release(prev, kt - 1);
+      prev.advance();
+    }
+    st.advance();
+  }
+  return prev;
+}
+template <int DEPTH, int CLUSTER>
+GL_DEVICE void mma_drain(const Ring<DEPTH, CLUSTER>& ops, const PipelineState<DEPTH>& last, int k_tiles, int tile,
+                         bool warp_leader) {
+  wgmma_wait<0>();
+  ops.tr.event(EV_MMA_DONE, 0, last.stage, last.phase, k_tiles - 1, tile);
+  if (warp_leader) ops.consumer_release(last, k_tiles - 1);
+}
+
+// Consumer: the epilogue ring's producer side. Wait until the staging buffer is free, write
+// the accumulators into it (stage()), fence them for the copy engine, meet on this
+// warpgroup's named barrier (a __syncthreads would wait for roles that never come), and let
+// one thread commit the buffer to the writeback.
+template <int D, class Stage>
+GL_DEVICE void stage_and_commit(const Ring<D>& epi, const PipelineState<D>& st, u32 named_barrier, bool leader,
+                                u32 k, int tile, Stage stage) {
+  epi.producer_acquire(st, k);
+  epi.tr.event(EV_EPI_BEGIN, 0, st.stage, st.phase, k, tile);
+  stage();
+  fence_proxy_async_smem();  // each writer, before the hand-over
+  named_barrier_sync(named_barrier, 128);
+  epi.tr.event(EV_EPI_END, 0, st.stage, st.phase, k, tile);
+  if (leader) epi.producer_commit(st, k);
+}
+
+// Writeback: wait until the consumers have staged a ROWS x COLS box, store it at (x, y)
+// with TMA (64-column chunks), and free the buffer once the copy engine has read it.
+template <int ROWS, int COLS, int D>
+GL_DEVICE void store_staged(const Ring<D>& epi, const PipelineState<D>& st, const CUtensorMap* map,
+                            const u16* staging, int x, int y, u32 k, int tile) {
+  epi.consumer_wait(st, k);
+  tma_store_tile<ROWS, COLS>(map, staging, x, y);
+  tma_store_commit();
+  epi.tr.event(EV_STORE_ISSUE, 0, st.stage, st.phase, k, tile);
+  tma_store_wait_read<0>();
+  epi.tr.event(EV_STORE_DONE, 0, st.stage, st.phase, k, tile);
+  epi.consumer_release(st, k);
+}

@@ -1,0 +1,270 @@
+"""`gemm-ladder bench --suite NAME`: the kernel the selection picks, on every suite shape,
+against cuBLAS, in one process, fp16 and bf16.
+
+Per shape: fresh random inputs; the selection (runtime/select.py) picks a step; its output
+is poisoned (NaN), computed once and checked against an fp32 reference (`ok`); then ours and
+cuBLAS are timed with bench.py's machinery (interleaved call by call, L2 flushed before
+every call, CUDA events, medians). Ours is a prebuilt launch (`launch.plan`) of the picked
+step: no host-side work in the figure. A shape the step takes only padded (N or K not a
+multiple of 8) runs on zero-padded copies made before timing, as `gemm_ladder.matmul`
+would pad it; cuBLAS runs the unpadded problem. Repetitions scale with the FLOPs
+(`reps_for`): big shapes get few, small ones many. The copy bandwidths of the roofline are
+measured in the same run.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+import re
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..runtime import select
+from ..runtime.steps import get_step
+from . import suites as suites_mod
+from .bench import Bench, check_output, git_commit, percentile, tolerance
+
+REPS_FLOP = 5e13  # FLOPs of timed calls per shape and side: 8192^3 gets 46 reps
+MIN_REPS, MAX_REPS = 10, 100
+DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
+SMALL_M = 16  # decode-like rows: the memory-bound regime, reported against the copy bandwidth
+
+
+def reps_for(flop: float) -> int:
+    return max(MIN_REPS, min(MAX_REPS, math.ceil(REPS_FLOP / flop)))
+
+
+@dataclass
+class SuiteRow:
+    M: int
+    N: int
+    K: int
+    dtype: str
+    group: str
+    label: str
+    kernel: str = ""
+    heuristic: str = ""  # the selection model's pick (= kernel unless autotuned)
+    autotune_ms: dict = field(default_factory=dict)  # median ms per candidate when autotuned
+    autotune_cached: bool = False
+    kernel_shape: list = field(default_factory=list)
+    padded: bool = False
+    selection: str = ""
+    model_us: float = math.nan
+    ok: bool = False
+    error: str = ""
+    max_abs_err: float = math.nan
+    rel_err: float = math.nan
+    reps: int = 0
+    ms: float = math.nan
+    ms_p10: float = math.nan
+    ms_p90: float = math.nan
+    cublas_ms: float = math.nan
+    cublas_ms_p10: float = math.nan
+    cublas_ms_p90: float = math.nan
+    ratio_to_cublas: float = math.nan
+    tflops: float = math.nan
+    cublas_tflops: float = math.nan
+    gbs: float = math.nan  # (A + B + C once) / time
+    cublas_gbs: float = math.nan
+    hbm_copy_fraction: float = math.nan  # gbs / measured copy bandwidth
+    gpu: dict = field(default_factory=dict)
+
+
+def _pad(t, rows: int, cols: int):
+    """t zero-padded to (rows, cols), contiguous."""
+    if tuple(t.shape) == (rows, cols):
+        return t
+    out = t.new_zeros((rows, cols))
+    out[: t.shape[0], : t.shape[1]].copy_(t)
+    return out
+
+
+def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: select.Device,
+                  hbm_gbs: float | None, *, autotune: bool = False, gpu: str = "") -> SuiteRow:
+    import torch
+    from ..runtime import launch
+    M, N, K = shape.mnk
+    row = SuiteRow(M, N, K, dtype, shape.group, shape.label)
+    torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    try:
+        choice = select.choose(M, N, K, dtype, device=device)
+        row.selection, row.model_us = choice.reason, (choice.pick.score_us if choice.pick else math.nan)
+        st = choice.step  # raises when nothing takes the shape
+        pick = choice.pick
+        row.heuristic = st.key
+        a, b = bench.inputs(M, N, K, torch_dtype)  # fresh random data for every shape
+        ref = torch.matmul(a.float(), b.float().T)
+        if autotune:
+            from . import autotune as tuner
+            key, row.autotune_ms, row.autotune_cached = tuner.choose(bench, choice, a, b, ref, dtype, _pad,
+                                                                     gpu=gpu, sms=device.sms)
+            if key is None:
+                raise RuntimeError(f"autotune: no candidate ran correctly ({row.autotune_ms})")
+            pick = next(s for s in choice.scores if s.key == key)
+            st = get_step(key)
+        row.kernel, row.kernel_shape, row.padded = st.key, list(pick.shape), pick.padded
+        _, Np, Kp = pick.shape
+        ak, bk = _pad(a, M, Kp), _pad(b, Np, Kp)
+        out = torch.full((M, Np), float("nan"), dtype=torch_dtype, device=a.device)
+        p = launch.plan(st, ak, bk, out)
+        p()
+        p.synchronize()
+        row.ok, row.max_abs_err, row.rel_err, row.error = check_output(out[:, :N], ref, dtype)
+        del ref
+        if not row.ok:
+            return row
+        c_cublas = torch.empty((M, N), dtype=torch_dtype, device=a.device)
+        cublas = lambda: torch.matmul(a, b.T, out=c_cublas)  # noqa: E731
+        cublas()  # warm-up (handle, heuristics); ours was warmed by the check
+        n = reps_for(shape.flop)
+        ours, theirs = bench.time_interleaved([p, cublas], n)
+        row.reps = n
+        row.ms, row.ms_p10, row.ms_p90 = statistics.median(ours), percentile(ours, .1), percentile(ours, .9)
+        row.cublas_ms = statistics.median(theirs)
+        row.cublas_ms_p10, row.cublas_ms_p90 = percentile(theirs, .1), percentile(theirs, .9)
+        fill_rates(row, hbm_gbs)
+        row.gpu = bench.nvml.sample()
+    except Exception as e:  # report, don't stop the suite
+        row.ok, row.error = False, f"{type(e).__name__}: {e}"
+    return row
+
+
+def fill_rates(row: SuiteRow, hbm_gbs: float | None) -> None:
+    """Ratio, TFLOP/s and GB/s from the medians (bytes: A + B + C once, the real shape)."""
+    flop = 2.0 * row.M * row.N * row.K
+    nbytes = select.compulsory_bytes(row.M, row.N, row.K)
+    row.ratio_to_cublas = row.cublas_ms / row.ms
+    row.tflops, row.cublas_tflops = flop / row.ms / 1e9, flop / row.cublas_ms / 1e9
+    row.gbs, row.cublas_gbs = nbytes / row.ms / 1e6, nbytes / row.cublas_ms / 1e6
+    if hbm_gbs:
+        row.hbm_copy_fraction = row.gbs / hbm_gbs
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
+
+
+def _shape_name(r: dict) -> str:
+    return f"{r['M']}x{r['N']}x{r['K']}"
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per dtype: shapes, correct, geomean ratio, worst shape, per-group geomeans, and the
+    small-M rows' worst ratio and worst fraction of the copy bandwidth."""
+    out = {}
+    for dtype in dict.fromkeys(r["dtype"] for r in rows):
+        rs = [r for r in rows if r["dtype"] == dtype]
+        timed = [r for r in rs if r["ok"] and math.isfinite(r["ratio_to_cublas"])]
+        s = {"shapes": len(rs), "ok": sum(bool(r["ok"]) for r in rs),
+             "failed": [_shape_name(r) for r in rs if not r["ok"]],
+             "geomean_ratio": geomean([r["ratio_to_cublas"] for r in timed])}
+        if timed:
+            w = min(timed, key=lambda r: r["ratio_to_cublas"])
+            s["worst"] = {"shape": _shape_name(w), "label": w["label"], "kernel": w["kernel"],
+                          "ratio_to_cublas": w["ratio_to_cublas"]}
+            s["groups"] = {g: geomean([r["ratio_to_cublas"] for r in timed if r["group"] == g])
+                           for g in dict.fromkeys(r["group"] for r in timed)}
+            s["kernels"] = {k: sum(r["kernel"] == k for r in timed) for k in dict.fromkeys(r["kernel"] for r in timed)}
+            tuned = [r for r in timed if r.get("autotune_ms")]
+            if tuned:  # how often the model's pick was the measured fastest
+                s["autotune_agrees_with_model"] = sum(r["heuristic"] == r["kernel"] for r in tuned) / len(tuned)
+            small = [r for r in timed if r["M"] <= SMALL_M]
+            if small:
+                s["small_m"] = {"shapes": len(small),
+                                "min_ratio": min(r["ratio_to_cublas"] for r in small),
+                                "min_hbm_copy_fraction": min((r["hbm_copy_fraction"] for r in small), default=math.nan)}
+        out[dtype] = s
+    return out
+
+
+def gpu_token(result: dict) -> str:
+    """'NVIDIA H200' -> 'h200' for file names."""
+    name = result.get("gpu", {}).get("torch_name", "") or result.get("gpu", {}).get("name", "")
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", name)
+    return m.group(1).lower() if m else "gpu"
+
+
+def suite_json_path(out_dir: Path, result: dict) -> Path:
+    """benchmarks/results/<date>_<gpu>_suite_<name>_<commit>.json"""
+    date = result["date"][:10]
+    commit = result["commit"]
+    short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    return Path(out_dir) / f"{date}_{gpu_token(result)}_suite_{result['suite']}_{short}.json"
+
+
+def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, device_index: int = 0,
+              progress=None, autotune: bool = False, checkpoint=None) -> dict:
+    """Run suite `name` (or the given shapes) for each dtype; the JSON-able result.
+    checkpoint(result), if given, is called after every row (result["complete"] False
+    until the end), so a run killed by a timeout still leaves its rows."""
+    import torch
+    from ..runtime import launch
+    shapes = shapes if shapes is not None else suites_mod.get_suite(name)
+    launch.check_device(torch.device(f"cuda:{device_index}"))
+    torch.cuda.set_device(device_index)
+    bench = Bench(device_index)
+    device = select.Device(sms=launch.num_sms(device_index))
+    result = {
+        "kind": "gemm-ladder suite", "suite": name, "commit": git_commit(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "gpu": {"torch_name": torch.cuda.get_device_name(device_index), **bench.nvml.static()},
+        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "method": {"reps": f"clamp(ceil({REPS_FLOP:.0e} / FLOP), {MIN_REPS}, {MAX_REPS}) per side",
+                   "l2_flush_bytes": bench.flush_buf.numel() * 4, "interleaved": True,
+                   "timer": "CUDA events per call", "inputs": "randn fp32 -> dtype, fresh per shape",
+                   "reference": "fp32 torch.matmul (TF32 off)",
+                   "tolerance(max,rel)": {d: tolerance(d) for d in dtypes},
+                   "ours": "launch.plan of the selected step (prebuilt launch); N, K zero-padded to "
+                           "multiples of 8 where the step needs it",
+                   "cublas": "torch.matmul(A, B.T, out=C)", "bytes": "A + B + C once",
+                   "selection": {"model": "runtime/select.py", "device": asdict(device),
+                                 "candidates": [str(c) for c in select.CANDIDATES],
+                                 "autotune": autotune}},
+        "memory": {}, "rows": [], "complete": False,
+    }
+    task = progress.add_task("suite", total=len(shapes) * len(dtypes)) if progress else None
+    for dtype in dtypes:
+        for shape in shapes:
+            if progress:
+                progress.update(task, description=f"{DTYPES[dtype]} {shape.M}x{shape.N}x{shape.K}")
+            result["rows"].append(asdict(measure_shape(bench, shape, dtype, device, None, autotune=autotune,
+                                                       gpu=result["gpu"]["torch_name"])))
+            torch.cuda.empty_cache()
+            if checkpoint:
+                result["summary"] = summarize(result["rows"])
+                checkpoint(result)
+            if progress:
+                progress.advance(task)
+    # the copies last, as in bench.run: a failed graph capture cannot disturb the GEMMs
+    result["memory"] = _memory(bench)
+    hbm = result["memory"].get("hbm_copy_gbs")
+    for r in result["rows"]:
+        if hbm and r["ok"]:
+            r["hbm_copy_fraction"] = r["gbs"] / hbm
+    result["summary"] = summarize(result["rows"])
+    result["gpu_after"] = bench.nvml.sample()
+    result["complete"] = True
+    return result
+
+
+def _memory(bench) -> dict:
+    from .bandwidth import measure_copy
+    return measure_copy(bench)
+
+
+def plan_suite(name: str, dtypes: list[str], device: select.Device = select.Device()) -> list[dict]:
+    """What a run would do, without a GPU: per shape and dtype the pick, the reps and the
+    model's time per call (an estimate for planning, not a measurement)."""
+    out = []
+    for dtype in dtypes:
+        for s in suites_mod.get_suite(name):
+            ch = select.choose(s.M, s.N, s.K, dtype, device=device)
+            out.append({"M": s.M, "N": s.N, "K": s.K, "dtype": dtype, "group": s.group, "label": s.label,
+                        "kernel": ch.pick.key if ch.pick else None,
+                        "padded": bool(ch.pick and ch.pick.padded), "reps": reps_for(s.flop),
+                        "model_us": ch.pick.score_us if ch.pick else math.nan})
+    return out

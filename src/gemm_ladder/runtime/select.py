@@ -1,0 +1,283 @@
+"""Which kernel for (M, N, K, dtype): a documented cost model, not a table of tuned shapes.
+
+Every candidate is a ladder step (a `Step` key in CANDIDATES); what the model knows about it
+comes from the Step's facts: its CTA tile (bm x bn x bk), its cluster (CTAs along M sharing
+B), its consumers, whether its grid is persistent, and `accepts(M, N, K)`. Adding a kernel
+family is one entry in CANDIDATES. The model (docs/suite.md):
+
+  cluster tile   (cluster_m * bm) x bn; a cluster of 2 is one scheduling unit
+  tiles          ceil(M / (cluster_m * bm)) * ceil(N / bn)
+  slots          clusters resident at once = SMs * ctas_per_sm // cluster_m
+  wave eff       tiles / (ceil(tiles / slots) * slots)     the last wave's idle slots
+  tile eff       M * N / (tiles * cluster tile area)       rows/columns computed past C
+  t_compute      2 M N K_padded / peak / tile eff          all SMs at the tensor-core peak
+  t_memory       (A + B + C once) / HBM bandwidth          compulsory traffic
+  score          max(t_compute, t_memory) / wave eff       lower is better
+
+Scores within TIE of the best are treated as equal (the model is not finer than that);
+among those the pick is the candidate moving the fewest operand bytes from L2 into shared
+memory (`operand_bytes`: each CTA reads its A and B tiles once per k-tile, a cluster reads
+its shared operand once), then the one computing the least padding, then registry order.
+A shape no candidate accepts (K or N not a multiple of 8) is scored at the shape the
+library pads it to, and the choice says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass, field
+
+from .steps import Step, get_step
+
+# Candidate kernels, in order of preference on a tie. A key that is not (yet) in the step
+# registry is listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md,
+# entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
+# 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
+# the model's traffic tie-break would otherwise pass over.
+CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm"]
+TIE = 0.02
+ELEMENT_BYTES = 2  # fp16 / bf16 in and out
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the model needs of the GPU. Defaults: the H200 SXM datasheet (dense fp16/bf16
+    tensor-core peak, HBM3e bandwidth); only their ratio and the SM count change a pick."""
+    sms: int = 132
+    peak_tflops: float = 989.0
+    hbm_tbs: float = 4.8
+    source: str = "H200 SXM datasheet"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A step's geometry as the model sees it (read from the Step)."""
+    bm: int
+    bn: int
+    bk: int
+    cluster_m: int
+    consumers: int
+    persistent: bool
+    ctas_per_sm: int
+    swap_ab: bool
+    split_k: int
+
+
+def step_defines(step: Step) -> dict:
+    """The step's compile-time configuration, whichever way the Step spells it."""
+    kd = getattr(step, "kernel_defines", None)
+    return dict(kd()) if callable(kd) else dict(getattr(step, "defines", {}) or {})
+
+
+def _cluster_m(step: Step) -> int:
+    """CTAs along M sharing one B tile: the Step's cluster_m, else its cluster shape's
+    first extent, else its GL_CLUSTER_M define."""
+    if getattr(step, "cluster_m", None):
+        return int(step.cluster_m)
+    c = getattr(step, "cluster", None)
+    if isinstance(c, (tuple, list)):
+        return max(1, int(c[0]))
+    if c:
+        return int(c)
+    return int(step_defines(step).get("GL_CLUSTER_M", 1))
+
+
+def facts(step: Step) -> Facts:
+    style = str(getattr(step, "style", "") or "")
+    return Facts(bm=step.bm, bn=step.bn, bk=step.bk, cluster_m=_cluster_m(step),
+                 consumers=int(getattr(step, "consumers", 0) or step_defines(step).get("GL_CONSUMERS", 1)),
+                 persistent=bool(step.persistent), ctas_per_sm=int(getattr(step, "ctas_per_sm", 1) or 1),
+                 swap_ab="swap" in style, split_k=int(getattr(step, "split_k", 0) or 1))
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def compulsory_bytes(M: int, N: int, K: int, elem: int = ELEMENT_BYTES) -> int:
+    """A and B read once, C written once."""
+    return elem * (M * K + N * K + M * N)
+
+
+def operand_bytes(step: Step, M: int, N: int, K: int, elem: int = ELEMENT_BYTES) -> int:
+    """Bytes the step's CTAs load as operand tiles over the whole problem, plus C once:
+    each CTA reads its A and B tiles once per k-tile, and a cluster along M reads the B tile
+    it shares once. With no L2 reuse between clusters this is the HBM traffic; it is the
+    traffic L2 must deliver in any case."""
+    f = facts(step)
+    if f.swap_ab:
+        M, N = N, M
+    Kp = _ceil(K, f.bk) * f.bk
+    a_reads = _ceil(N, f.bn) * M * Kp            # every column of tiles re-reads A
+    b_reads = _ceil(M, f.bm * f.cluster_m) * N * Kp  # every cluster row re-reads B
+    return elem * (a_reads + b_reads + M * N)
+
+
+def intensity(step: Step, M: int, N: int, K: int) -> float:
+    """FLOP per operand byte (see operand_bytes): where a step sits on a roofline."""
+    return 2.0 * M * N * K / operand_bytes(step, M, N, K)
+
+
+@dataclass
+class Score:
+    key: str
+    label: str = ""
+    available: bool = True
+    accepted: bool = False
+    padded: bool = False
+    shape: tuple[int, int, int] = (0, 0, 0)  # what the kernel runs
+    tiles: int = 0
+    slots: int = 0
+    waves: int = 0
+    wave_eff: float = math.nan
+    tile_eff: float = math.nan
+    t_compute_us: float = math.nan
+    t_memory_us: float = math.nan
+    score_us: float = math.inf
+    l2_bytes: int = 0
+    padded_flop: float = math.nan
+    bound: str = ""
+    why: str = ""
+
+
+def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
+    """The shape `gemm_ladder.matmul` hands the kernel when N or K is not a multiple of 8."""
+    return M, N + (-N) % 8, K + (-K) % 8
+
+
+def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
+    s = Score(step.key, step.label)
+    shape = (M, N, K)
+    if not step.accepts(*shape):
+        problems = step.shape_problems(*shape)
+        shape = padded_shape(M, N, K)
+        if shape == (M, N, K) or not step.accepts(*shape):
+            s.why = "rejects the shape: " + "; ".join(problems)
+            return s
+        s.padded = True
+    s.accepted, s.shape = True, shape
+    f = facts(step)
+    if callable(getattr(step, "split_plan", None)):  # a split-K family splits per shape
+        f = dataclasses.replace(f, split_k=step.split_plan(*shape, dev.sms)[0])
+    m, n, k = shape
+    if f.swap_ab:  # the small dimension becomes the MMA's N
+        m, n = n, m
+    k_split = _ceil(k, f.split_k)
+    kp = _ceil(k_split, f.bk) * f.bk * f.split_k
+    cm_rows = f.bm * f.cluster_m
+    s.tiles = _ceil(m, cm_rows) * _ceil(n, f.bn) * f.split_k
+    s.slots = max(1, dev.sms * f.ctas_per_sm // f.cluster_m)
+    if not f.persistent:  # one CTA per SM assumed resident at a time
+        s.slots = max(1, dev.sms // f.cluster_m)
+    s.waves = _ceil(s.tiles, s.slots)
+    s.wave_eff = s.tiles / (s.waves * s.slots)
+    area = s.tiles // f.split_k * cm_rows * f.bn
+    s.tile_eff = (m * n) / area
+    s.padded_flop = 2.0 * area * kp
+    peak = dev.peak_tflops * 1e12
+    s.t_compute_us = s.padded_flop / peak * 1e6
+    mem = compulsory_bytes(M, N, K) + (4 * M * N * f.split_k if f.split_k > 1 else 0)  # fp32 partials
+    s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
+    s.score_us = max(s.t_compute_us, s.t_memory_us) / s.wave_eff
+    s.l2_bytes = operand_bytes(step, *shape)
+    s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
+    s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "
+             f"{s.tiles} tiles of {cm_rows}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
+             f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
+             + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else ""))
+    return s
+
+
+@dataclass
+class Choice:
+    M: int
+    N: int
+    K: int
+    dtype: str
+    device: Device
+    scores: list[Score] = field(default_factory=list)
+    pick: Score | None = None
+    reason: str = ""
+
+    @property
+    def step(self) -> Step:
+        if self.pick is None:
+            raise LookupError(f"no candidate kernel takes {self.M}x{self.N}x{self.K}: {self.reason}")
+        return get_step(self.pick.key)
+
+    @property
+    def kernel_shape(self) -> tuple[int, int, int]:
+        return self.pick.shape if self.pick else (self.M, self.N, self.K)
+
+    def as_dict(self) -> dict:
+        return {"M": self.M, "N": self.N, "K": self.K, "dtype": self.dtype,
+                "device": dataclasses.asdict(self.device),
+                "pick": self.pick.key if self.pick else None, "reason": self.reason,
+                "candidates": [dataclasses.asdict(s) for s in self.scores]}
+
+
+def _candidate_steps(candidates) -> list[tuple[str, Step | None]]:
+    out = []
+    for c in candidates:
+        if isinstance(c, Step):
+            out.append((c.key, c))
+            continue
+        try:
+            out.append((c, get_step(c)))
+        except KeyError:
+            out.append((c, None))
+    return out
+
+
+def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = Device(),
+           candidates=None) -> Choice:
+    """Score every candidate on (M, N, K) and pick one (module docstring)."""
+    ch = Choice(M, N, K, dtype, device)
+    for key, st in _candidate_steps(CANDIDATES if candidates is None else candidates):
+        if st is None or getattr(st, "model_only", False):
+            ch.scores.append(Score(key, available=False, why="not in the step registry" if st is None
+                                   else "model only: no kernel yet"))
+            continue
+        dtypes = getattr(st, "dtypes", ("float16", "bfloat16"))
+        if dtype not in dtypes:
+            ch.scores.append(Score(key, st.label, why=f"does not support {dtype}"))
+            continue
+        ch.scores.append(score(st, M, N, K, device))
+    ok = [s for s in ch.scores if s.accepted]
+    if not ok:
+        ch.reason = "no candidate accepts the shape, even padded"
+        return ch
+    best = min(s.score_us for s in ok)
+    near = [s for s in ok if s.score_us <= best * (1 + TIE)]
+    # unpadded before padded, then least L2 traffic, then least wasted work, then registry order
+    ch.pick = min(near, key=lambda s: (s.padded, s.l2_bytes, s.padded_flop))
+    others = [s.key for s in near if s is not ch.pick]
+    ch.reason = (f"lowest modelled time {ch.pick.score_us:.1f} us"
+                 + (f" (within {TIE:.0%} of it: {', '.join(others)}; {ch.pick.key} moves the fewest "
+                    f"operand bytes, {ch.pick.l2_bytes / 1e6:.0f} MB)" if others else "")
+                 + f"; {ch.pick.why}")
+    return ch
+
+
+@functools.lru_cache(maxsize=4096)
+def pick(M: int, N: int, K: int, dtype: str = "float16", sms: int = 132) -> str:
+    """The chosen step key, memoized: cheap enough for a matmul call path."""
+    return choose(M, N, K, dtype, device=Device(sms=sms)).step.key
+
+
+def explain_rows(ch: Choice) -> list[dict]:
+    """One dict per candidate, formatted for a table."""
+    rows = []
+    for s in ch.scores:
+        mark = "pick" if ch.pick is s else ("" if s.accepted else "-")
+        if not s.accepted:
+            rows.append({"": mark, "kernel": s.key, "why": s.why})
+            continue
+        rows.append({"": mark, "kernel": s.key, "shape run": "x".join(map(str, s.shape)),
+                     "tiles": s.tiles, "waves": f"{s.waves} ({s.wave_eff:.0%})",
+                     "tile eff": f"{s.tile_eff:.0%}", "compute us": f"{s.t_compute_us:.1f}",
+                     "memory us": f"{s.t_memory_us:.1f}", "score us": f"{s.score_us:.1f}",
+                     "L2->SMEM MB": f"{s.l2_bytes / 1e6:.0f}",
+                     "why": s.bound + ("-bound, padded" if s.padded else "-bound")})
+    return rows

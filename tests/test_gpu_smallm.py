@@ -1,0 +1,159 @@
+"""The small-M split-K family on the GPU: every configuration against an fp32 reference on
+fresh random inputs with the output poisoned (NaN) first, forced splits (ragged last split,
+one k-tile per split, no split), and determinism (bit-identical outputs run to run). The
+debug build runs first, in a child process: a pipeline that deadlocks there is reported
+by role and barrier instead of hanging the session. Skipped without a Hopper GPU."""
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemm_ladder.runtime import smallm
+from gpu_util import assert_matches, fresh, needs_gpu
+
+pytestmark = [needs_gpu, pytest.mark.gpu]
+
+KEYS = list(smallm.FAMILIES)
+MS = (1, 7, 16, 64, 100, 128)
+NKS = [(4096, 4096), (11008, 4096), (4096, 11008), (264, 72)]
+DTYPES = ("float16", "bfloat16")
+_seed = itertools.count(500)
+
+
+def _dtype(name):
+    import torch
+    return getattr(torch, name)
+
+
+def _poisoned(M, N, dtype):
+    import torch
+    return torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+
+
+_CHILD = """
+import torch
+from gemm_ladder.runtime import smallm
+from gemm_ladder.measure.accuracy import check_product
+for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 11008, 4096, 3), (1, 4096, 1000, 5)]:
+    g = torch.Generator(device="cuda").manual_seed(M)
+    a = torch.randn((M, K), device="cuda", generator=g).half()
+    b = torch.randn((N, K), device="cuda", generator=g).half()
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    smallm.run_smallm(a, b, out, splits, family={key!r}, debug=True)
+    ok, mx, rel, msg = check_product(out, a, b)
+    assert ok, (M, N, K, splits, msg)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_debug_build_in_a_child(key):
+    """Bounded mbarrier waits: a deadlock raises PipelineDeadlock naming role, barrier, stage
+    and phase (and kills only the child's CUDA context)."""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-c", _CHILD.format(key=key)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N,K", NKS, ids=[f"{n}x{k}" for n, k in NKS])
+@pytest.mark.parametrize("M", MS)
+@pytest.mark.parametrize("key", KEYS)
+def test_matches_reference(key, M, N, K, dtype):
+    dt = _dtype(dtype)
+    a, b = fresh(M, N, K, dt, next(_seed))
+    out = _poisoned(M, N, dt)
+    p = smallm.FAMILIES[key].plan(a, b, out)
+    p()
+    p.synchronize()
+    assert_matches(out, a, b)
+
+
+FORCED = [(16, 4096, 4096, 1),     # no split: the kernel writes C itself
+          (16, 4096, 4096, 3),     # 22 + 22 + 20 k-tiles
+          (1, 4096, 4096, 64),     # one k-tile per split
+          (7, 264, 1000, 5),       # K = 1000: the last k-tile is partial; 5 asked, 4 splits of 4
+          (100, 4096, 11008, 7),   # two m-tiles, rows 100..127 masked
+          (128, 264, 72, 2)]       # N smaller than one 256-wide tile
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,N,K,splits", FORCED, ids=["x".join(map(str, c)) for c in FORCED])
+@pytest.mark.parametrize("key", KEYS)
+def test_forced_splits(key, M, N, K, splits, dtype):
+    dt = _dtype(dtype)
+    a, b = fresh(M, N, K, dt, next(_seed))
+    out = _poisoned(M, N, dt)
+    smallm.run_smallm(a, b, out, splits, family=key, sync=True)
+    assert_matches(out, a, b)
+
+
+DET_SHAPES = [(16, 4096, 4096), (100, 11008, 4096), (1, 4096, 11008)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,N,K", DET_SHAPES, ids=["x".join(map(str, s)) for s in DET_SHAPES])
+@pytest.mark.parametrize("key", KEYS)
+def test_bit_identical_over_20_runs(key, M, N, K, dtype):
+    """The same inputs give the same bits: fixed split order, no atomics. Every run gets a
+    fresh poisoned output and a fresh workspace."""
+    import torch
+    dt = _dtype(dtype)
+    a, b = fresh(M, N, K, dt, next(_seed))
+    fam = smallm.FAMILIES[key]
+    runs = []
+    for _ in range(20):
+        out = _poisoned(M, N, dt)
+        smallm.run_smallm(a, b, out, family=key)
+        runs.append(out.view(torch.int16))
+    torch.cuda.synchronize()
+    assert fam.split_plan(M, N, K, torch.cuda.get_device_properties(0).multi_processor_count)[0] > 1
+    assert_matches(runs[0].view(dt), a, b)
+    differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
+    assert not differing, f"{fam.key}: runs {differing} differ from run 0"
+
+
+def test_programmatic_launch_gives_the_same_bits():
+    """The reduction launched with and without programmatic dependent launch: same order,
+    same bits (and with it, it really waits for the partials)."""
+    import torch
+    a, b = fresh(64, 4096, 4096, torch.float16, next(_seed))
+    fam = smallm.FAMILIES["smallm"]
+    outs = []
+    for pdl in (True, False, True):
+        out = _poisoned(64, 4096, torch.float16)
+        p = fam.plan(a, b, out, pdl=pdl)
+        p()
+        p.synchronize()
+        outs.append(out.view(torch.int16))
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    assert_matches(outs[0].view(torch.float16), a, b)
+
+
+def test_through_the_library_entry():
+    """matmul_nt(step="smallm") goes through launch.plan to the family's own plan."""
+    import torch
+    from gemm_ladder.runtime.api import matmul_nt
+    a, b = fresh(16, 4096, 4096, torch.bfloat16, next(_seed))
+    out = _poisoned(16, 4096, torch.bfloat16)
+    matmul_nt(a, b, out, step="smallm")
+    torch.cuda.synchronize()
+    assert_matches(out, a, b)
+
+
+def test_plan_reuse_and_workspace():
+    import torch
+    a, b = fresh(16, 4096, 4096, torch.float16, next(_seed))
+    p = smallm.FAMILIES["smallm"].plan(a, b)
+    assert p.workspace.shape == (p.splits, 16, 4096) and p.workspace.dtype == torch.float32
+    first = p().clone()
+    p.out.fill_(float("nan"))
+    p()
+    p.synchronize()
+    assert torch.equal(first.view(torch.int16), p.out.view(torch.int16))
+    assert_matches(p.out, a, b)

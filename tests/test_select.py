@@ -1,0 +1,135 @@
+"""The kernel selection's cost model and its traffic model (no GPU)."""
+import dataclasses
+
+import pytest
+
+from gemm_ladder.runtime import select, steps
+from gemm_ladder.runtime.steps import Step
+
+S7 = steps.get_step("7:d4")
+
+
+FIELDS = {f.name for f in dataclasses.fields(Step)}
+
+
+def _cluster_step(number, bn=128, consumers=1):
+    """Steps 8 and 9 as the model sees them (their facts: tile, cluster of 2 along M,
+    consumers), as Step fields where the Step has them, else as defines."""
+    kw = dict(number=number, variant="", bn=bn, threads=128 * (1 + consumers))
+    if "cluster" in FIELDS:
+        kw.update(cluster=(2, 1, 1), consumers=consumers)
+    else:
+        kw["defines"] = {**S7.defines, "GL_CLUSTER_M": 2, "GL_CONSUMERS": consumers}
+    return dataclasses.replace(S7, **kw)
+
+
+S8 = _cluster_step(8)
+S9 = _cluster_step(9, bn=256, consumers=2)
+LADDER = [S7, S8, S9]
+
+
+@dataclasses.dataclass(frozen=True)
+class SmallM(Step):
+    """A swap-A/B, split-K kernel that takes only M <= 64 (the small-M family's contract)."""
+
+    def shape_problems(self, M, N, K):
+        return super().shape_problems(M, N, K) + ([f"M={M} > 64"] if M > 64 else [])
+
+
+SWAP = SmallM(**{**{f.name: getattr(S7, f.name) for f in dataclasses.fields(S7)},
+                 "number": 11, "bn": 64, "variant": ""})
+object.__setattr__(SWAP, "style", "swap_ab")
+object.__setattr__(SWAP, "split_k", 4)
+
+
+def test_operand_traffic_model_at_4096():
+    n = 4096
+    # bytes = 2 * (tiles_n * M*K + cluster_rows * N*K + M*N): every CTA reads its tiles once
+    # per k-tile, a cluster of 2 reads the B it shares once
+    assert select.operand_bytes(S7, n, n, n) == 2 * n * n * (32 + 32 + 1)
+    assert select.operand_bytes(S8, n, n, n) == 2 * n * n * (32 + 16 + 1)
+    assert select.operand_bytes(S9, n, n, n) == 2 * n * n * (16 + 16 + 1)
+    assert select.intensity(S7, n, n, n) == pytest.approx(n / 65)
+    assert select.intensity(S9, n, n, n) == pytest.approx(n / 33)
+    assert select.intensity(S7, n, n, n) < select.intensity(S8, n, n, n) < select.intensity(S9, n, n, n)
+
+
+def test_facts_read_from_the_step():
+    f9 = select.facts(S9)
+    assert (f9.bm, f9.bn, f9.cluster_m, f9.consumers, f9.persistent) == (128, 256, 2, 2, True)
+    f7 = select.facts(S7)
+    assert (f7.cluster_m, f7.consumers) == (1, 1)
+    # a Step that carries its cluster as a field (shape tuple or count) is read the same way
+    with_field = dataclasses.replace(S7)
+    object.__setattr__(with_field, "cluster", (2, 1, 1))
+    assert select.facts(with_field).cluster_m == 2
+
+
+def test_wave_and_tile_efficiency():
+    s = select.score(S9, 1024, 1024, 1024)
+    assert (s.tiles, s.slots, s.waves) == (16, 66, 1)
+    assert s.wave_eff == pytest.approx(16 / 66)
+    s = select.score(S7, 4097, 4096, 4096)
+    assert s.tiles == 33 * 32 and s.tile_eff == pytest.approx(4097 / (33 * 128))
+
+
+def test_large_squares_pick_the_least_traffic_on_a_tie():
+    ch = select.choose(4096, 4096, 4096, candidates=LADDER)
+    assert ch.pick.key == "9"
+    assert "fewest operand bytes" in ch.reason
+
+
+def test_1024_cube_avoids_the_half_empty_wave():
+    ch = select.choose(1024, 1024, 1024, candidates=LADDER)
+    by = {s.key: s for s in ch.scores}
+    assert by["9"].score_us > by["8"].score_us  # 16 cluster tiles on 66 slots
+    assert ch.pick.key == "8"
+
+
+def test_a_step_that_rejects_the_shape_is_never_picked():
+    strict = dataclasses.replace(steps.get_step("2"))  # tile multiples of 128/128/64
+    ch = select.choose(1000, 1000, 1000, candidates=[strict, S7])
+    assert ch.pick.key == "7:d4"
+    rejected = [s for s in ch.scores if s.key == "2"][0]
+    assert not rejected.accepted and "multiple of 128" in rejected.why
+    assert select.choose(1000, 1000, 1000, candidates=[strict]).pick is None
+
+
+def test_unregistered_candidate_is_listed_not_picked():
+    ch = select.choose(2048, 2048, 2048, candidates=["7:d4", "99"])
+    assert ch.pick.key == "7:d4"
+    assert [s.available for s in ch.scores] == [True, False]
+
+
+def test_unaligned_shape_runs_padded():
+    ch = select.choose(4097, 4095, 4096, candidates=LADDER)
+    assert ch.pick.padded and ch.kernel_shape == (4097, 4096, 4096)
+    ch = select.choose(127, 8191, 255, candidates=LADDER)
+    assert ch.kernel_shape == (127, 8192, 256)
+
+
+def test_adding_a_family_is_a_registry_entry(monkeypatch):
+    monkeypatch.setattr(select, "CANDIDATES", [S7, S8, S9, SWAP])
+    small = select.choose(16, 4096, 4096)
+    assert small.pick.key == "11"
+    swap = [s for s in small.scores if s.key == "11"][0]
+    assert swap.tiles == 32 * 4  # 4096 / 128 swapped rows, 16 / 64 columns, split 4 ways
+    assert select.facts(SWAP).swap_ab
+    big = select.choose(4096, 4096, 4096)
+    assert big.pick.key == "9"
+    assert not [s for s in big.scores if s.key == "11"][0].accepted
+
+
+def test_explain_rows_and_json():
+    ch = select.choose(3000, 5000, 4000, candidates=LADDER)
+    rows = select.explain_rows(ch)
+    assert [r["kernel"] for r in rows] == ["7:d4", "8", "9"]
+    assert sum(r[""] == "pick" for r in rows) == 1
+    d = ch.as_dict()
+    assert d["pick"] == ch.pick.key and len(d["candidates"]) == 3
+
+
+def test_default_candidates_pick_a_registered_step():
+    # whatever of 8 and 9 is registered in this checkout, the pick is a real step
+    key = select.pick(4096, 4096, 4096)
+    assert steps.get_step(key).accepts(4096, 4096, 4096)

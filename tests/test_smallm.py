@@ -1,0 +1,186 @@
+"""The small-M split-K family on the CPU: its registry entries, the split rule and workspace,
+the shapes it takes, and both kernels of its file compiled clean (NVRTC) with the SASS it
+claims. The GPU side is tests/test_gpu_smallm.py."""
+import re
+
+import pytest
+
+from gemm_ladder.measure import sass
+from gemm_ladder.runtime import jit, launch, smallm, steps
+
+FAMS = list(smallm.FAMILIES.values())
+IDS = [f.key for f in FAMS]
+H200_SMS = 132
+
+
+def _sass_text(cubin):
+    try:
+        return sass.disassemble(cubin)
+    except sass.SassUnavailable as e:
+        pytest.skip(str(e))
+
+
+# -- registry ---------------------------------------------------------------------------------
+def test_reached_by_key_but_not_a_rung():
+    assert steps.get_step("smallm") is smallm.FAMILIES["smallm"]
+    assert steps.get_step("smallm:n128").bn == 128
+    ladder = {st.key for st in steps.all_steps()} | {st.key for st in steps.parse_steps("all")}
+    assert not ladder & set(smallm.FAMILIES)
+    with pytest.raises(KeyError, match="smallm"):
+        steps.get_step("smallm:n96")
+
+
+@pytest.mark.parametrize("fam", FAMS, ids=IDS)
+def test_defines_and_shared_memory_follow_the_fields(fam):
+    assert fam.kernel_defines() == dict(GL_BM=64, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
+                                        GL_DYNAMIC_SMEM=fam.dynamic_smem)
+    # SharedStorage: DEPTH stages of A (64 x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
+    assert fam.dynamic_smem == 1024 + fam.depth * (64 + fam.bn) * 64 * 2 + 16 * fam.depth
+    assert not fam.smem_problem() and fam.dynamic_smem <= steps.MAX_SMEM_PER_BLOCK
+    assert fam.barriers == 2 * fam.depth
+    assert f"HGMMA.64x{fam.bn}x16" in fam.claims
+
+
+def test_kernel_takes_configuration_only_from_defines():
+    text = (jit.KERNEL_DIR / "smallm_splitk.cu").read_text()
+    fam = smallm.FAMILIES["smallm"]
+    for name in re.findall(r"#\s*(?:ifndef|ifdef|if\s+!?\s*defined\s*\(?)\s*(GL_\w+)", text):
+        assert name in fam.kernel_defines(), f"smallm_splitk.cu reads {name}, which the family never passes"
+    missing = {k: v for k, v in fam.kernel_defines().items() if k != "GL_BN"}
+    with pytest.raises(jit.KernelBuildError, match="GL_BN"):
+        jit.compile_kernel(fam.source, fam.entry, missing, use_cache=False)
+    small = dict(fam.kernel_defines(), GL_DYNAMIC_SMEM=fam.dynamic_smem - 1024)
+    with pytest.raises(jit.KernelBuildError, match="dynamic_smem is too small"):
+        jit.compile_kernel(fam.source, fam.entry, small, use_cache=False)
+
+
+# -- shapes -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("fam", FAMS, ids=IDS)
+def test_accepts(fam):
+    for shape in [(1, 8, 8), (7, 264, 72), (16, 4096, 4096), (128, 11008, 4096), (100, 4096, 11008)]:
+        assert fam.accepts(*shape), fam.shape_problems(*shape)
+    assert "M=129" in " ".join(fam.shape_problems(129, 4096, 4096))
+    assert "K=" in " ".join(fam.shape_problems(16, 4096, 4100))
+    assert "N=" in " ".join(fam.shape_problems(16, 4100, 4096))
+    assert not fam.accepts(0, 8, 8)
+
+
+# -- the split --------------------------------------------------------------------------------
+SPLIT_SHAPES = [(M, N, K) for M in (1, 7, 16, 64, 100, 128)
+                for N, K in [(4096, 4096), (11008, 4096), (4096, 11008), (264, 72), (14336, 4096),
+                             (4096, 14336), (28672, 4096), (8192, 8192), (8, 8), (4096, 520)]]
+
+
+@pytest.mark.parametrize("fam", FAMS, ids=IDS)
+def test_split_covers_every_k_tile_once_and_fills_the_machine(fam):
+    for M, N, K in SPLIT_SHAPES:
+        s, per = fam.split_plan(M, N, K, H200_SMS)
+        kt = fam.k_tiles(K)
+        assert (s - 1) * per < kt <= s * per, (M, N, K, s, per)  # no empty split, none missing
+        assert s == 1 or per >= smallm.MIN_KT_PER_SPLIT, (M, N, K, s, per)
+        m_tiles, n_tiles = fam.tiles(M, N)
+        ctas = m_tiles * n_tiles * s
+        assert fam.grid(M, N, s) == (n_tiles, m_tiles, s)
+        if s > 1:  # a split is only worth it while it fills the SMs, not a second wave of its own
+            assert ctas <= 2 * H200_SMS or m_tiles * n_tiles > H200_SMS, (M, N, K, s, ctas)
+        if m_tiles * n_tiles * 2 <= H200_SMS and kt >= 2 * smallm.MIN_KT_PER_SPLIT:
+            assert s > 1, (M, N, K)  # few tiles and a long K: split
+
+
+def test_split_examples():
+    f = smallm.FAMILIES["smallm"]
+    assert f.split_plan(16, 4096, 4096, H200_SMS) == (8, 8)      # 16 tiles x 8 = 128 CTAs
+    assert f.split_plan(1, 14336, 4096, H200_SMS) == (2, 32)     # 56 tiles x 2 = 112 CTAs
+    assert f.split_plan(128, 14336, 4096, H200_SMS) == (1, 64)   # 112 tiles: already ~one wave
+    assert f.split_plan(16, 264, 72, H200_SMS) == (1, 2)         # 2 k-tiles: nothing to split
+    g = smallm.FAMILIES["smallm:n128"]
+    assert g.split_plan(16, 4096, 4096, H200_SMS) == (4, 16)     # 32 tiles x 4 = 128 CTAs
+
+
+def test_fixed_split_never_leaves_a_split_empty():
+    f = smallm.FAMILIES["smallm"]
+    assert f.fixed_split(4096, 3) == (3, 22)     # 64 k-tiles: 22 + 22 + 20
+    assert f.fixed_split(192, 4) == (3, 1)       # 3 k-tiles cannot feed 4 splits
+    assert f.fixed_split(4096, 5) == (5, 13)
+    assert f.fixed_split(4096, 6) == (6, 11)
+    assert f.fixed_split(4096, 7) == (7, 10)     # 6 x 10 + 4
+    assert f.fixed_split(4096, 9) == (8, 8)      # 8 x 8 covers 64 already: a 9th would be empty
+    with pytest.raises(ValueError):
+        f.fixed_split(64, 0)
+
+
+def test_workspace_and_reduction_grid():
+    f = smallm.FAMILIES["smallm"]
+    assert f.workspace_shape(16, 4096, 8) == (8, 16, 4096)
+    assert f.workspace_shape(16, 4096, 1) is None  # one split: the kernel writes C itself
+    assert f.reduce_grid(16, 4096) == (16 * 4096 // 4 // smallm.REDUCE_THREADS, 1, 1)
+    assert f.reduce_grid(1, 8) == (1, 1, 1)
+
+
+def test_split_cost_prices_the_workspace():
+    f = smallm.FAMILIES["smallm"]
+    one, eight = f.split_cost(16, 4096, 4096, H200_SMS, 1), f.split_cost(16, 4096, 4096, H200_SMS, 8)
+    assert eight < one
+    assert f.split_cost(128, 4096, 4096, H200_SMS, 4) > f.split_cost(1, 4096, 4096, H200_SMS, 4)
+
+
+def test_selection_reads_the_entry():
+    """runtime/select.py reads a candidate's geometry from its registry entry; the split is
+    per shape (split_plan), not a field."""
+    from gemm_ladder.runtime import select
+    f = select.facts(steps.get_step("smallm"))
+    assert (f.bm, f.bn, f.bk, f.cluster_m, f.persistent, f.swap_ab) == (64, 256, 64, 1, False, False)
+
+
+def test_plan_refuses_tracing_for_the_family():
+    with pytest.raises(steps.ConfigError, match="tracing"):
+        launch.plan(smallm.FAMILIES["smallm"], None, None, trace_buffer=object())
+
+
+# -- the kernels ------------------------------------------------------------------------------
+@pytest.mark.parametrize("fam", FAMS, ids=IDS)
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
+def test_compiles_clean(fam, bf16):
+    k = fam.compile(bf16=bf16)  # strict: raises on spills or C75xx warnings in either entry
+    for entry in (fam.entry, fam.reduce_entry):
+        r = jit.parse_ptxas_log(k.log, entry)
+        assert r.registers > 0, (entry, k.log)
+        assert r.spill_bytes == 0 and r.stack_frame_bytes == 0, (entry, r)
+        assert not [w for w in r.warnings if "C75" in w], r.warnings
+    assert k.report.kernel == fam.entry and k.report.registers <= 255
+    # a reduction block must fit in the registers a split-K CTA leaves (programmatic launch)
+    assert jit.parse_ptxas_log(k.log, fam.reduce_entry).registers <= smallm.REDUCE_MAX_REGS
+    assert 256 * k.report.registers + smallm.REDUCE_THREADS * smallm.REDUCE_MAX_REGS <= 65536
+
+
+@pytest.mark.parametrize("fam", FAMS, ids=IDS)
+def test_sass_holds_claims(fam):
+    text = _sass_text(fam.compile().cubin)
+    ops = sass.opcodes(text)
+    missing = [c for c in fam.claims if sass.count_class(ops, c) == 0]
+    assert not missing, missing
+    assert not [c for c in fam.sass_absent if sass.count_class(ops, c)]
+    assert sass.count_class(ops, "USETMAXREG") >= 2, "producer dec + consumer inc"
+    assert sass.mma_loop_full_waits(text) == 0, "the k-loop keeps one wgmma group in flight"
+    bars = [t for _, t in sass.instructions(text) if t.startswith("BAR.")]
+    assert bars == ["BAR.SYNC.DEFER_BLOCKING 0x0"], "one CTA-wide barrier, after barrier init"
+
+
+@pytest.mark.parametrize("extra", [{"GL_DEBUG_WAITS": 1}, {"GL_TRACE": 1}], ids=["debug", "trace"])
+def test_instrumented_builds_compile_clean(extra):
+    k = smallm.FAMILIES["smallm"].compile(extra_defines=extra)
+    assert k.report.spill_bytes == 0
+
+
+def test_ptxas_report_is_per_entry():
+    log = ("ptxas info    : 32 bytes gmem\n"
+           "ptxas info    : Compiling entry function 'second' for 'sm_90a'\n"
+           "ptxas         .     0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+           "ptxas info    : Used 34 registers, used 0 barriers\n"
+           "ptxas info    : Compiling entry function 'first' for 'sm_90a'\n"
+           "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 232 registers, used 1 barriers\n")
+    first, second = jit.parse_ptxas_log(log, "first"), jit.parse_ptxas_log(log, "second")
+    assert (first.registers, first.spill_bytes, first.barriers) == (232, 0, 1)
+    assert (second.registers, second.spill_bytes) == (34, 16)
+    assert set(jit.ptxas_sections(log)) == {"", "first", "second"}
