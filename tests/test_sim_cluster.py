@@ -205,3 +205,15 @@ def test_no_exit_sync_names_the_late_remote_arrival():
     # the arrival it names came from the peer before the exit, yet nothing ordered it first
     assert "remote arrive" in r.explanation and t is not None
     assert not [s for s in r.timeline.spans if s.barrier == "cluster_sync"]
+
+
+def test_gpu_what_if_summary_says_which_outcome_happened():
+    from gemm_ladder.choreography.gpu_whatifs import summary_text
+    why = WHAT_IFS["no-exit-sync"].why
+    won = summary_text("8", "no-exit-sync", {"outcome": "finished-correct", "runs": 5, "repeats": 5,
+                                             "wall_seconds": 3.0, "message": "output matches the reference",
+                                             "why": why})
+    assert "all 5 runs finished correct" in won and why in won
+    lost = summary_text("8", "local-empty", {"outcome": "finished-wrong", "runs": 3, "repeats": 5,
+                                             "wall_seconds": 4.0, "message": "max abs err 3.1", "why": ""})
+    assert "finished-wrong in run 3 of 5 (2 correct before)" in lost

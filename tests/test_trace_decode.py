@@ -170,3 +170,26 @@ def test_calibrate_command_on_saved_traces(tmp_path, capsys):
     assert [r["step"] for r in rows] == ["7", "5"] and all(r["within"] for r in rows)
     assert "within 15%" in out
     assert main(["calibrate", str(tmp_path / "c.json")]) == 1      # not a trace: said, not crashed
+
+
+def test_trace_command_writes_records_page_and_check(tmp_path, monkeypatch):
+    """`gemm-ladder trace --step 9` with the GPU run replaced by the records of a simulated one:
+    it saves the records, draws both CTAs and both consumers, and checks the model on them."""
+    import argparse
+
+    from rich.console import Console
+
+    from gemm_ladder.cli.trace import trace_command
+    res, _ = decoded("9", k_tiles=8, tiles_per_cta=2)
+    recs = records_from(res.timeline, get_step("9"), res.params.mma_time / 512)
+    fake = {"records": recs, "correct": True, "rel_err": 1e-4, "check": "", "ms_plain": 0.2, "ms_traced": 0.25,
+            "overhead": 0.25, "blocks": 2, "events_per_slot": 4096, "num_sms": 132, "overflow": []}
+    monkeypatch.setattr(trace, "measure", lambda *a, **k: fake)
+    args = argparse.Namespace(step="9", size=[(256, 512, 512)], events=None, out=str(tmp_path))
+    assert trace_command(args, Console(file=open(tmp_path / "log.txt", "w"), width=200)) == 0
+    summary = json.loads((tmp_path / "trace_step9.json").read_text())["summary"]
+    assert summary["calibration"]["within"] and summary["sim_calibrated"]
+    [tl] = saved.measured_timelines(tmp_path / "trace_step9_records.json.gz")
+    assert {"cta0.rank0/consumer1", "cta1.rank1/consumer0"} <= set(tl.lanes)
+    assert "within 15%" in (tmp_path / "log.txt").read_text()
+    assert (tmp_path / "trace_step9.html").exists() and (tmp_path / "trace_step9_perfetto.json").exists()

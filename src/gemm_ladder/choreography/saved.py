@@ -55,9 +55,10 @@ def _from_page(text: str) -> list[Timeline]:
     return out
 
 
-def measured_timelines(path: str | Path) -> list[Timeline]:
-    """The measured timelines a saved file holds: a records file (all CTAs), a trace JSON
-    (``{"summary", "timeline"}``, the CTAs it shows) or a page (its measured timelines)."""
+def measured_timelines(path: str | Path, ctas: list[int] | None = None) -> list[Timeline]:
+    """The measured timelines a saved file holds: a records file (all CTAs, or ``ctas``), a
+    trace JSON (``{"summary", "timeline"}``, the CTAs it shows) or a page (its measured
+    timelines)."""
     path = Path(path)
     text = _read_text(path)
     if text.lstrip().startswith("<"):
@@ -70,7 +71,7 @@ def measured_timelines(path: str | Path) -> list[Timeline]:
         from .trace import to_timeline
         st = get_step(doc["step"])
         M, N, K = doc["size"]
-        return [to_timeline(doc["records"], st, meta={"M": M, "N": N, "K": K})]
+        return [to_timeline(doc["records"], st, ctas=ctas, meta={"M": M, "N": N, "K": K})]
     if "timeline" in doc:
         return [Timeline.from_dict(doc["timeline"])]
     raise ValueError(f"{path}: not a trace records file, trace JSON or trace page")

@@ -35,8 +35,8 @@ def trace_command(args, console) -> int:
                "ms_plain": res["ms_plain"], "ms_traced": res["ms_traced"], "trace_overhead": res["overhead"],
                "ctas": res["blocks"], "events_per_slot": res["events_per_slot"],
                "slots_full": res["overflow"], "records": records_path.name, "kpis_measured": kpis(full)}
-    try:  # the model with its timings fitted to this measurement, and its makespan checked
-        summary["calibration"] = check_calibration(full)
+    try:  # the model with its timings fitted to the CTAs shown, and its makespan checked
+        summary["calibration"] = check_calibration(shown)
         simres = sim.simulate_like(shown, fit=True)
         summary["sim_calibrated"] = True
     except ValueError as e:  # the measured configuration is not one the model takes
@@ -82,7 +82,8 @@ def calibration_line(source: str, c: dict) -> str:
             f"{c['simulated_makespan_ns'] / 1000:.1f} us ({c['error']:+.1%}, "
             f"{'within' if c['within'] else 'OUTSIDE'} {c['tolerance']:.0%}); busy {c['busy_measured']:.3f} "
             f"measured vs {c['busy_simulated']:.3f}; fitted mma {f['mma_ns']:.0f} ns, consumer gap "
-            f"{f['consumer_gap_ns']:.0f} ns, load {f['load_latency_ns']:.0f} ns, epilogue "
+            f"{f['consumer_gap_ns']:.0f} ns (issue {f['mma_issue_ns']:.0f}, wait {f['mma_wait_ns']:.0f}), "
+            f"load {f['load_latency_ns']:.0f} ns, epilogue "
             f"{f['epilogue_ns']:.0f} ns, store {f['store_latency_ns']:.0f} ns")
 
 
@@ -92,7 +93,7 @@ def calibrate_command(args) -> int:
     ok, rows = True, []
     for path in args.files:
         try:
-            tls = saved.measured_timelines(path)
+            tls = saved.measured_timelines(path, ctas=list(range(args.ctas)) if args.ctas else None)
         except (OSError, ValueError, KeyError) as e:
             print(f"{path}: cannot read a measured trace: {e}")
             ok = False
@@ -116,6 +117,8 @@ def add_calibrate_parser(sub) -> argparse.ArgumentParser:
     c.add_argument("files", nargs="+", help="saved traces")
     c.add_argument("--tolerance", type=float, default=MAKESPAN_TOLERANCE,
                    help=f"largest relative makespan error accepted (default {MAKESPAN_TOLERANCE})")
+    c.add_argument("--ctas", type=int, help="records files: decode only the first N CTAs (default all; "
+                                             "the first CTAs compute the most tiles)")
     c.add_argument("--json", help="also write the results here")
     c.set_defaults(fn=calibrate_command)
     return c
