@@ -217,3 +217,19 @@ def test_gpu_what_if_summary_says_which_outcome_happened():
     lost = summary_text("8", "local-empty", {"outcome": "finished-wrong", "runs": 3, "repeats": 5,
                                              "wall_seconds": 4.0, "message": "max abs err 3.1", "why": ""})
     assert "finished-wrong in run 3 of 5 (2 correct before)" in lost
+
+
+@pytest.mark.parametrize("key", ["8", "9", "10:c2"])
+def test_init_count_low_is_found_at_the_first_refill(key):
+    # one arrival short, a phase completes before the last warp of some consumer has
+    # arrived: nothing orders the refill after that warp, found on the first lap, however
+    # short K is
+    r = run_what_if("init-count-low", key, k_tiles=4)
+    assert r.verdict == "early_release" and "nothing orders it after" in r.explanation
+    assert f"initialised with count {params_for_step(key).empty_count - 1}" in r.explanation
+
+
+def test_init_count_high_in_pingpong_names_one_consumer_per_phase():
+    r = run_what_if("init-count-high", "10")
+    assert r.verdict == "deadlock"
+    assert "count 5 while only 4 arrivals per phase come (4 warps of the consumer whose tile it is" in r.explanation

@@ -130,13 +130,14 @@ class Engine:
         self.log.append([self.now, b.cta, b.name, b.stage, b.phase, b.pending, b.tx])
 
     def arrive(self, b: MBarrier, lane: str, expect: int = 0, n: int = 1) -> None:
-        """``n`` arrivals of ``lane`` (e.g. one per warp leader of a consumer warpgroup)."""
-        vc = self.tick(lane)
-        if b.cta >= 0 and lane_cta(lane) != b.cta:
-            self._remote(b.cta, lane, vc[lane], f"remote arrive on {b.ref}")
+        """``n`` arrivals of ``lane`` (e.g. one per warp leader of a consumer warpgroup), each
+        its own event: a phase that completes on some of them has not seen the rest."""
         if expect:
             b.expect_tx(expect)
         for _ in range(n):
+            vc = self.tick(lane)
+            if b.cta >= 0 and lane_cta(lane) != b.cta:
+                self._remote(b.cta, lane, vc[lane], f"remote arrive on {b.ref}")
             if b.pending <= 0:
                 self.hazard(
                     f"early release: {self.role(lane)} arrived on {b.ref}"
@@ -279,12 +280,21 @@ class Engine:
                                label=label))
         return end
 
-    def released(self, cta: int, stage: int, lane: str) -> None:
-        """``lane`` has finished reading stage ``stage`` of its CTA (its wgmma retired)."""
+    def release(self, cta: int, stage: int, lane: str, targets: list[int], n: int) -> None:
+        """``lane`` has finished reading stage ``stage`` of its CTA (its wgmma retired) and
+        says so with ``n`` arrivals on the empty barrier of each CTA in ``targets`` (none for
+        a lockstep team, which refills the stage itself). What a refill must come after, per
+        CTA whose producer may refill: the last of those arrivals on that CTA's barrier."""
         occ = self.occupant.get((cta, stage))
+        stamps: dict[int, int] = {}
         if occ is not None and lane in occ["readers"]:
             occ["readers"].remove(lane)
-            occ["released"][lane] = self.tick(lane)[lane]
+            occ["released"][lane] = stamps
+        if not targets:
+            stamps[cta] = self.tick(lane)[lane]
+        for c in targets:
+            self.arrive(self.bar(c, "mma2tma", stage), lane, n=n)
+            stamps[c] = self.vc[lane][lane]
 
     def _refill_hazard(self, issuer: str, d: int, stage: int, k: int, occ: dict) -> None:
         """A load into stage ``stage`` of CTA ``d`` while its previous contents are still
@@ -308,7 +318,10 @@ class Engine:
                 f"while {names} had not finished the wgmma on its previous contents "
                 f"(k-tile {occ['key'][1]}){why}")
         vc = self.vc.get(issuer, {})
-        for r, stamp in occ["released"].items():
+        src = lane_cta(issuer)
+        for r, stamps in occ["released"].items():
+            # the release that reached the issuer's empty barrier, or (if none did) any of them
+            stamp = stamps.get(src, max(stamps.values(), default=0))
             if vc.get(r, 0) < stamp:
                 self.hazard(
                     f"early release: {self.role(issuer)} was released{via} and issued a TMA load "

@@ -27,6 +27,8 @@ def _stuck_reason(e: Engine, b: MBarrier, live: dict[str, Proc]) -> tuple[str, A
     if b.pending <= 0 and b.tx > 0 and not inflight:
         return "tx", None
     if b.pending > 0:
+        if len(b.arrived) >= e.per_phase.get((b.cta, b.name), b.count):
+            return "count", None                  # every arrival a phase gets has come
         remaining = [a for a in arr if a not in b.arrived]
         waiting = [a for a in remaining if a in live and live[a].blocked is not None]
         if not remaining or all(a not in live for a in remaining):
@@ -64,10 +66,12 @@ def explain_deadlock(e: Engine, live_procs: list[Proc]) -> str:
                     f"can never complete")
         arr = list(dict.fromkeys(e.arrivers.get((b.cta, b.name), [])))
         per_phase = e.per_phase.get((b.cta, b.name), len(arr))
-        each = per_phase // max(1, len(arr))
+        warps = e.p.warps_per_consumer if b.name in ("mma2tma", "turn") else 1
         names = ", ".join(e.role(a) for a in arr) or "none"
-        if each > 1:
-            names = f"{each} warps each of " + names if len(arr) > 1 else f"{each} warps of " + names
+        if per_phase < warps * len(arr):      # ping-pong: one consumer per stage
+            names = f"{warps} warps of the consumer whose tile it is: {names}"
+        elif warps > 1:
+            names = f"{warps} warps each of " + names if len(arr) > 1 else f"{warps} warps of " + names
         more = _plural(b.pending, "more arrival")
         come = _plural(per_phase, "arrival")
         return (head + f"that barrier still needs {more} in its {_phase_txt(b)}: it was "

@@ -53,12 +53,12 @@ def lockstep_team(e: Engine, cta: int) -> Iterator:
             if D == 1:
                 yield ("until", end)                     # wait_group(0): stage reused next
                 yield ("sleep", p.mma_wait_ns)
-                e.released(cta, st.stage, lane)
+                e.release(cta, st.stage, lane, [], 0)
             else:
                 if prev_end is not None:
                     yield ("until", prev_end)            # wait_group(1): k-1 done, its stage free
                     yield ("sleep", p.mma_wait_ns)
-                    e.released(cta, (st.stage - 1) % D, lane)
+                    e.release(cta, (st.stage - 1) % D, lane, [], 0)
                 if k + D - 1 < K:
                     yield from load(g + D - 1, tile)
                     loop -= 2 * p.issue_ns
@@ -66,7 +66,7 @@ def lockstep_team(e: Engine, cta: int) -> Iterator:
             prev_end = end
             st.advance()
         yield ("until", prev_end)                        # wait_group(0)
-        e.released(cta, (st.stage - 1) % D, lane)
+        e.release(cta, (st.stage - 1) % D, lane, [], 0)
         if store_read_at is not None and store_read_at > e.now:
             t0 = e.now
             yield ("until", store_read_at)
@@ -146,11 +146,9 @@ def _mainloop(e: Engine, cta: int, ci: int, tile: int, st: PipelineState,
     peers = [cta] if e.what_if == "local-empty" else list(range(p.cluster))
 
     def release(stage: int) -> None:
-        e.released(cta, stage, lane)
         e.spans.append(Span(lane, "issue", e.now, e.now, stage=stage, barrier="mma2tma", tile=tile, cta=cta,
                             label=f"arrive mma2tma[{stage}]" + (" (both CTAs)" if len(peers) > 1 else "")))
-        for c in peers:
-            e.arrive(e.bar(c, "mma2tma", stage), lane, n=p.warps_per_consumer)
+        e.release(cta, stage, lane, peers, p.warps_per_consumer)
 
     prev: tuple[float, int] | None = None
     for k in range(p.k_tiles):
