@@ -39,14 +39,14 @@ def test_report_command_json(tmp_path):
 def test_bench_without_gpu_is_a_clear_error():
     r = run_cli("bench")
     assert r.returncode == 2
-    assert "needs a CUDA GPU" in r.stdout
+    assert "needs a Hopper GPU" in r.stderr
 
 
 @pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU fallback")
 def test_default_main_job_without_gpu(tmp_path):
     r = run_cli("--out-dir", str(tmp_path / "out"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "No CUDA GPU" in r.stdout
+    assert "No Hopper GPU" in r.stdout
     assert "compile report" in r.stdout
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gemm_ladder.cli import simulate as cli_simulate
-from gemm_ladder.choreography.sim import run_what_if, simulate_step
+from gemm_ladder.choreography.sim import WHAT_IFS, run_what_if, simulate_step, simulated_steps
 from gemm_ladder.choreography.timeline import Span, Timeline
 from gemm_ladder.choreography.viz import (chrome_trace, default_pair, page_data, render_page, split_tracks,
                              write_chrome_trace, write_page)
@@ -206,7 +206,6 @@ def test_cli_rejects_an_inapplicable_what_if(tmp_path, capsys):
 
 
 def test_simulate_report_covers_every_step_and_what_if(tmp_path):
-    from gemm_ladder.choreography.sim import WHAT_IFS, simulated_steps
     text = cli_simulate.simulate_report(tmp_path, k_tiles=8)
     steps = simulated_steps()
     for st in steps:

@@ -1,16 +1,18 @@
 """``gemm-ladder simulate``: the mbarrier choreography simulator on the command line.
 
-No GPU needed.  ``cli.py`` registers the subcommand with :func:`add_parser` and
+No GPU needed.  ``commands.py`` registers the subcommand with :func:`add_parser` and
 calls :func:`run`; the no-GPU default job calls :func:`simulate_report`.
 
-    gemm-ladder simulate                      # steps 4..10 + the course's what-ifs
-    gemm-ladder simulate --step 7 --depth 2   # one step
+    gemm-ladder simulate                      # every simulated step + the course's what-ifs
+    gemm-ladder simulate --step 7 --depth 2   # one step (or a variant: --step 7:d4)
     gemm-ladder simulate --what-if both-phase-0
 
 Writes ``OUT/choreography.html`` (the interactive page) and
-``OUT/choreography_trace.json`` (Chrome / Perfetto trace), prints the KPIs and,
-for a what-if, the verdict and its one-sentence explanation.  Exit code 0 for a
-run whose what-if was detected and explained; 2 for bad arguments.
+``OUT/choreography_trace.json`` (Chrome / Perfetto trace) under ``--out-dir`` (default
+``out/``), prints the KPIs (or, with ``--json``, only JSON) and, for a what-if, the verdict
+and its one-sentence explanation.  Exit code 0 for a run whose what-if was detected and
+explained; 2 for bad arguments, out-of-range values (each option names its range) or an
+output folder that cannot be written.
 """
 
 from __future__ import annotations
@@ -19,25 +21,37 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..choreography.sim import SimResult, depth_needed, params_for_step, run_what_if, simulate, simulated_steps
 from ..choreography.whatifs import WHAT_IFS
 from ..choreography.viz import write_chrome_trace, write_page
+from . import doors
 
 __all__ = ["add_parser", "run", "simulate_report", "DEFAULT_OUT"]
 
-DEFAULT_OUT = "results/choreography"
+DEFAULT_OUT = doors.DEFAULT_OUT_DIR
 PAGE_NAME = "choreography.html"
 TRACE_NAME = "choreography_trace.json"
 
+# Caps. The page holds every event, so its size and the run time grow with the k-tiles a
+# CTA walks through (k-tiles x tiles per CTA): 4096 of them for step 7 is ~4 s and a
+# 20 MB page; the all-steps run simulates ~20 configurations, hence its lower cap.
+MAX_DEPTH = 16
+MAX_K_TILES = 4096
+MAX_TILES_PER_CTA = 64
+MAX_WORK_ONE = 4096
+MAX_WORK_ALL = 512
+MAX_NS = 100_000.0
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+
+def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.ArgumentParser:
     """Register ``simulate`` on an argparse subparsers object; returns the parser.
-    (Also sets ``fn=run`` and ``func=run`` as defaults, for dispatchers that use them.)"""
+    (Also sets ``fn=run`` and ``func=run`` as defaults, for dispatchers that use them.)
+    ``parents`` may bring ``--out-dir``; without them the command has its own."""
     p = subparsers.add_parser(
-        "simulate",
-        help="simulate the mbarrier pipelines of steps 4-10 (no GPU) and draw the choreography",
+        "simulate", parents=list(parents),
+        help="simulate the mbarrier pipelines of the TMA steps (no GPU) and draw the choreography",
         description="Discrete-event model of the ladder's TMA / wgmma / mbarrier choreography. "
                     "Writes an interactive HTML page and a Perfetto trace, prints tensor-core busy "
                     "fraction, stalls, fill and drain; --what-if runs one of the course's exercises "
@@ -46,23 +60,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--step", type=_step_key,
                    help=f"one step or variant, e.g. 7:d4 (default: all of {keys}, "
                         "lockstep beside warp-specialized)")
-    p.add_argument("--depth", type=int, help="PIPE_DEPTH (ring stages); default per step")
-    p.add_argument("--k-tiles", type=int, dest="k_tiles", help="k-tiles per output tile (default 64 = K 4096)")
-    p.add_argument("--tiles-per-cta", type=int, dest="tiles_per_cta",
-                   help="output tiles per CTA (default 1 for steps 4-5, 2 for persistent steps)")
+    p.add_argument("--depth", type=doors.number(int, 1, MAX_DEPTH), help=f"ring stages (PIPE_DEPTH), 1..{MAX_DEPTH}; default per step")
+    p.add_argument("--k-tiles", type=doors.number(int, 1, MAX_K_TILES), dest="k_tiles",
+                   help=f"k-tiles per output tile (default 64 = K 4096; at most {MAX_K_TILES})")
+    p.add_argument("--tiles-per-cta", type=doors.number(int, 1, MAX_TILES_PER_CTA), dest="tiles_per_cta",
+                   help="output tiles per CTA (default 1, 2 for persistent steps; "
+                        f"k-tiles x tiles per CTA at most {MAX_WORK_ONE} with --step, {MAX_WORK_ALL} without)")
     p.add_argument("--what-if", dest="what_if", choices=list(WHAT_IFS),
                    help="one of the course's exercises: " +
                         "; ".join(f"{k}: {w.text}" for k, w in WHAT_IFS.items()))
-    p.add_argument("--l2-bw", type=float, dest="l2_bytes_per_ns", metavar="B_PER_NS",
-                   help="per-SM L2->SMEM bandwidth in bytes/ns (default: unlimited)")
-    p.add_argument("--consumer-gap-ns", type=float, dest="consumer_gap_ns",
-                   help="a consumer's shortest wgmma issue-to-issue time (default 411)")
-    p.add_argument("--load-latency-ns", type=float, dest="load_latency_ns",
-                   help="TMA load latency (default 800)")
-    p.add_argument("--mma-ns", type=float, dest="mma_ns",
-                   help="wgmma time per 128x128x64 k-tile (default 280)")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    p.add_argument("--json", action="store_true", help="also print the KPIs as JSON")
+    p.add_argument("--l2-bw", type=doors.number(float, 0.01, 10_000), dest="l2_bytes_per_ns", metavar="B_PER_NS",
+                   help="per-SM L2->SMEM bandwidth in bytes/ns, 0.01..10000 (default: unlimited)")
+    p.add_argument("--load-latency-ns", type=doors.number(float, 1, MAX_NS, "ns"), dest="load_latency_ns",
+                   help=f"TMA load latency, 1..{MAX_NS:.0f} ns (default 800)")
+    p.add_argument("--mma-ns", type=doors.number(float, 1, MAX_NS, "ns"), dest="mma_ns",
+                   help=f"wgmma time per 128x128x64 k-tile, 1..{MAX_NS:.0f} ns (default 280)")
+    p.add_argument("--consumer-gap-ns", type=doors.number(float, 0, MAX_NS, "ns"), dest="consumer_gap_ns",
+                   help=f"a consumer's shortest wgmma issue-to-issue time, 0..{MAX_NS:.0f} ns (default 411)")
+    if not parents:
+        p.add_argument("--out-dir", "--out", dest="out_dir", default=DEFAULT_OUT, metavar="DIR",
+                       help=f"output folder (default {DEFAULT_OUT}/)")
+    p.add_argument("--json", action="store_true", help="print the KPIs as JSON (alone on stdout) instead of the table")
     p.set_defaults(fn=run, func=run)
     return p
 
@@ -73,6 +91,18 @@ def _step_key(text: str) -> str:
         return params_for_step(text).key
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def check_work(step: int | str | None, overrides: dict) -> None:
+    """Refuse runs whose page would be too large to open (see MAX_WORK_*)."""
+    steps = [step] if step is not None else simulated_steps()
+    work = max(p.k_tiles * p.tiles_per_cta for p in (params_for_step(s, **overrides) for s in steps))
+    cap = MAX_WORK_ONE if step is not None else MAX_WORK_ALL
+    if work > cap:
+        more = "" if step is not None else f"; pass --step to go up to {MAX_WORK_ONE}"
+        raise doors.CliError(f"{work} k-tiles per CTA (k-tiles x tiles per CTA) is too many: at most {cap} "
+                             f"{'for one step' if step is not None else 'when simulating every step'}, "
+                             f"since the page holds every event{more}")
 
 
 def _overrides(args: argparse.Namespace) -> dict:
@@ -117,20 +147,28 @@ def _text_line(r: SimResult) -> str:
 
 
 def _print_table(results: list[SimResult], title: str) -> None:
+    """KPIs as a narrow table (fits 80 columns); the MMA side's top stall of each row below it."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
     rows = [_row(r) for r in results]
-    t = Table(title=title)
-    for c, j in (("step", "right"), ("style", "left"), ("depth", "right"), ("what-if", "left"),
-                 ("TC busy", "right"), ("steady", "right"), ("fill", "right"), ("drain", "right"),
-                 ("makespan", "right"), ("MMA-side stall, TC idle", "left"), ("verdict", "left")):
-        t.add_column(c, justify=j)
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True,
+              caption="busy: tensor-core busy fraction; steady: the same between fill and drain",
+              caption_justify="left")
+    for c in ("step", "style", "depth", "busy", "steady", "fill", "drain", "makespan", "verdict"):
+        t.add_column(c, justify="left" if c in ("style", "verdict") else "right", no_wrap=True)
     for d in rows:
-        t.add_row(_step_cell(d), d["style"], str(d["depth"]), d["what_if"], f"{d['busy']:.1%}",
-                  f"{d['steady']:.1%}", _fmt_ns(d["fill_ns"]), _fmt_ns(d["drain_ns"]),
-                  _fmt_ns(d["makespan_ns"]), d["top_stall"],
+        t.add_row(_step_cell(d) + ("*" if d["what_if"] else ""), d["style"].replace("specialized", "sp."),
+                  str(d["depth"]), f"{d['busy']:.1%}", f"{d['steady']:.1%}", _fmt_ns(d["fill_ns"]),
+                  _fmt_ns(d["drain_ns"]), _fmt_ns(d["makespan_ns"]),
                   d["verdict"] if d["verdict"] == "ok" else f"[bold red]{d['verdict']}[/]")
-    Console(width=max(140, Console().width)).print(t)
+    console = Console()
+    console.print(t)
+    for d in rows:
+        which = f"step {_step_cell(d)}" + (f" with the what-if {d['what_if']} (*)" if d["what_if"] else "")
+        if d["top_stall"]:
+            console.print(f"{which}: longest MMA-side wait while the tensor core idles: {d['top_stall']}",
+                          markup=False, highlight=False)
 
 
 def _write(out_dir: str | Path, results: list[SimResult], pair: tuple[int, int] | None,
@@ -153,85 +191,110 @@ def _subtitle(p) -> str:
     return _SUBTITLE.format(mma=p.mma_ns, gap=p.consumer_gap_ns, lat=p.load_latency_ns, bw=bw)
 
 
-def simulate_report(out_dir: str | Path, step: int | str | None = None, **overrides: Any) -> str:
-    """Simulate every step the simulator models (or one ``step``) with the default parameters (plus
-    ``overrides``), and with no ``step`` also each of the course's what-ifs; write
-    ``out_dir/choreography.html`` and ``out_dir/choreography_trace.json``; return a
-    short text summary (KPIs per step, what-if verdicts and explanations)."""
+def _simulate_all(overrides: dict, step: int | str | None, tick: Callable[[str], None]):
+    """Every simulated step (or one), and with no ``step`` the depth sweep of the first
+    warp-specialized step and each what-if. Returns (results, text lines, the pair of
+    timelines the page shows side by side)."""
     steps = [step] if step is not None else simulated_steps()
-    results = [simulate(params_for_step(s, **overrides)) for s in steps]
+    results = []
+    for s in steps:
+        p = params_for_step(s, **overrides)
+        tick(f"simulating step {p.key}")
+        results.append(simulate(p))
     lines = ["choreography simulator (no GPU): tensor-core busy fraction per step"]
     lines += ["  " + _text_line(r) for r in results]
-    pair: tuple[int, int] | None = (0, -1)
+    pair: tuple[int, int] = (0, -1)
     if step is None:
         lock = max(i for i, r in enumerate(results) if r.params.lockstep)
         ws = next(i for i, r in enumerate(results) if not r.params.lockstep)
         pair = (lock, ws)
         p_ws = results[ws].params
         sweep = []
-        for d in range(1, depth_needed(p_ws) + 3):
+        for d in range(1, min(depth_needed(p_ws) + 2, MAX_DEPTH) + 1):
+            tick(f"simulating step {p_ws.key} at depth {d}")
             r = simulate(params_for_step(p_ws.key, **dict(overrides, depth=d)))
             sweep.append(f"{d}: {r.kpis['tensor_core_busy']:.0%}")
         lines.append(f"  step {p_ws.key} busy vs depth (depth needed by the model: {depth_needed(p_ws)}): "
                      + ", ".join(sweep))
         lines.append("what-ifs (the course's exercises):")
         for name in WHAT_IFS:
+            tick(f"simulating the what-if {name}")
             wo = {k: v for k, v in overrides.items() if not (name == "depth-1" and k == "depth")}
             r = run_what_if(name, **wo)
             results.append(r)
             lines.append(f"  {name} (step {_step_cell(_row(r))}): {r.verdict} - {r.explanation}")
+    return results, lines, pair
+
+
+def simulate_report(out_dir: str | Path, step: int | str | None = None, tick: Callable[[str], None] | None = None,
+                    **overrides: Any) -> str:
+    """Simulate every step the simulator models (or one ``step``) with the default parameters (plus
+    ``overrides``), and with no ``step`` also each of the course's what-ifs; write
+    ``out_dir/choreography.html`` and ``out_dir/choreography_trace.json``; return a
+    short text summary (KPIs per step, what-if verdicts and explanations). ``tick(text)``
+    hears what is being simulated (for a progress display)."""
+    results, lines, pair = _simulate_all(overrides, step, tick or (lambda _text: None))
     page, trace = _write(out_dir, results, pair, _subtitle(results[0].params))
     lines.append(f"wrote {page} and {trace}")
     return "\n".join(lines)
 
 
+def _json_rows(results: list[SimResult]) -> str:
+    return json.dumps([dict(_row(r), kpis=r.kpis, explanation=r.explanation) for r in results], default=str)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run ``gemm-ladder simulate`` with parsed ``args``; returns the exit code."""
+    """Run ``gemm-ladder simulate`` with parsed ``args``; returns the exit code. With
+    ``--json`` stdout holds the JSON alone; the paths written go to stderr."""
     ov = _overrides(args)
-    out = getattr(args, "out", None) or DEFAULT_OUT
     what_if = getattr(args, "what_if", None)
     step = getattr(args, "step", None)
+    as_json = getattr(args, "json", False)
     try:
-        if what_if:
-            s = step if step is not None else WHAT_IFS[what_if].default_step
-            wo = {k: v for k, v in ov.items() if not (what_if == "depth-1" and k == "depth")}
-            res = run_what_if(what_if, s, **wo)
-            base = simulate(params_for_step(s, **wo))
-            results = [res, base]
-            page, trace = _write(out, results, (0, 1), _subtitle(res.params))
-            _print_table(results, f"what-if {what_if} on step {s} (beside the correct kernel)")
-            print(f"what-if {what_if}: {WHAT_IFS[what_if].text}")
-            print(f"verdict: {res.verdict}")
-            print(res.explanation)
-            if WHAT_IFS[what_if].why:
-                print(f"why: {WHAT_IFS[what_if].why}")
-        elif step is not None:
-            res = simulate(params_for_step(step, **ov))
-            results = [res]
-            page, trace = _write(out, results, (0, -1), _subtitle(res.params))
-            _print_table(results, res.params.title)
-            if res.verdict != "ok":
-                print(f"verdict: {res.verdict}")
-                print(res.explanation)
-        else:
-            print(simulate_report(out, **ov))
-            if getattr(args, "json", False):
-                print(json.dumps({st.key: dict(simulate(params_for_step(st, **ov)).kpis, model_only=st.model_only)
-                                  for st in simulated_steps()}, default=str))
-            return 0
-    except ValueError as exc:
+        s = step if step is not None or not what_if else WHAT_IFS[what_if].default_step
+        check_work(s, ov)
+        out = doors.out_dir(getattr(args, "out_dir", None) or DEFAULT_OUT)
+        with doors.status("simulating") as tick:
+            if what_if:
+                wo = {k: v for k, v in ov.items() if not (what_if == "depth-1" and k == "depth")}
+                res = run_what_if(what_if, s, **wo)
+                results = [res, simulate(params_for_step(s, **wo))]
+                pair, subtitle = (0, 1), _subtitle(res.params)
+                title = f"what-if {what_if} on step {s} (beside the correct kernel)"
+            elif step is not None:
+                results = [simulate(params_for_step(step, **ov))]
+                pair, subtitle, title = (0, -1), _subtitle(results[0].params), results[0].params.title
+            else:
+                results, lines, pair = _simulate_all(ov, None, tick)
+                subtitle, title = _subtitle(results[0].params), ""
+            tick("writing the page")
+            page, trace = _write(out, results, pair, subtitle)
+    except (ValueError, doors.CliError) as exc:
         print(f"gemm-ladder simulate: error: {exc}", file=sys.stderr)
         return 2
-    if getattr(args, "json", False):
-        print(json.dumps([dict(_row(r), kpis=r.kpis, explanation=r.explanation) for r in results],
-                         default=str))
+    if as_json:
+        print(_json_rows(results))
+        print(f"wrote {page} and {trace}", file=sys.stderr)
+        return 0
+    if step is None and not what_if:
+        print("\n".join(lines))
+    else:
+        _print_table(results, title)
+        res = results[0]
+        if what_if:
+            print(f"what-if {what_if}: {WHAT_IFS[what_if].text}")
+        if what_if or res.verdict != "ok":
+            print(f"verdict: {res.verdict}")
+            print(res.explanation)
+        if what_if and WHAT_IFS[what_if].why:
+            print(f"why: {WHAT_IFS[what_if].why}")
     print(f"wrote {page} and {trace}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry (``python -m gemm_ladder.cli.simulate``), for development."""
-    parser = argparse.ArgumentParser(prog="gemm-ladder")
+    parser = doors.OneLineParser(prog="gemm-ladder")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)
     args = parser.parse_args(["simulate"] + list(sys.argv[1:] if argv is None else argv))

@@ -11,6 +11,8 @@ import math
 import sys
 from pathlib import Path
 
+from . import doors
+
 
 def dtypes_of(arg: str | None) -> list[str]:
     if arg in (None, "both"):
@@ -71,12 +73,10 @@ def print_suite(result: dict, console) -> None:
 def cmd_suite(args, console) -> int:
     from ..measure import suite, suites
     if args.suite not in suites.suite_names():
-        console.print(f"[red]unknown suite {args.suite!r}; known: {', '.join(suites.suite_names())}[/red]")
-        return 2
+        raise doors.CliError(f"unknown suite {args.suite!r}; known: {', '.join(suites.suite_names())}")
     dts = dtypes_of(args.dtype)
     if getattr(args, "dry_run", False):
         return _dry_run(args.suite, dts, console)
-    from rich.progress import Progress
     from ..measure import bench
     command = " ".join(["gemm-ladder"] + sys.argv[1:])
 
@@ -86,7 +86,7 @@ def cmd_suite(args, console) -> int:
     def checkpoint(result: dict) -> None:  # the rows so far survive a killed run
         bench.write_json({**result, "command": command}, path_of(result))
 
-    with Progress(console=console, transient=True) as progress:
+    with doors.progress() as progress:
         result = suite.run_suite(args.suite, dts, progress=progress, autotune=getattr(args, "autotune", False),
                                  checkpoint=checkpoint)
     result["command"] = command
@@ -128,9 +128,8 @@ def cmd_explain(args) -> int:
     console = _console()
     sms = args.sms
     if sms is None:
-        from .commands import gpu_available
         sms = 132
-        if gpu_available():
+        if doors.hopper_problem() is None:
             import torch
             sms = torch.cuda.get_device_properties(0).multi_processor_count
     dev = select.Device(sms=sms)
@@ -159,13 +158,12 @@ def cmd_plot(args) -> int:
         try:
             res = json.loads(Path(p).read_text())
         except (OSError, ValueError) as e:
-            print(f"gemm-ladder plot: cannot read {p}: {e}", file=sys.stderr)
-            return 2
+            raise doors.CliError(f"cannot read {p}: {e}") from None
         if not isinstance(res, dict) or not isinstance(res.get("rows"), list):
-            print(f"gemm-ladder plot: {p} is not a gemm-ladder result (no rows)", file=sys.stderr)
-            return 2
+            raise doors.CliError(f"{p} is not a gemm-ladder result (no rows)")
         results.append(res)
     stem = Path(args.out) if args.out else Path(args.results[0]).with_suffix("")
+    doors.out_dir(stem.parent)
     return 0 if write_images(results, stem, console) else 1
 
 
@@ -182,11 +180,11 @@ def _dim(s: str) -> int:
 
 def add_parsers(sub, dtype_type) -> None:
     e = sub.add_parser("explain", help="the kernel the selection picks for M N K, and why (no GPU needed)")
-    e.add_argument("M", type=_dim)
-    e.add_argument("N", type=_dim)
-    e.add_argument("K", type=_dim)
-    e.add_argument("--dtype", type=dtype_type, default="float16")
-    e.add_argument("--sms", type=int, help="SM count (default: this GPU's, else 132)")
+    e.add_argument("M", type=_dim, help="rows of A and C")
+    e.add_argument("N", type=_dim, help="columns of C (rows of B)")
+    e.add_argument("K", type=_dim, help="the reduction dimension")
+    e.add_argument("--dtype", type=dtype_type, default="float16", help="fp16 or bf16 (default fp16)")
+    e.add_argument("--sms", type=doors.number(int, 1, 1024), help="SM count (default: this Hopper GPU's, else 132)")
     e.add_argument("--json", action="store_true", help="print the candidates as JSON")
     e.set_defaults(fn=cmd_explain)
 
@@ -198,7 +196,8 @@ def add_parsers(sub, dtype_type) -> None:
 
 
 def add_bench_flags(b) -> None:
-    b.add_argument("--suite", help="run a shape suite (squares, llm, odd, all) with the selected kernels")
+    from ..measure.suites import suite_names
+    b.add_argument("--suite", choices=suite_names(), help="run a shape suite with the selected kernels")
     b.add_argument("--dry-run", action="store_true", help="with --suite: list shapes, picks, reps; no GPU")
     b.add_argument("--autotune", action="store_true",
                    help="with --suite: time every accepted candidate once per shape, run the fastest, "

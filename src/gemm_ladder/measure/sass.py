@@ -1,10 +1,13 @@
 """SASS inspection: disassemble a cubin with cuobjdump and count instruction classes.
 
 cuobjdump and nvdisasm come from the `nvidia-cuda-cuobjdump` / `nvidia-cuda-nvdisasm`
-wheels (or a CUDA toolkit on PATH); they run on the CPU.
+wheels (or a CUDA toolkit on PATH); they run on the CPU. Disassembly takes ~0.6 s per
+kernel, so its text is cached next to the JIT cache (`<cache>/sass/`), keyed by the
+cubin's hash and the tool's identity.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -39,11 +42,58 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def disassemble(cubin: bytes) -> str:
+def disassemble(cubin: bytes, use_cache: bool = True) -> str:
     cuobjdump = find_tool("cuobjdump")
     nvdisasm = find_tool("nvdisasm")
     if cuobjdump is None or nvdisasm is None:
         raise SassUnavailable("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    path = _cache_path(cubin, cuobjdump, nvdisasm) if use_cache else None
+    text = _read_cached(path) if path else None
+    if text is None:
+        text = _run_cuobjdump(cubin, cuobjdump, nvdisasm)
+        if path:
+            _write_cached(path, text)
+    return text
+
+
+_CACHE_HEADER = "// gemm-ladder sass cache sha256="
+
+
+def _cache_path(cubin: bytes, *tools: str) -> Path | None:
+    from ..runtime import jit
+    h = hashlib.sha256(cubin)
+    for tool in tools:  # another tool version may print other text
+        st = os.stat(tool)
+        h.update(f"{tool}:{st.st_size}:{st.st_mtime_ns}".encode())
+    try:
+        d = jit.cache_dir() / "sass"
+        d.mkdir(exist_ok=True)
+    except OSError:  # no writable cache: disassemble every time
+        return None
+    return d / f"{h.hexdigest()}.sass"
+
+
+def _read_cached(path: Path) -> str | None:
+    """The cached text, or None when absent or not intact (then it is rebuilt)."""
+    try:
+        head, _, text = path.read_text().partition("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if head != _CACHE_HEADER + hashlib.sha256(text.encode()).hexdigest():
+        return None
+    return text
+
+
+def _write_cached(path: Path, text: str) -> None:
+    from ..runtime import jit
+    data = f"{_CACHE_HEADER}{hashlib.sha256(text.encode()).hexdigest()}\n{text}"
+    try:
+        jit._atomic_write(path, data.encode())
+    except OSError:  # a read-only or full cache only costs speed
+        pass
+
+
+def _run_cuobjdump(cubin: bytes, cuobjdump: str, nvdisasm: str) -> str:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + env.get("PATH", "")
     with tempfile.TemporaryDirectory() as d:

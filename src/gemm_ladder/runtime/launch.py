@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from . import driver
 from .kernel_enums import barrier_names, role_names
+from .stepkeys import as_step
 from .steps import ConfigError, ShapeError, Step
 
 SUPPORTED = ("float16", "bfloat16")
@@ -142,11 +143,12 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
     return _PREPARED[key]
 
 
-def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
+def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
          trace_buffer=None, trace_events: int = 0) -> "Plan":
     """Validate, compile, load and build the launch of C = A @ B^T once; the returned
     Plan launches it (on the stream current now) each time it is called, as clusters of
     the step's cluster shape (the grid must divide by it)."""
+    step = as_step(step)
     if not isinstance(step, Step):  # a kernel family beside the ladder (runtime/smallm.py) plans itself
         if extra_defines or trace_buffer is not None:
             raise ConfigError(f"{step.key}: no ablation defines or tracing for this family")
@@ -164,6 +166,10 @@ def plan(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict
     if trace_buffer is not None:
         defines["GL_TRACE"] = 1
     with torch.cuda.device(dev):
+        # A thread that has made no CUDA runtime call has no current context, and torch's
+        # device guard does not bind one; the driver-API launch needs it (every call: the
+        # kernel may have been prepared on another thread).
+        driver.ensure_context(dev)
         prep = prepare(step, dev, bf16=bf16, debug=debug, extra_defines=defines)
         if trace_buffer is not None:
             torch.cuda.synchronize(dev)
@@ -206,9 +212,10 @@ class Plan:
         _sync_checked(self.step, self.prep, self.device_index)
 
 
-def run_step(step: Step, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
+def run_step(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
              trace_buffer=None, trace_events: int = 0, sync: bool = False):
-    """C = A @ B^T with one ladder step. Returns `out` (allocated if None).
+    """C = A @ B^T with one ladder step ('7', 7, '7:d4' or a Step). Returns `out`
+    (allocated if None).
 
     debug: bounded mbarrier waits; a timeout raises PipelineDeadlock naming the role,
     barrier, stage and phase (the CUDA context is unusable afterwards: run such builds in

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import re
 from dataclasses import dataclass
 
 from . import jit
@@ -402,49 +401,18 @@ def all_steps(include_variants: bool = True) -> list[Step]:
     return out
 
 
-# Ad-hoc variant tokens: the field each sets, and the steps it applies to.
-_VARIANT_TOKENS = {
-    "d": ("depth", lambda st: st.has_ring),
-    "g": ("group_m", lambda st: st.persistent),
-    "w": ("ctas_per_sm", lambda st: st.persistent),
-}
-
-
 def get_step(key, *, modelled: bool = False) -> Step:
     """'7', 7, '7:d4' -> Step. Ad-hoc variants: 'N:d<depth>g<group>w<ctas per SM>', e.g.
     '6:d6' or '6:g1' (tokens in any order; d for steps with a ring, g and w for persistent
     steps). modelled: also the steps only the simulator models (MODELLED_STEPS).
     'smallm', 'smallm:n128': the small-M family's entries (runtime/smallm.py), not Steps
-    but read the same way."""
-    k = str(key).strip()
-    from .smallm import FAMILIES  # kernel families beside the ladder: by key only, never in all_steps()
-    if k in FAMILIES:
-        return FAMILIES[k]
-    bases = {**STEPS, **MODELLED_STEPS} if modelled else STEPS
-    if k.isdigit() and int(k) in bases:
-        return bases[int(k)]
-    if k in VARIANTS:
-        return VARIANTS[k]
-    m = re.fullmatch(r"(\d+):((?:[dgw]\d+)+)", k)
-    if m and int(m.group(1)) in bases:
-        base = bases[int(m.group(1))]
-        tokens = re.findall(r"([dgw])(\d+)", m.group(2))
-        if all(_VARIANT_TOKENS[t][1](base) and int(v) >= 1 for t, v in tokens):
-            return variant(base, m.group(2), **{_VARIANT_TOKENS[t][0]: int(v) for t, v in tokens})
-    known = ", ".join([str(n) for n in bases] + list(VARIANTS) + list(FAMILIES))
-    ring = ", ".join(str(n) for n, st in bases.items() if st.has_ring)
-    raise KeyError(f"unknown step {key!r}; known: {known} (or N:d<depth>g<group> for steps {ring})")
+    but read the same way. An unknown key raises stepkeys.UnknownStep (a KeyError), which
+    says why; stepkeys is the parser."""
+    from .stepkeys import as_step
+    return as_step(key, modelled=modelled)
 
 
 def parse_steps(spec: str) -> list[Step]:
-    """'1-7,7:d4' -> steps."""
-    out: list[Step] = []
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        if "-" in part and ":" not in part:
-            lo, hi = (int(x) for x in part.split("-"))
-            out += [get_step(n) for n in range(lo, hi + 1)]
-        elif part == "all":
-            out += all_steps()
-        else:
-            out.append(get_step(part))
-    return out
+    """'1-7,7:d4' -> steps (stepkeys.parse_step_spec)."""
+    from .stepkeys import parse_step_spec
+    return parse_step_spec(spec)

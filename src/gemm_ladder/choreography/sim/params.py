@@ -177,7 +177,7 @@ def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None
         raise ValueError(e.args[0]) from None
     if not st.uses_tma:
         keys = ", ".join(s.key for s in simulated_steps())
-        raise ValueError(f"the simulator models the mbarrier pipelines of steps {keys}, not step {st.key}")
+        raise ValueError(f"the simulator models steps {keys} (their mbarrier pipelines), not step {st.key}")
     base: dict[str, Any] = dict(
         step=st.number, key=st.key, name=st.name, style=st.style, model_only=st.model_only,
         depth=st.depth, tile_m=st.bm if st.pingpong else st.bm // st.consumers, tile_n=st.bn,

@@ -1,0 +1,112 @@
+"""Step keys as people write them — '7', 7, '7:d4', '8:c1', '6:d6g1', '1-7,7:d4' or a Step —
+turned into Steps, and the keys of the kernel families beside the ladder ('smallm',
+'smallm:n128': runtime/smallm.py) into their entries. This is the one parser of step keys
+(`steps.get_step` and `steps.parse_steps` call it): a bad key gets one error that says what
+is wrong and lists the keys that exist."""
+from __future__ import annotations
+
+import re
+
+from .steps import MODELLED_STEPS, STEPS, VARIANTS, Step, all_steps, variant
+
+# Ad-hoc variant tokens after "N:": the Step field each sets, how messages name it, and
+# the steps it applies to.
+TOKENS = {"d": ("depth", "d<depth>", lambda st: st.has_ring),
+          "g": ("group_m", "g<group rows>", lambda st: st.persistent),
+          "w": ("ctas_per_sm", "w<CTAs per SM>", lambda st: st.persistent)}
+
+
+class UnknownStep(KeyError, ValueError):
+    """A step key that names no step. A KeyError (a registry lookup failed) and a
+    ValueError (a bad argument); str() is the plain message, without KeyError's quotes."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown step"
+
+
+def _bases(modelled: bool) -> dict[int, Step]:
+    return {**STEPS, **MODELLED_STEPS} if modelled else STEPS
+
+
+def _families() -> dict:
+    """Kernel families beside the ladder, by key (imported late: smallm builds on launch)."""
+    from .smallm import FAMILIES
+    return FAMILIES
+
+
+def known_keys(modelled: bool = False) -> str:
+    return ", ".join([str(n) for n in _bases(modelled)] + list(VARIANTS) + list(_families()))
+
+
+def _variants_of(st: Step) -> str:
+    """What may follow 'N:' for this step: its ad-hoc tokens, and its named variants; "" if
+    nothing may."""
+    takes = [form for _, form, applies in TOKENS.values() if applies(st)]
+    named = [k for k in VARIANTS if k.startswith(f"{st.number}:")]
+    if not (takes or named):
+        return ""
+    text = f"its variants take {', '.join(takes)}" if takes else "it takes no ad-hoc variants"
+    return text + (f" (named: {', '.join(named)})" if named else "")
+
+
+def _parse(key: str, bases: dict[int, Step]) -> Step:
+    if key.isdigit() and int(key) in bases:
+        return bases[int(key)]
+    if key in VARIANTS:
+        return VARIANTS[key]
+    if key in _families():
+        return _families()[key]
+    m = re.fullmatch(r"(\d+)(?::(\w*))?", key)
+    if not m:
+        why = (f"{key!r} is not a step key (a step number, N:<variant> such as 7:d4, or a kernel family: "
+               f"{', '.join(_families())})")
+    elif int(m.group(1)) not in bases:
+        why = f"there is no step {m.group(1)} (steps {min(bases)}-{max(bases)} exist)"
+    else:
+        st, tail = bases[int(m.group(1))], m.group(2) or ""
+        tokens = re.findall(r"([a-z])(\d+)", tail)
+        bad = sorted(set(re.findall(r"[a-z]", tail)) - {t for t, (_, _, applies) in TOKENS.items() if applies(st)})
+        if not _variants_of(st):
+            why = f"step {st.number} has no variants"
+        elif bad:
+            why = f"step {st.number} has no {'/'.join(bad)} variant: {_variants_of(st)}"
+        elif not tail or "".join(t + v for t, v in tokens) != tail:
+            why = f"{key!r} is not a variant of step {st.number}: {_variants_of(st)}"
+        else:
+            zero = [TOKENS[t][1] for t, v in tokens if int(v) < 1]
+            if zero:
+                raise UnknownStep(f"step {key}: {', '.join(zero)} must be at least 1")
+            return variant(st, tail, **{TOKENS[t][0]: int(v) for t, v in tokens})
+    raise UnknownStep(f"unknown step: {why}; known steps: {known_keys(bases is not STEPS)}")
+
+
+def as_step(key: Step | str | int, *, modelled: bool = False) -> Step:
+    """A Step for a key ('7', 7, '7:d4', '6:d6g1', or a Step, returned as is); a family's
+    entry for its key ('smallm', or the entry itself). modelled: also the steps only the
+    simulator models (MODELLED_STEPS)."""
+    from .smallm import SmallM
+    if isinstance(key, (Step, SmallM)):
+        return key
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise UnknownStep(f"a step is a key such as '7' or '7:d4', or a Step; got {type(key).__name__}")
+    return _parse(str(key).strip(), _bases(modelled))
+
+
+def parse_step_spec(spec: str | int | Step, *, modelled: bool = False) -> list[Step]:
+    """'1-7,7:d4', 'all', '5' (or one key) -> Steps, in order."""
+    if not isinstance(spec, str):
+        return [as_step(spec, modelled=modelled)]
+    steps: list[Step] = []
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        if part == "all":
+            steps += all_steps()
+        elif "-" in part and ":" not in part:
+            lo, _, hi = (x.strip() for x in part.partition("-"))
+            if not (lo.isdigit() and hi.isdigit()) or int(lo) > int(hi):
+                raise UnknownStep(f"bad step range {part!r}: write LOW-HIGH, e.g. 1-7")
+            steps += [as_step(n, modelled=modelled) for n in range(int(lo), int(hi) + 1)]
+        else:
+            steps.append(as_step(part, modelled=modelled))
+    if not steps:
+        raise UnknownStep(f"no steps in {spec!r}; known steps: {known_keys(modelled)}")
+    return steps
