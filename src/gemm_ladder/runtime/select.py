@@ -35,7 +35,7 @@ from .steps import Step, get_step
 # entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
 # 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
 # the model's traffic tie-break would otherwise pass over.
-CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm"]
+CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm:n128", "smallm"]
 TIE = 0.02
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 
