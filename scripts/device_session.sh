@@ -57,11 +57,13 @@ if has sweep; then
     --json "$W/sweep.json" 2>&1 | tee "$W/sweep.log"
   note "sweep: rc=$?"
 fi
-if has trace; then
-  mkdir -p "$W/trace"
+if has trace; then  # one archive per step: a step's records alone can be several MB
   for s in ${TRACE_STEPS:-7:d4 8 9 10}; do
-    timeout 200 $PY -m gemm_ladder trace --step "$s" --out "$W/trace" 2>&1 | tee -a "$W/trace.log"
+    d="$W/trace_${s/:/_}"
+    mkdir -p "$d"
+    timeout 200 $PY -m gemm_ladder trace --step "$s" --out "$d" 2>&1 | tee -a "$W/trace.log"
     note "trace $s: rc=$?"
+    tar czf "$OUT/trace_${s/:/_}.tgz" -C "$d" . && rm -rf "$d"
   done
 fi
 
