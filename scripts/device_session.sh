@@ -1,78 +1,114 @@
 #!/usr/bin/env bash
-# One device session's work in one call: correctness (debug builds first, so a deadlock is
-# an error, not a hang), the ladder benchmark, GPU tests, what-ifs and traces.
+# A device session's work in few calls. Timing stages run one after another, alone on the
+# GPU; correctness stages (PARALLEL=1) run side by side, since none of them times anything.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   stages: comma list of check,bench,tests,whatif,trace,sweep,suite,api (default: check,bench,tests,whatif,trace)
-#   suite: SUITE (default all) in fp16 and bf16; its roofline also shows bench.json's ladder
-#   api: the library path (bench --api), <date>_<gpu>_api_<commit>.json under $OUT
-# Results go under $OUT (default out/device); the last lines printed are a short summary.
+#   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 at 8192³ and 2048³), suite, api,
+#                smallm, trace, sweep
+#   correctness: check (debug builds), whatif, tests, fuzz, sanitize, soak
+#   default: check,bench,whatif,trace,tests
+# Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
+# (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, PARALLEL (default 0).
+# Everything lands in $OUT/session/ and is packed into $OUT/session-<stages>.tgz (one file
+# comes back); the last lines printed are a short summary.
 set -u -o pipefail
 OUT=${OUT:-out/device}
-mkdir -p "$OUT"
+W="$OUT/session"
+mkdir -p "$W"
 export PYTHONPATH="$PWD/src:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=220
 export GEMM_LADDER_CACHE_DIR=${GEMM_LADDER_CACHE_DIR:-/tmp/gemm-ladder-cache}
 STAGES=",${1:-check,bench,whatif,trace,tests},"
 PY=${PYTHON:-python3}
 has() { [[ "$STAGES" == *",$1,"* ]]; }
-summary=()
+SUMMARY="$W/summary.txt"
+: > "$SUMMARY"
+note() { echo "$*" >> "$SUMMARY"; }
+registry() { $PY -c "$1"; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
-  --format=csv | tee "$OUT/gpu.txt"
-$PY -c "import torch, cuda.bindings, sys; print('torch', torch.__version__, 'cuda-bindings', cuda.bindings.__version__, sys.version)" | tee -a "$OUT/gpu.txt"
+  --format=csv | tee -a "$W/gpu.txt"
+$PY -c "import torch, cuda.bindings, sys; print('torch', torch.__version__, 'cuda-bindings', cuda.bindings.__version__, sys.version)" | tee -a "$W/gpu.txt"
 
-if has check; then
-  : > "$OUT/check.log"
-  for s in 1 2 3 4 5 6 7 7:d3 7:d4; do
-    timeout 300 $PY -m gemm_ladder check --debug --steps "$s" --sizes 256x384x192,1000x1000x1000,4096 2>&1 | tee -a "$OUT/check.log"
-    rc=$?; summary+=("check step $s (debug build): rc=$rc")
-  done
-fi
-
+# ---- timing stages: alone on the GPU, one after another ----------------------------------
 if has bench; then
-  timeout 480 $PY -m gemm_ladder bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
-  summary+=("bench: rc=$?")
+  timeout 300 $PY -m gemm_ladder bench --json "$W/bench.json" 2>&1 | tee "$W/bench.log"
+  note "bench fp16: rc=$?"
+  timeout 240 $PY -m gemm_ladder bench --steps 4-10,7:d4,8:c1,9:c1 --dtype bf16 --json "$W/bench_bf16.json" 2>&1 \
+    | tee "$W/bench_bf16.log"
+  note "bench bf16: rc=$?"
+  timeout 240 $PY -m gemm_ladder bench --steps 7:d4,8,8:c1,9,9:c1,10 --sizes 8192,2048 --json "$W/bench_sizes.json" 2>&1 \
+    | tee "$W/bench_sizes.log"
+  note "bench 8192/2048: rc=$?"
 fi
-
-if has whatif; then
-  : > "$OUT/whatif.log"
-  for w in both-phase-0 expect-tx-large expect-tx-small; do
-    timeout 150 $PY -m gemm_ladder deadlock --step 7 --what-if $w 2>&1 | tee -a "$OUT/whatif.log"
-  done
-  summary+=("what-ifs: see whatif.log")
-fi
-
-if has trace; then
-  mkdir -p "$OUT/trace"
-  : > "$OUT/trace.log"
-  for s in ${TRACE_STEPS:-4 5 6 7 7:d4}; do
-    timeout 200 $PY -m gemm_ladder trace --step "$s" --out "$OUT/trace" 2>&1 | tee -a "$OUT/trace.log"
-  done
-  (cd "$OUT" && tar czf trace.tgz trace && rm -rf trace)
-  summary+=("traces: trace.tgz")
-fi
-
-if has sweep; then
-  timeout 540 $PY -m gemm_ladder bench --steps 7:d4 --sizes 1024,2048,8192,3000x5000x4000,16x4096x4096 \
-    --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log"
-  summary+=("sweep: rc=$?")
-fi
-
 if has suite; then
-  timeout 540 $PY -m gemm_ladder bench --suite "${SUITE:-all}" --dtype both --out "$OUT" \
-    --with-results "$OUT/bench.json" 2>&1 | tee "$OUT/suite.log"
-  summary+=("suite: rc=$?")
+  timeout 420 $PY -m gemm_ladder bench --suite "${SUITE:-all}" --dtype both --out "$W" \
+    --with-results "$W/bench.json" 2>&1 | tee "$W/suite.log"
+  note "suite: rc=$?"
+fi
+if has api; then
+  timeout 240 $PY -m gemm_ladder bench --api --out "$W" 2>&1 | tee "$W/api.log"
+  note "api: rc=$?"
+fi
+if has smallm; then
+  timeout 240 $PY scripts/bench_smallm.py --json "$W/smallm_bench.json" 2>&1 | tee "$W/smallm_bench.log"
+  note "smallm bench: rc=$?"
+fi
+if has sweep; then
+  timeout 300 $PY -m gemm_ladder bench --steps 9:c1,7:d4 --sizes 1024,3000x5000x4000,16x4096x4096 \
+    --json "$W/sweep.json" 2>&1 | tee "$W/sweep.log"
+  note "sweep: rc=$?"
+fi
+if has trace; then  # one archive per step: a step's records alone can be several MB
+  for s in ${TRACE_STEPS:-7:d4 8 9 10}; do
+    d="$W/trace_${s/:/_}"
+    mkdir -p "$d"
+    timeout 200 $PY -m gemm_ladder trace --step "$s" --out "$d" 2>&1 | tee -a "$W/trace.log"
+    note "trace $s: rc=$?"
+    tar czf "$OUT/trace_${s/:/_}.tgz" -C "$d" . && rm -rf "$d"
+  done
 fi
 
-if has api; then  # the library path: writes <date>_<gpu>_api_<commit>.json under $OUT
-  timeout 540 $PY -m gemm_ladder bench --api --out "$OUT" 2>&1 | tee "$OUT/api.log"
-  summary+=("bench --api: rc=$?")
-fi
+# ---- correctness stages: side by side when PARALLEL=1 -------------------------------------
+run_check() {
+  for s in ${CHECK_STEPS:-8 9 10 8:c1 9:c1 10:c2}; do
+    timeout 300 $PY -m gemm_ladder check --debug --steps "$s" --sizes 256x384x192,1000x1000x1000,4096 >> "$W/check.log" 2>&1
+    note "check $s (debug build): rc=$?"
+  done
+}
+run_whatif() {
+  registry "from gemm_ladder.choreography.whatifs import WHAT_IFS, gpu_what_ifs
+for n in gpu_what_ifs(): print(WHAT_IFS[n].default_step, n)" | while read -r step w; do
+    timeout 150 $PY -m gemm_ladder deadlock --step "$step" --what-if "$w" >> "$W/whatif.log" 2>&1
+    note "what-if $w on step $step: rc=$?"
+  done
+}
+run_tests() {
+  timeout "${TESTS_TIMEOUT:-540}" $PY -m pytest tests -m gpu -q -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
+  note "gpu tests: $(tail -1 "$W/gpu-tests.log")"
+}
+run_fuzz() {
+  timeout "${FUZZ_TIMEOUT:-480}" $PY scripts/fuzz.py --cases "${FUZZ_CASES:-2000}" --json "$W/fuzz.json" > "$W/fuzz.log" 2>&1
+  note "$(grep -m1 '^fuzz: .* cases' "$W/fuzz.log" || echo "fuzz: rc=$?")"
+}
+run_sanitize() {
+  OUT="$W" PYTHON="$PY" scripts/sanitize.sh > "$W/sanitize.log" 2>&1
+  note "$(tail -1 "$W/sanitize.log")"
+}
+run_soak() {
+  timeout "$(awk "BEGIN{print int(${SOAK_MINUTES:-5} * 60 + 180)}")" $PY scripts/soak.py --minutes "${SOAK_MINUTES:-5}" \
+    --json "$W/soak.json" > "$W/soak.log" 2>&1
+  note "$(tail -1 "$W/soak.log")"
+}
+pids=()
+for stage in check whatif tests fuzz sanitize soak; do
+  has "$stage" || continue
+  if [ "${PARALLEL:-0}" = 1 ]; then "run_$stage" & pids+=($!); else "run_$stage"; fi
+done
+for p in "${pids[@]}"; do wait "$p"; done
 
-if has tests; then
-  timeout ${TESTS_TIMEOUT:-540} $PY -m pytest tests -m gpu -q -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
-  summary+=("gpu tests: $(tail -1 "$OUT/gpu-tests.log")")
-fi
-
+name=$(echo "$STAGES" | tr -d ',' | cut -c1-40)
+tar czf "$OUT/session-$name.tgz" -C "$W" . && rm -rf "$W"
 echo "================ summary ================"
-printf '%s\n' "${summary[@]}"
-grep -E "^ +[0-9]|failed|FAIL|Error" "$OUT/bench.log" 2>/dev/null | head -30
+tar xzf "$OUT/session-$name.tgz" -O ./summary.txt
+for f in bench.log bench_bf16.log bench_sizes.log; do
+  tar xzf "$OUT/session-$name.tgz" -O "./$f" 2>/dev/null | grep -E "^ +[0-9]|^│|failed|FAIL|Error" | head -24
+done

@@ -3,6 +3,7 @@ C75xx warning, and its SASS holds the instructions the step claims. No GPU neede
 import re
 import pytest
 
+from gemm_ladder.choreography.whatifs import WHAT_IFS
 from gemm_ladder.measure import sass
 from gemm_ladder.runtime import jit, steps
 
@@ -128,3 +129,12 @@ def test_full_wait_detector_on_synthetic_sass():
     assert sass.mma_loop_full_waits(body) == 1
     assert sass.mma_loop_full_waits(body.replace("/*0130*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;", "")) == 0
     assert sass.mma_loop_full_waits("/*0100*/ HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;") is None
+
+
+@pytest.mark.parametrize("name", [n for n, w in WHAT_IFS.items() if w.ablation])
+def test_what_if_debug_builds_compile(name):
+    """Every GPU what-if's debug build (the ablation on its own step, bounded waits) compiles,
+    so `gemm-ladder deadlock --what-if NAME` fails only the way the what-if means to."""
+    w = WHAT_IFS[name]
+    k = steps.get_step(w.default_step).compile(extra_defines={"GL_DEBUG_WAITS": 1, **w.ablation})
+    assert k.report.spill_bytes == 0

@@ -7,8 +7,8 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu
-from gemm_ladder.runtime import api, fastconfig, fastpath, layout
-from gemm_ladder.runtime.steps import get_step
+from gemm_ladder.runtime import api, fastconfig, fastpath, layout, select
+from gemm_ladder.runtime.steps import Step, get_step
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_every_layout_matches_reference(gpu, M, N, K, a_kind, b_kind):
     ("contiguous", 32, True), ("contiguous", 33, False),  # 66-byte rows need the temporary
     ("padded rows", 33, True), ("column-major", 32, False), ("misaligned", 32, False)])
 def test_out_written_in_place_when_its_strides_allow(gpu, out_kind, N, in_place):
-    M, K = 40, 24
+    M, K = 160, 24  # M > 128: a ladder step (C through its tensor map)
     a, w = rnd(M, K), rnd(N, K, seed=1)
     out = {"contiguous": lambda: torch.empty((M, N)).half(),
            "padded rows": lambda: torch.empty((M, 48)).half()[:, :N],
@@ -132,13 +132,13 @@ def test_out_written_in_place_when_its_strides_allow(gpu, out_kind, N, in_place)
 
 def test_direct_operands_are_not_copied(gpu):
     """What the kernel reads is the caller's memory: the maps point at the tensors."""
-    x = rnd(64, 80)[:, :72]  # row-strided slice, K=72 of a 80-wide buffer
+    x = rnd(192, 80)[:, :72]  # row-strided slice, K=72 of a 80-wide buffer (M > 128: a ladder step)
     w = rnd(40, 72, seed=1)
     y = gemm_ladder.linear(x, w)
     assert_product(y, x, w.T)
     ma, mb, mc = gpu.launches[-1].maps
     assert (ma.ptr, ma.ld, mb.ptr, mb.ld, mc.ptr) == (x.data_ptr(), 80, w.data_ptr(), 72, y.data_ptr())
-    xk = rnd(64, 16)[:, :13]  # K=13, 32-byte row stride: zero fill, no padding copy
+    xk = rnd(192, 16)[:, :13]  # K=13, 32-byte row stride: zero fill, no padding copy
     wk = rnd(40, 16, seed=2)[:, :13]
     assert_product(gemm_ladder.matmul_nt(xk, wk), xk, wk.T)
     ma, mb, _ = gpu.launches[-1].maps
@@ -146,13 +146,13 @@ def test_direct_operands_are_not_copied(gpu):
 
 
 def test_mn_major_operands_go_direct_to_a_step_with_mn_major(gpu):
-    a_t, b = rnd(48, 64).T, rnd(48, 40, seed=1)  # a M-major (64 x 48), b row-major (K, N)
+    a_t, b = rnd(48, 192).T, rnd(48, 40, seed=1)  # a M-major (192 x 48), b row-major (K, N)
     assert_product(gemm_ladder.matmul(a_t, b), a_t, b)
     rec = gpu.launches[-1]
     assert (rec.maps[0].ptr, rec.maps[1].ptr) == (a_t.data_ptr(), b.data_ptr())  # read in place
     assert rec.defines == {"GL_A_MN": 1, "GL_B_MN": 1} and gpu.prepared[-1] == ("9:c1", 0, False, rec.defines)
     # the boxes are Step.kernel_args': 64-wide MN blocks of bk k-rows
-    assert (rec.maps[0].rows, rec.maps[0].cols, rec.maps[0].box) == (48, 64, (64, 64))
+    assert (rec.maps[0].rows, rec.maps[0].cols, rec.maps[0].box) == (48, 192, (64, 64))
     assert (rec.maps[1].rows, rec.maps[1].cols, rec.maps[1].ld, rec.maps[1].box) == (48, 40, 40, (64, 64))
     assert_product(gemm_ladder.matmul(a_t, b, step="7:d4"), a_t, b)  # a step without mn_major: copies
     rec = gpu.launches[-1]
@@ -163,18 +163,24 @@ def test_mn_major_operands_go_direct_to_a_step_with_mn_major(gpu):
     assert rec.maps[1].box == (64, 64)  # an N-major B map is the same with and without the cluster
 
 
+def _small_m(key: str) -> bool:
+    """A key of the small-M split-K family (not a ladder Step): 'smallm', 'smallm:n128'."""
+    return not isinstance(get_step(key), Step)
+
+
 def test_selection_per_shape(gpu):
     """The kernel is the selection's pick for the shape (select.pick), adjusted for layouts."""
-    a, w = rnd(64, 32), rnd(48, 32, seed=1)
+    a, w = rnd(192, 32), rnd(48, 32, seed=1)
     gemm_ladder.matmul_nt(a, w)
-    assert gpu.prepared[-1][0] == "7:d4" == api.step_for(64, 48, 32).key
+    assert gpu.prepared[-1][0] == "7:d4" == api.step_for(192, 48, 32).key == select.pick(192, 48, 32)
     x, w2 = rnd(3, 1000), rnd(40, 1000, seed=2)  # decode-like: the small-M family
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
-    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-1].name == "gemm_smallm_reduce"
+    key = gpu.prepared[-1][0]
+    assert _small_m(key) and key == select.pick(3, 40, 1000) and gpu.launches[-1].name == "gemm_smallm_reduce"
     assert_product(gemm_ladder.matmul(x, w2.T), x, w2.T)  # a transposed view of w2: K-major, in place
-    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-2].maps[1].ptr == w2.data_ptr()
+    assert gpu.prepared[-1][0] == key and gpu.launches[-2].maps[1].ptr == w2.data_ptr()
     steps_before = len(gpu.prepared)
-    gemm_ladder.matmul_nt(rnd(64, 32, seed=5), rnd(48, 32, seed=6))  # same configuration: no new choice
+    gemm_ladder.matmul_nt(rnd(192, 32, seed=5), rnd(48, 32, seed=6))  # same configuration: no new choice
     assert len(gpu.prepared) == steps_before
 
 
@@ -183,7 +189,8 @@ def test_small_m_family_splits_k_and_reduces(gpu):
     c = gemm_ladder.matmul_nt(x, w)
     assert_product(c, x, w.T)
     splitk, red = gpu.launches[-2:]
-    fam = get_step("smallm")
+    fam = get_step(gpu.prepared[-1][0])
+    assert _small_m(fam.key)
     splits, per = fam.split_plan(3, 40, 1000, 132)
     assert splits > 1 and splitk.grid == fam.grid(3, 40, splits) and splitk.kt_per_split == per
     assert (splitk.maps[0].ptr, splitk.maps[1].ptr, splitk.c) == (x.data_ptr(), w.data_ptr(), c.data_ptr())
@@ -198,16 +205,19 @@ def test_small_m_family_splits_k_and_reduces(gpu):
 
 
 def test_small_m_family_takes_k_major_only(gpu):
-    """smallm reads K-major operands: an MN-major one is copied while the model prices the copy
-    below the mn_major step's time (api.step_for), else that step reads it in place."""
+    """The small-M family reads K-major operands: an MN-major one is copied while the model
+    prices the copy below the mn_major step's time (api.step_for), else that step reads it
+    in place."""
     x, b = rnd(16, 1024), rnd(1024, 256, seed=1)  # row-major b (K, N)
-    assert api.step_for(16, 256, 1024, b_mn=True).key == "smallm"
+    key = api.step_for(16, 256, 1024, b_mn=True).key
+    assert _small_m(key) and key == api.step_for(16, 256, 1024).key
     assert_product(gemm_ladder.matmul(x, b), x, b)
-    assert gpu.prepared[-1][0] == "smallm"
+    assert gpu.prepared[-1][0] == key
     assert gpu.launches[-2].maps[1].ptr != b.data_ptr() and gpu.launches[-2].maps[1].ld == 1024
     assert api.step_for(1, 28672, 8192, b_mn=True).key == "9:c1"  # modelled: the copy would cost more
-    assert api.step_for(1, 28672, 8192).key == "smallm"
+    assert _small_m(api.step_for(1, 28672, 8192).key)
     assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: copies too
+    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-2].maps[1].ptr != b.data_ptr()
 
 
 def test_small_m_family_writes_c_packed(gpu):
@@ -215,7 +225,7 @@ def test_small_m_family_writes_c_packed(gpu):
     out = torch.empty(4, 72).half()[:, :64]  # a padded out: computed packed, then copied
     out.fill_(float("nan"))
     assert gemm_ladder.matmul_nt(x, w, out=out) is out
-    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-1].c != out.data_ptr()
+    assert _small_m(gpu.prepared[-1][0]) and gpu.launches[-1].c != out.data_ptr()
     assert_product(out, x, w.T)
     dense = torch.empty(4, 64).half()
     gemm_ladder.matmul_nt(x, w, out=dense)
@@ -227,17 +237,20 @@ def test_small_m_family_writes_c_packed(gpu):
 
 
 def test_batched_a_folds_into_rows(gpu):
-    a = rnd(3, 5, 24)
+    a = rnd(3, 50, 24)  # M = 150: a ladder step
     res = gemm_ladder.matmul(a, rnd(24, 16, seed=1))
-    assert res.shape == (3, 5, 16)
-    assert gpu.launches[-1].maps[0].ptr == a.data_ptr() and gpu.launches[-1].M == 15
-    perm = rnd(5, 3, 24).transpose(0, 1)  # batch dims that do not fold: staged
+    assert res.shape == (3, 50, 16)
+    assert gpu.launches[-1].maps[0].ptr == a.data_ptr() and gpu.launches[-1].M == 150
+    perm = rnd(50, 3, 24).transpose(0, 1)  # batch dims that do not fold: staged
     b = rnd(24, 16, seed=2)
-    assert_product(gemm_ladder.matmul(perm, b).reshape(15, 16), perm.reshape(15, 24), b)
-    out = torch.empty(3, 5, 16).half()
+    assert_product(gemm_ladder.matmul(perm, b).reshape(150, 16), perm.reshape(150, 24), b)
+    out = torch.empty(3, 50, 16).half()
     assert gemm_ladder.matmul(a, b, out=out) is out
     assert gpu.launches[-1].maps[2].ptr == out.data_ptr()
-    assert_product(out.reshape(15, 16), a.reshape(15, 24), b)
+    assert_product(out.reshape(150, 16), a.reshape(150, 24), b)
+    x = rnd(2, 3, 24)  # M = 6: the small-M family folds the rows the same way
+    assert_product(gemm_ladder.matmul(x, b).reshape(6, 16), x.reshape(6, 24), b)
+    assert gpu.launches[-1].maps[0].ptr == x.data_ptr() and gpu.launches[-1].M == 6
 
 
 def test_empty_and_k0(gpu):
@@ -269,10 +282,10 @@ def test_second_call_only_launches(gpu):
 
 def test_new_pointer_encodes_one_map(gpu):
     w = rnd(48, 32, seed=1)
-    first = (rnd(64, 32), torch.empty(64, 48).half())  # kept alive: the next ones get new memory
+    first = (rnd(192, 32), torch.empty(192, 48).half())  # kept alive: the next ones get new memory
     gemm_ladder.matmul_nt(first[0], w, out=first[1])
     before = fastpath.cache_info()
-    gemm_ladder.matmul_nt(rnd(64, 32, seed=3), w, out=torch.empty(64, 48).half())
+    gemm_ladder.matmul_nt(rnd(192, 32, seed=3), w, out=torch.empty(192, 48).half())
     after = fastpath.cache_info()
     assert after["configs_built"] == before["configs_built"]
     assert after["tensor_maps_encoded"] - before["tensor_maps_encoded"] == 2  # new a, new out; w known
@@ -391,7 +404,7 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
     monkeypatch.setattr(bench_api.launch, "plan", FakePlan)
-    rows = bench_api.device_rows([(64, 48, 40)], "bfloat16", log=lambda m: None)
+    rows = bench_api.device_rows([(192, 48, 40)], "bfloat16", log=lambda m: None)
     # a kernel row per step the calls run: K-major b -> 7:d4, row-major b -> 9:c1 (mn_major)
     assert [(r["call"], r["step"]) for r in rows] == [
         ("kernel (launch.plan)", "7:d4"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "7:d4"),

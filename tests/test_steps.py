@@ -95,8 +95,8 @@ def test_simulator_and_kernel_agree(st):
     """The simulator's model and the kernel's defines come from the same Step."""
     p, d = params_for_step(st.key), st.kernel_defines()
     assert p.depth == d["GL_DEPTH"]
-    assert (p.tile_m * p.num_consumers, p.tile_n, p.tile_k) == (d["GL_BM"], d["GL_BN"], d["GL_BK"])
-    assert p.num_consumers == d.get("GL_CONSUMERS", 1)
+    assert (p.cta_m, p.tile_n, p.tile_k) == (d["GL_BM"], d["GL_BN"], d["GL_BK"])
+    assert p.num_consumers == d.get("GL_CONSUMERS", 1) and p.pingpong == st.pingpong
     assert p.cluster == d.get("GL_CLUSTER_M", 1)
     assert p.lockstep == (st.style == "lockstep") and not p.model_only
     assert p.staging_stages == (st.consumers if st.pingpong else max(1, d.get("GL_EPI_STAGES", 0)))

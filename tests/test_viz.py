@@ -207,14 +207,14 @@ def test_cli_rejects_an_inapplicable_what_if(tmp_path, capsys):
 
 def test_simulate_report_covers_every_step_and_what_if(tmp_path):
     text = cli_simulate.simulate_report(tmp_path, k_tiles=8)
-    for st in simulated_steps():
+    steps = simulated_steps()
+    for st in steps:
         assert f"step {st.key} " in text
-    for name in ("both-phase-0", "expect-tx-small", "expect-tx-large", "init-count-high",
-                 "init-count-low", "depth-1"):
+    for name in WHAT_IFS:
         assert name in text
-    assert "deadlock" in text and "early_release" in text
+    assert "deadlock" in text and "early_release" in text and "early_exit" in text
     data = _embedded((tmp_path / "choreography.html").read_text())
-    assert len(data["timelines"]) == len(simulated_steps()) + len(WHAT_IFS)  # each step, each what-if
+    assert len(data["timelines"]) == len(steps) + len(WHAT_IFS)
     one = cli_simulate.simulate_report(tmp_path / "one", step=9, k_tiles=4)
     assert "step 9" in one and "what-if" not in one
 

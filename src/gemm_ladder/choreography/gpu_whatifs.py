@@ -1,10 +1,12 @@
 """The course's what-ifs, run for real on the GPU with bounded mbarrier waits.
 
 Each what-if compiles a debug build of a step with one ablation and runs it in a child
-process (a trapped kernel leaves its CUDA context unusable). The child reports, as JSON,
-whether the kernel deadlocked (and where), finished with a wrong result, or finished fine.
+process (a trapped kernel leaves its CUDA context unusable). The child runs it a few times
+(a race may be lost in one run and won in the next), each on a NaN-poisoned output, stops
+at the first run that does not finish correct, and reports, as JSON, what happened: a
+deadlock (and where), a CUDA error, a wrong result, or only correct runs.
 
-    python -m gemm_ladder.choreography.gpu_whatifs 7 both-phase-0
+    python -m gemm_ladder.choreography.gpu_whatifs 8 local-empty 5
 
 The what-ifs and their ablation defines: whatifs.WHAT_IFS (those with an ablation).
 """
@@ -18,9 +20,12 @@ import time
 
 from .whatifs import get_what_if
 
+OUTCOMES = ("deadlock", "error", "finished-wrong", "finished-correct")
 
-def run_whatif(step_key: str, what_if: str, size: int = 2048) -> dict:
-    """Run the debug build of `step_key` with the what-if's ablation, in this process."""
+
+def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) -> dict:
+    """Run the debug build of `step_key` with the what-if's ablation, in this process, up to
+    `repeats` times (until a run does not finish correct)."""
     import torch
     from ..measure.accuracy import check_product
     from ..runtime import launch
@@ -35,19 +40,32 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048) -> dict:
     out = torch.full((size, size), float("nan"), dtype=torch.float16, device="cuda")
     t0 = time.perf_counter()
     try:
-        launch.run_step(st, a, b, out, debug=True, extra_defines=defines)
-    except launch.PipelineDeadlock as e:
-        return {"outcome": "deadlock", "message": str(e), "seconds": time.perf_counter() - t0}
-    except Exception as e:
-        return {"outcome": "error", "message": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
-    ok, mx, rel, msg = check_product(out, a, b)
-    return {"outcome": "finished-correct" if ok else "finished-wrong", "message": msg or "output matches the reference",
-            "rel_err": rel, "seconds": time.perf_counter() - t0}
+        plan = launch.plan(st, a, b, out, debug=True, extra_defines=defines)
+    except Exception as e:  # not the what-if's outcome: the build or launch set-up failed
+        return {"outcome": "build-error", "message": f"{type(e).__name__}: {e}", "runs": 0,
+                "seconds": time.perf_counter() - t0}
+    res: dict = {}
+    for run in range(1, repeats + 1):
+        out.fill_(float("nan"))
+        try:
+            plan()
+        except launch.PipelineDeadlock as e:
+            res = {"outcome": "deadlock", "message": str(e)}
+        except Exception as e:
+            res = {"outcome": "error", "message": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+        else:
+            ok, _, rel, msg = check_product(out, a, b)
+            res = {"outcome": "finished-correct" if ok else "finished-wrong",
+                   "message": msg or "output matches the reference", "rel_err": rel}
+        if res["outcome"] != "finished-correct":
+            break
+    res.update(runs=run, repeats=repeats, seconds=time.perf_counter() - t0)
+    return res
 
 
-def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0) -> dict:
+def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0, repeats: int = 1) -> dict:
     """Run one what-if in a child process; never hangs longer than timeout_s."""
-    cmd = [sys.executable, "-m", "gemm_ladder.choreography.gpu_whatifs", str(step_key), what_if]
+    cmd = [sys.executable, "-m", "gemm_ladder.choreography.gpu_whatifs", str(step_key), what_if, str(repeats)]
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=dict(os.environ))
@@ -55,14 +73,28 @@ def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0) 
         return {"outcome": "hung", "detected": False, "seconds": timeout_s,
                 "summary": f"step {step_key} / {what_if}: the child process did not finish in {timeout_s:.0f} s"}
     line = next((ln for ln in reversed(p.stdout.splitlines()) if ln.startswith("{")), None)
-    res = json.loads(line) if line else {"outcome": "error", "message": (p.stderr or p.stdout)[-2000:]}
+    res = json.loads(line) if line else {"outcome": "error", "message": (p.stderr or p.stdout)[-2000:], "runs": 0}
     res["wall_seconds"] = time.perf_counter() - t0
-    res["detected"] = res["outcome"] in ("deadlock", "finished-wrong")
+    res["detected"] = res["outcome"] in ("deadlock", "finished-wrong", "error")
     res["why"] = get_what_if(what_if).why
-    res["summary"] = (f"step {step_key} / {what_if}: {res['outcome']} after {res['wall_seconds']:.1f} s — "
-                      f"{res['message']}\n  why: {res['why']}")
+    res["summary"] = summary_text(step_key, what_if, res)
     return res
 
 
+def summary_text(step_key: str, what_if: str, res: dict) -> str:
+    """Which outcome happened, in how many runs, and why the what-if breaks the kernel."""
+    runs, repeats = res.get("runs", 0), res.get("repeats", 1)
+    if res["outcome"] == "finished-correct":
+        when = f"all {runs} runs finished correct (a race not lost in {runs} runs)" if runs > 1 else \
+            "the run finished correct"
+    elif res["outcome"] == "build-error":
+        when = "the ablated build did not run"
+    else:
+        when = f"{res['outcome']} in run {runs} of {repeats}" + (f" ({runs - 1} correct before)" if runs > 1 else "")
+    return (f"step {step_key} / {what_if}: {when} after {res['wall_seconds']:.1f} s — {res['message']}\n"
+            f"  why: {res['why']}")
+
+
 if __name__ == "__main__":
-    print(json.dumps(run_whatif(sys.argv[1], sys.argv[2])), flush=True)
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    print(json.dumps(run_whatif(sys.argv[1], sys.argv[2], repeats=n)), flush=True)

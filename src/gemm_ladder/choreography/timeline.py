@@ -26,6 +26,9 @@ Lane naming convention::
     cta0/team       the single team of a lockstep kernel (steps 4-6)
     cta0/tma        the TMA engine: loads (and, for lockstep, stores) in flight
 
+In a thread-block cluster each CTA's lanes also name its rank in the cluster
+(:func:`lane_name`): ``cta3.rank1/consumer0`` is block 3, the second CTA of its cluster.
+
 Span kinds::
 
     load      a TMA load in flight for a stage (issue -> bytes landed)
@@ -55,6 +58,7 @@ from typing import Iterable
 
 __all__ = [
     "KINDS",
+    "WGMMA_ISSUED",
     "Span",
     "Handoff",
     "Timeline",
@@ -65,9 +69,13 @@ __all__ = [
     "timeline_events",
     "lane_cta",
     "lane_role",
+    "lane_name",
 ]
 
 KINDS = ("load", "mma", "epilogue", "store", "wait", "issue", "idle")
+# The label of the mark (a zero-length ``issue`` span) a consumer leaves when it has issued a
+# k-tile's wgmma group; the simulator and the trace decoder both draw it.
+WGMMA_ISSUED = "wgmma issued"
 
 
 class _Record:
@@ -190,12 +198,23 @@ class Timeline:
 # helpers
 # ---------------------------------------------------------------------------
 
+def lane_name(cta: int, role: str, rank: int | None = None) -> str:
+    """``lane_name(1, "producer")`` -> ``"cta1/producer"``; with the CTA's rank in its
+    cluster: ``lane_name(3, "producer", 1)`` -> ``"cta3.rank1/producer"``."""
+    return f"cta{cta}" + (f".rank{rank}" if rank is not None else "") + f"/{role}"
+
+
 def lane_cta(lane: str) -> int:
-    """``"cta1/producer"`` -> 1 (0 when the lane has no ``cta<i>/`` prefix)."""
+    """``"cta1/producer"`` or ``"cta1.rank1/producer"`` -> 1 (0 when the lane has no
+    ``cta<i>`` prefix)."""
     head = lane.split("/", 1)[0]
-    if head.startswith("cta") and head[3:].isdigit():
-        return int(head[3:])
-    return 0
+    digits = ""
+    if head.startswith("cta"):
+        for ch in head[3:]:
+            if not ch.isdigit():
+                break
+            digits += ch
+    return int(digits) if digits else 0
 
 
 def lane_role(lane: str) -> str:

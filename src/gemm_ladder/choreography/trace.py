@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..runtime.kernel_enums import barrier_names, event_ids, role_names
-from .timeline import Handoff, Span, Timeline
+from ..runtime.steps import EPI_CHUNK_COLS
+from .timeline import WGMMA_ISSUED, Handoff, Span, Timeline, lane_name
 
 HEADER_WORDS = 8
 SLOTS_PER_CTA = 4
@@ -23,10 +24,18 @@ ROLES = role_names()
 BARRIERS = barrier_names()
 
 
-def events_needed(step, M: int, N: int, K: int, num_sms: int) -> int:
-    """Capacity per slot that holds every event of the busiest role."""
+def events_needed(step, M: int, N: int, K: int, num_sms: int, ctas: int | None = None) -> int:
+    """Capacity per slot that holds every event of the busiest role of the busiest CTA.
+    Per k-tile: the producer records a wait (2) and a load issue, a consumer a wait (2), the
+    wgmma issue and retirement and a release (5). Per epilogue chunk: a consumer's acquire
+    wait (2), staging begin/end (2) and commit (1); the writeback's wait (2), store issue/done
+    (2) and release (1). Ping-pong adds a turn wait (2) and arrive (1) per tile. ``ctas``: the
+    launched grid (a cluster launch may hold fewer CTAs than SMs)."""
+    from .sim.params import busiest_cta_tiles
     k_tiles = -(-K // step.bk)
-    return step.tiles_per_cta(M, N, num_sms) * (k_tiles * 6 + 16) + 16
+    chunks = max(1, step.bn // EPI_CHUNK_COLS) if step.epi_stages else 1
+    per_tile = 5 * k_tiles + 5 * chunks + (3 if step.pingpong else 0)
+    return busiest_cta_tiles(step, M, N, num_sms, ctas) * per_tile + 16
 
 
 def decode(words, num_blocks: int, events: int) -> list[dict]:
@@ -62,137 +71,172 @@ def _signed16(k: int) -> int:
     return k - 0x10000 if k >= 0x8000 else k
 
 
+def _decode_block(block: int, recs: list[dict], step, t_zero: int, rank) -> dict:
+    """One CTA's records -> its lanes, spans (raw wgmma spans still unsettled) and what the
+    hand-offs and load spans need: arrivals, completed waits, load issues."""
+    out = dict(lanes=[], spans=[], arrivals=defaultdict(list), waits=[], loads=defaultdict(list),
+               ready=defaultdict(list), mma=[], cap={})
+    for r in sorted(recs, key=lambda r: r["slot"]):
+        lane = lane_name(block, SLOT_LANE[r["slot"]] or r["role"], rank)
+        out["lanes"].append(lane)
+        if r.get("ns_per_clock"):
+            out["cap"][lane] = nominal_mma_ns(step, r["ns_per_clock"])
+        spans = out["spans"]
+        open_wait = None
+        mma_open: dict[int, float] = {}
+        epi_open = store_open = None
+        offset = r["t0"] - t_zero  # exact integer arithmetic on the big timer values
+        for (t, kind, bar, stage, phase, k, tile) in r["events"]:
+            t += offset
+            name = EVENT_NAMES.get(kind, "?")
+            bname = BARRIERS.get(bar)
+            k = _signed16(k)
+            if step.pingpong and (bname in EPILOGUE_BARRIERS or name in EPILOGUE_EVENTS):
+                stage, k = k, 0  # each consumer's one-slot ring: the kernel passes its slot as k
+            if name == "EV_WAIT_BEGIN":
+                open_wait = (t, bname, stage, phase, k)
+            elif name == "EV_WAIT_END" and open_wait is not None:
+                t0, b0, s0, p0, k0 = open_wait
+                spans.append(Span(lane, "wait", t0, t, stage=s0, phase=p0, barrier=b0, k=k0, tile=tile,
+                                  cta=block, label=f"wait {b0}[{s0}] parity {p0}"))
+                out["waits"].append((b0, s0, p0, t, lane))
+                if b0 in ("tma2mma", "full"):
+                    out["ready"][s0].append(t)
+                open_wait = None
+            elif name == "EV_LOAD_ISSUE":
+                spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
+                                  cta=block, label=f"TMA load k={k} -> stage {stage}"))
+                out["loads"][stage].append((t, tile, k))
+                out["arrivals"][(bname, stage)].append((t, lane))
+            elif name == "EV_MMA_ISSUE":
+                mma_open[k] = t
+                spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, k=k, tile=tile, cta=block,
+                                  label=f"{WGMMA_ISSUED} k={k} (stage {stage})"))
+            elif name == "EV_MMA_DONE" and k in mma_open:
+                out["mma"].append(Span(lane, "mma", mma_open.pop(k), t, stage=stage, k=k, tile=tile,
+                                       cta=block, label=f"wgmma k={k}"))
+            elif name == "EV_EPI_BEGIN":
+                epi_open = (t, stage, k)
+            elif name == "EV_EPI_END" and epi_open is not None:
+                spans.append(Span(lane, "epilogue", epi_open[0], t, stage=epi_open[1], k=epi_open[2], tile=tile,
+                                  cta=block, label=f"acc -> SMEM staging[{epi_open[1]}] (chunk {epi_open[2]})"))
+                epi_open = None
+            elif name == "EV_STORE_ISSUE":
+                store_open = (t, stage, k)
+            elif name == "EV_STORE_DONE" and store_open is not None:
+                spans.append(Span(lane, "store", store_open[0], t, stage=store_open[1], k=store_open[2],
+                                  tile=tile, cta=block,
+                                  label=f"TMA store from staging[{store_open[1]}] (chunk {store_open[2]})"))
+                store_open = None
+            elif name == "EV_ARRIVE":
+                out["arrivals"][(bname, stage)].append((t, lane))
+                spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
+                                  cta=block, label=f"arrive {bname}[{stage}]"))
+    return out
+
+
 def to_timeline(records: list[dict], step, *, title: str = "", ctas: list[int] | None = None,
                 meta: dict | None = None) -> Timeline:
     """Decoded records -> Timeline (source="measured"). ctas: which blocks to include
-    (default all). Span times are ns from the earliest recorded start."""
+    (default all). Span times are ns from the earliest recorded start.
+
+    In a cluster, each CTA's lanes carry its rank (``cta3.rank1/producer``); the empty
+    barrier of a stage hears the consumers of every CTA of the cluster and its full barrier
+    the loads of every producer (multicast), so hand-offs and load spans cross CTAs. The
+    wgmma groups of a CTA's consumers share one tensor core (see _settle_mma_spans)."""
     if not records:
         return Timeline("measured", step.number, title or f"step {step.key} (measured)", meta=dict(meta or {}))
+    cm = step.cluster_m
     t_zero = min(r["t0"] for r in records)
-    spans: list[Span] = []
-    handoffs: list[Handoff] = []
-    lanes: list[str] = []
     keep = set(ctas) if ctas is not None else None
     by_block = defaultdict(list)
     for r in records:
         if keep is None or r["block"] in keep:
             by_block[r["block"]].append(r)
-    for block in sorted(by_block):
-        arrivals = defaultdict(list)  # (barrier, stage) -> [(t, lane)]
-        waits = []  # (barrier, stage, phase, t_release, lane)
-        loads = defaultdict(list)  # stage -> [t_issue, tile, k]
-        ready_waits = defaultdict(list)  # stage -> [t_release] on the "data landed" barrier
-        cap_ns: dict[str, float] = {}
-        for r in sorted(by_block[block], key=lambda r: r["slot"]):
-            role = SLOT_LANE[r["slot"]] or r["role"]
-            lane = f"cta{block}/{role}"
-            lanes.append(lane)
-            if r.get("ns_per_clock"):
-                cap_ns[lane] = nominal_mma_ns(step, r["ns_per_clock"])
-            open_wait = None
-            mma_open: dict[int, float] = {}
-            epi_open = store_open = None
-            offset = r["t0"] - t_zero  # exact integer arithmetic on the big timer values
-            for (t, kind, bar, stage, phase, k, tile) in r["events"]:
-                t += offset
-                name = EVENT_NAMES.get(kind, "?")
-                bname = BARRIERS.get(bar)
-                k = _signed16(k)
-                if name == "EV_WAIT_BEGIN":
-                    open_wait = (t, bname, stage, phase, k)
-                elif name == "EV_WAIT_END" and open_wait is not None:
-                    t0, b0, s0, p0, k0 = open_wait
-                    spans.append(Span(lane, "wait", t0, t, stage=s0, phase=p0, barrier=b0, k=k0, tile=tile,
-                                      cta=block, label=f"wait {b0}[{s0}] parity {p0}"))
-                    waits.append((b0, s0, p0, t, lane))
-                    if b0 in ("tma2mma", "full"):
-                        ready_waits[s0].append(t)
-                    open_wait = None
-                elif name == "EV_LOAD_ISSUE":
-                    spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
-                                      cta=block, label=f"TMA load k={k} -> stage {stage}"))
-                    loads[stage].append((t, tile, k))
-                    arrivals[(bname, stage)].append((t, lane))
-                elif name == "EV_MMA_ISSUE":
-                    mma_open[k] = t
-                elif name == "EV_MMA_DONE" and k in mma_open:
-                    spans.append(Span(lane, "mma", mma_open.pop(k), t, stage=stage, k=k, tile=tile, cta=block,
-                                      label=f"wgmma k={k}"))
-                elif name == "EV_EPI_BEGIN":
-                    epi_open = t
-                elif name == "EV_EPI_END" and epi_open is not None:
-                    spans.append(Span(lane, "epilogue", epi_open, t, tile=tile, cta=block, label="acc -> SMEM staging"))
-                    epi_open = None
-                elif name == "EV_STORE_ISSUE":
-                    store_open = t
-                elif name == "EV_STORE_DONE" and store_open is not None:
-                    spans.append(Span(lane, "store", store_open, t, tile=tile, cta=block, label="TMA store (SMEM read)"))
-                    store_open = None
-                elif name == "EV_ARRIVE":
-                    arrivals[(bname, stage)].append((t, lane))
-                    spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,
-                                      cta=block, label=f"arrive {bname}[{stage}]"))
-        _settle_mma_spans(spans, block, cap_ns)
-        # Loads in flight: from issue until the waiter saw the stage complete (an upper bound
-        # on the landing time; exact when the consumer was already waiting).
-        tma_lane = f"cta{block}/tma"
-        for stage, issued in loads.items():
-            releases = sorted(ready_waits.get(stage, []))
-            j = 0
-            for (t_issue, tile, k) in issued:
-                while j < len(releases) and releases[j] < t_issue:
-                    j += 1
-                if j < len(releases):
-                    spans.append(Span(tma_lane, "load", t_issue, releases[j], stage=stage, k=k, tile=tile, cta=block,
-                                      label=f"load k={k} stage {stage}"))
-                    j += 1
-        if loads:
+    blocks = {b: _decode_block(b, recs, step, t_zero, b % cm if cm > 1 else None)
+              for b, recs in sorted(by_block.items())}
+    spans: list[Span] = []
+    handoffs: list[Handoff] = []
+    lanes: list[str] = []
+    for block, d in blocks.items():
+        peers = [p for p in range(block - block % cm, block - block % cm + cm) if p in blocks]
+        lanes += d["lanes"]
+        spans += d["spans"]
+        spans += _settle_mma_spans(d["mma"], d["cap"])
+        # Loads in flight into this CTA (its own, and in a cluster its peers' multicast halves):
+        # from issue until this CTA's consumer saw the stage complete (an upper bound on the
+        # landing time; exact when the consumer was already waiting).
+        tma_lane = lane_name(block, "tma", block % cm if cm > 1 else None)
+        for src in peers:
+            for stage, issued in blocks[src]["loads"].items():
+                releases = sorted(d["ready"].get(stage, []))
+                j = 0
+                for (t_issue, tile, k) in issued:
+                    while j < len(releases) and releases[j] < t_issue:
+                        j += 1
+                    if j < len(releases):
+                        what = "" if src == block else f" (multicast from cta{src})"
+                        spans.append(Span(tma_lane, "load", t_issue, releases[j], stage=stage, k=k, tile=tile,
+                                          cta=block, label=f"load k={k} stage {stage}{what}"))
+                        j += 1
+        if any(blocks[src]["loads"] for src in peers):
             lanes.append(tma_lane)
         # Hand-offs: each completed wait is released by the latest earlier arrival on that
-        # barrier/stage from another lane.
-        for (b, s, p, t_rel, lane) in waits:
-            cands = [(ta, la) for (ta, la) in arrivals.get((b, s), []) if ta <= t_rel and la != lane]
+        # barrier/stage from another lane (of the cluster, for the barriers its peers arrive on).
+        for (b, s, p, t_rel, lane) in d["waits"]:
+            srcs = peers if (cm > 1 and b in CLUSTER_BARRIERS) else [block]
+            cands = [(ta, la) for src in srcs for (ta, la) in blocks[src]["arrivals"].get((b, s), [])
+                     if ta <= t_rel and la != lane]
             if cands:
                 ta, la = max(cands)
                 handoffs.append(Handoff(b, s, p, la, lane, ta, t_rel, cta=block))
     m = {"key": step.key, "style": step.style, "depth": step.depth,
-         "tile": [step.bm, step.bn, step.bk],
-         "mma_spans": "in order from issue, capped at the k-tile's duration at peak tensor-core rate "
-                      "(busy = lower bound; see trace._settle_mma_spans)"}
+         "tile": [step.bm, step.bn, step.bk], "cluster": cm, "num_consumers": step.consumers,
+         "pingpong": step.pingpong,
+         "mma_spans": "in order from issue on the CTA's one tensor core, capped at the k-tile's duration "
+                      "at peak tensor-core rate (busy = lower bound; see trace._settle_mma_spans)"}
     m.update(meta or {})
     return Timeline("measured", step.number, title or f"step {step.key} {step.name} (measured)",
                     lanes=lanes, spans=spans, handoffs=handoffs, meta=m)
+
+
+EPILOGUE_BARRIERS = ("mma2ld", "ld2mma")
+EPILOGUE_EVENTS = ("EV_EPI_BEGIN", "EV_EPI_END", "EV_STORE_ISSUE", "EV_STORE_DONE")
+# Barriers every CTA of a cluster arrives on in each CTA: the empty barrier (remote arrive)
+# and the full barrier (multicast bytes).
+CLUSTER_BARRIERS = ("mma2tma", "tma2mma")
 
 
 DENSE_FLOP_PER_CLOCK_PER_SM = 4096  # Hopper fp16/bf16 wgmma, dense (989 TFLOP/s at 1.83 GHz, 132 SMs)
 
 
 def nominal_mma_ns(step, ns_per_clock: float) -> float:
-    """Time one k-tile's wgmma group takes at the tensor core's peak rate."""
-    return 2.0 * step.bm * step.bn * step.bk / DENSE_FLOP_PER_CLOCK_PER_SM * ns_per_clock
+    """Time one consumer's k-tile wgmma group takes at the tensor core's peak rate (its rows
+    of the tile: all of them in ping-pong, bm / consumers when the consumers split a tile)."""
+    rows = step.bm if step.pingpong else step.bm // step.consumers
+    return 2.0 * rows * step.bn * step.bk / DENSE_FLOP_PER_CLOCK_PER_SM * ns_per_clock
 
 
-def _settle_mma_spans(spans: list[Span], block: int, cap_ns: dict[str, float]) -> None:
-    """Turn a lane's raw wgmma spans (issue -> retirement seen by wgmma.wait_group) into an
-    estimate of when the tensor core worked on them. The tensor core runs a lane's groups in
-    order, so group k starts at max(issue_k, end_{k-1}). Its retirement is only observed
-    when the consumer gets round to wgmma.wait_group (after issuing k+1), which may be long
-    after the tensor core finished. So each span is capped at the group's duration at the
+def _settle_mma_spans(raw: list[Span], cap_ns: dict[str, float]) -> list[Span]:
+    """Turn a CTA's raw wgmma spans (issue -> retirement seen by wgmma.wait_group) into an
+    estimate of when its tensor core worked on them. The SM has one tensor core: the groups
+    of all its consumers run one after the other, in issue order, so a group starts at
+    max(issue, end of the previous group). Its retirement is only observed when the consumer
+    gets round to wgmma.wait_group (after issuing the next group), which may be long after
+    the tensor core finished. So each group is counted for at most its duration at the
     tensor core's peak rate (cap_ns[lane], from the recorder's own clock): the busy fraction
-    is then the share of time the tensor core would need at peak for the work it was given
-    — a lower bound, where the uncapped spans give an upper bound."""
-    by_lane = defaultdict(list)
-    for s in spans:
-        if s.kind == "mma" and s.cta == block:
-            by_lane[s.lane].append(s)
-    for lane, lane_spans in by_lane.items():
-        lane_spans.sort(key=lambda s: s.start)
-        prev_end = float("-inf")
-        cap = cap_ns.get(lane, float("inf"))
-        for s in lane_spans:
-            s.start = max(s.start, prev_end)
-            s.end = max(min(s.end, s.start + cap), s.start)
-            prev_end = s.end
+    is then the share of time the tensor core would need at peak for the work it was given -
+    a lower bound, where the uncapped spans give an upper bound - and two consumers' groups
+    are never counted twice."""
+    tc_free = float("-inf")
+    out = []
+    for s in sorted(raw, key=lambda s: (s.start, s.lane)):
+        issue = s.start
+        s.start = max(issue, tc_free)
+        s.end = s.start + max(0.0, min(s.end - issue, cap_ns.get(s.lane, float("inf"))))
+        tc_free = s.end
+        out.append(s)
+    return out
 
 
 def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10) -> dict:
@@ -204,10 +248,10 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     from ..measure.bench import Bench
     from ..runtime import launch
     launch.check_device(torch.device("cuda"))
-    sms = launch.num_sms(torch.cuda.current_device())
-    cap = events or events_needed(step, M, N, K, sms)
-    gx, gy, gz = step.grid(M, N, sms)
-    blocks = gx * gy * gz
+    dev = torch.cuda.current_device()
+    sms = launch.num_sms(dev)
+    blocks = launched_ctas(step, M, N, sms, dev)
+    cap = events or events_needed(step, M, N, K, sms, blocks)
     words = blocks * SLOTS_PER_CTA * (HEADER_WORDS + 2 * cap)
     bench = Bench(torch.cuda.current_device())
     a, b = bench.inputs(M, N, K, torch.float16)
@@ -227,4 +271,17 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     return {"records": records, "correct": ok, "rel_err": rel, "check": msg,
             "ms_plain": statistics.median(t_plain), "ms_traced": statistics.median(t_traced),
             "overhead": statistics.median(t_traced) / statistics.median(t_plain) - 1.0,
-            "blocks": blocks, "events_per_slot": cap, "num_sms": sms}
+            "blocks": blocks, "events_per_slot": cap, "num_sms": sms,
+            "overflow": [(r["block"], r["slot"]) for r in records if len(r["events"]) >= cap]}
+
+
+def launched_ctas(step, M: int, N: int, num_sms: int, dev: int) -> int:
+    """CTAs the traced launch will have: as launch.plan builds its grid, with the number of
+    clusters that fit at once for a cluster launch (asked of the traced build itself)."""
+    from ..runtime import driver, launch
+    max_clusters = None
+    if step.cluster != (1, 1, 1):
+        kernel = launch.prepare(step, dev, bf16=False, extra_defines={"GL_TRACE": 1}).kernel
+        max_clusters = driver.max_active_clusters(kernel, (step.threads, 1, 1), step.dynamic_smem, step.cluster)
+    gx, gy, gz = step.grid(M, N, num_sms, max_clusters)
+    return gx * gy * gz

@@ -187,7 +187,7 @@ def chrome_trace(timelines: Timeline | Iterable[Timeline], flows: bool = True) -
             if pid not in pids:
                 pids.add(pid)
                 ev.append(dict(ph="M", name="process_name", pid=pid, tid=0,
-                               args=dict(name=f"{tl.title} [{tl.source}] cta{cta}")))
+                               args=dict(name=f"{tl.title} [{tl.source}] {lane.split('/')[0]}")))
                 ev.append(dict(ph="M", name="process_sort_index", pid=pid, tid=0,
                                args=dict(sort_index=pid)))
             sub = split_tracks([(s.start, s.end) for s in spans]) if spans else [0]

@@ -15,7 +15,18 @@ class WhatIf:
     text: str  # what is changed
     default_step: str  # the step it is shown on (a registry key)
     ablation: dict = field(default_factory=dict)  # kernel defines of the GPU run ({}: model only)
-    why: str = ""  # what goes wrong in the kernel when it runs on the GPU
+    why: str = ""  # what goes wrong in the kernel, and why (one paragraph)
+    needs: str = ""  # what the step must have: "pair" (producer + consumer), "shared-empty"
+    #                  (an empty barrier several consumers arrive on), "cluster" (2-CTA cluster)
+    race: bool = False  # on the GPU the outcome depends on timing: a run may finish correct
+
+    def applies_to(self, step) -> str:
+        """Why this what-if cannot run on `step` (a runtime Step); "" if it can."""
+        if self.needs == "cluster" and step.cluster_m < 2:
+            return f"{self.name} breaks a rule of the 2-CTA cluster; step {step.key} has no cluster"
+        if self.needs in ("pair", "shared-empty") and step.style != "warp-specialized":
+            return f"{self.name} needs a producer and a consumer; step {step.key} is {step.style}"
+        return ""
 
 
 WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
@@ -24,12 +35,12 @@ WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
            "7", {"GL_ABLATE_SAME_PHASE": 1},
            "both ends of the operand ring started at phase 0: on a fresh barrier the producer's first wait "
            "(mma2tma, parity 0) blocks like the consumer's (tma2mma, parity 0), and each waits for the "
-           "other's first arrival"),
+           "other's first arrival", needs="pair"),
     WhatIf("expect-tx-small",
            "the producer's expect_tx announces fewer bytes than the stage's loads deliver (the B tile is left out)",
            "7", {"GL_ABLATE_EXPECT_TX_DELTA": -1024},
            "expect_tx announced 1 KB less than delivered: the phase completes before the last bytes land, and "
-           "the surplus bytes are credited to the next phase, which then can no longer balance"),
+           "the surplus bytes are credited to the next phase, which then can no longer balance", race=True),
     WhatIf("expect-tx-large",
            "the producer's expect_tx announces more bytes than the stage's loads deliver (one B tile too many)",
            "7", {"GL_ABLATE_EXPECT_TX_DELTA": 1024},
@@ -39,11 +50,42 @@ WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
            "the empty barrier's init count is one more than the arrivals per phase (full barrier for lockstep steps)",
            "7"),
     WhatIf("init-count-low",
-           "the empty barrier mma2tma's init count is one less than the consumers that arrive per phase",
-           "8"),
+           "the empty barrier mma2tma's init count is one less than the consumer arrivals per phase",
+           "8", needs="shared-empty"),
     WhatIf("depth-1",
            "a one-stage ring: the load of k-tile k+1 cannot overlap the wgmma of k-tile k",
            "7"),
+    # The course's step-8 exercises, on the Hopper cluster (multicast instead of cta_group::2).
+    WhatIf("local-empty",
+           "2-CTA cluster: the empty barrier mma2tma counts and hears only this CTA's consumer warps "
+           "(the course's CTA_GROUP left out of the init count)",
+           "8", {"GL_ABLATE_LOCAL_EMPTY": 1},
+           "each producer multicasts its half of B into both CTAs' stage, but with mma2tma counting only "
+           "its own CTA's consumer warps it refills a stage as soon as its own consumer is done with it; "
+           "nothing waits for the peer CTA's consumer, which may still be reading the old contents of that "
+           "stage. When the two CTAs drift apart the refill overwrites operands in use (wrong results), "
+           "and a multicast that lands while the peer's full barrier is still in an earlier phase skews "
+           "that barrier's transaction count (a possible hang). Whether a run is hit depends on timing.",
+           needs="cluster", race=True),
+    WhatIf("local-tx",
+           "2-CTA cluster: each CTA's expect_tx announces only the bytes its own producer issues (A + its B "
+           "half), not the peer's multicast half (the course's expect_tx x CTA_GROUP left out)",
+           "8", {"GL_ABLATE_LOCAL_TX": 1},
+           "a CTA's stage receives its A, its own half of B and the peer's half of B, but tma2mma expects "
+           "only A and one half (24 KB of 32 KB): the phase completes when the first 24 KB have landed, so "
+           "the consumer may read a B half that is still in flight, and the last 8 KB count against the "
+           "next phase of that barrier, which then completes early too - or, once the byte counts drift "
+           "apart, never (a hang caught by the bounded waits).",
+           needs="cluster", race=True),
+    WhatIf("no-exit-sync",
+           "2-CTA cluster: no cluster barrier before exit (the course's cluster_sync replaced by nothing)",
+           "8", {"GL_ABLATE_NO_EXIT_SYNC": 1},
+           "each consumer releases every stage to both CTAs' empty barriers, so the last releases of a "
+           "tile arrive remotely on the peer's shared memory, and nobody waits for them: a CTA that "
+           "finishes first may exit while its peer still arrives on its barriers (or, with another order "
+           "of work, multicasts into it). An arrival on the shared memory of an exited CTA is undefined: "
+           "a CUDA error when the hardware catches it, silent success when the timing is lucky.",
+           needs="cluster", race=True),
 )}
 
 

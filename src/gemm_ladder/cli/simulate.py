@@ -75,6 +75,8 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
                    help=f"TMA load latency, 1..{MAX_NS:.0f} ns (default 800)")
     p.add_argument("--mma-ns", type=doors.number(float, 1, MAX_NS, "ns"), dest="mma_ns",
                    help=f"wgmma time per 128x128x64 k-tile, 1..{MAX_NS:.0f} ns (default 280)")
+    p.add_argument("--consumer-gap-ns", type=doors.number(float, 0, MAX_NS, "ns"), dest="consumer_gap_ns",
+                   help=f"a consumer's shortest wgmma issue-to-issue time, 0..{MAX_NS:.0f} ns (default 411)")
     if not parents:
         p.add_argument("--out-dir", "--out", dest="out_dir", default=DEFAULT_OUT, metavar="DIR",
                        help=f"output folder (default {DEFAULT_OUT}/)")
@@ -104,7 +106,7 @@ def check_work(step: int | str | None, overrides: dict) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    keys = ("depth", "k_tiles", "tiles_per_cta", "l2_bytes_per_ns", "load_latency_ns", "mma_ns")
+    keys = ("depth", "k_tiles", "tiles_per_cta", "l2_bytes_per_ns", "load_latency_ns", "mma_ns", "consumer_gap_ns")
     return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
 
 
@@ -180,12 +182,13 @@ def _write(out_dir: str | Path, results: list[SimResult], pair: tuple[int, int] 
 
 
 _SUBTITLE = ("discrete-event model of the mbarrier pipelines (gemm_ladder.choreography.sim), H200 estimates: "
-             "wgmma {mma:.0f} ns per 128x128x64 k-tile, TMA latency {lat:.0f} ns{bw}")
+             "wgmma {mma:.0f} ns per 128x128x64 k-tile, a consumer's issue gap {gap:.0f} ns, "
+             "TMA latency {lat:.0f} ns{bw}")
 
 
 def _subtitle(p) -> str:
     bw = f", {p.l2_bytes_per_ns:g} B/ns per SM" if p.l2_bytes_per_ns else ", bandwidth unlimited"
-    return _SUBTITLE.format(mma=p.mma_ns, lat=p.load_latency_ns, bw=bw)
+    return _SUBTITLE.format(mma=p.mma_ns, gap=p.consumer_gap_ns, lat=p.load_latency_ns, bw=bw)
 
 
 def _simulate_all(overrides: dict, step: int | str | None, tick: Callable[[str], None]):
@@ -283,6 +286,8 @@ def run(args: argparse.Namespace) -> int:
         if what_if or res.verdict != "ok":
             print(f"verdict: {res.verdict}")
             print(res.explanation)
+        if what_if and WHAT_IFS[what_if].why:
+            print(f"why: {WHAT_IFS[what_if].why}")
     print(f"wrote {page} and {trace}")
     return 0
 

@@ -1,10 +1,14 @@
-"""``gemm-ladder trace``: a measured in-kernel timeline of a step beside the simulator's."""
+"""``gemm-ladder trace``: a measured in-kernel timeline of a step beside the simulator's;
+``gemm-ladder calibrate``: the simulator calibrated to saved traces, checked against them
+(no GPU)."""
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
-from ..choreography import sim, trace, viz
+from ..choreography import saved, sim, trace, viz
+from ..choreography.sim.calibrate import MAKESPAN_TOLERANCE, check_calibration
 from ..choreography.timeline import kpis
 from ..runtime.steps import get_step
 
@@ -16,14 +20,23 @@ def trace_command(args, console) -> int:
         return 2
     (M, N, K) = args.size[0]
     res = trace.measure(st, M, N, K, events=args.events)
-    full = trace.to_timeline(res["records"], st, meta={"M": M, "N": N, "K": K})
-    shown = trace.to_timeline(res["records"], st, ctas=[0, 1], meta={"M": M, "N": N, "K": K, "shown_ctas": [0, 1]})
+    size_meta = {"M": M, "N": N, "K": K}
+    full = trace.to_timeline(res["records"], st, meta=size_meta)
+    shown_ctas = list(range(max(2, st.cluster_m)))   # the first cluster (or CTAs 0 and 1)
+    shown = trace.to_timeline(res["records"], st, ctas=shown_ctas, meta=dict(size_meta, shown_ctas=shown_ctas))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    stem = f"trace_step{st.key.replace(':', '_')}"
+    records_path = saved.write_records(out / f"{stem}_records.json.gz", st.key, (M, N, K), res["records"],
+                                       num_sms=res["num_sms"], ctas=res["blocks"],
+                                       events_per_slot=res["events_per_slot"], correct=res["correct"],
+                                       ms_plain=res["ms_plain"], ms_traced=res["ms_traced"])
     summary = {"step": st.key, "size": [M, N, K], "correct": res["correct"], "rel_err": res["rel_err"],
                "ms_plain": res["ms_plain"], "ms_traced": res["ms_traced"], "trace_overhead": res["overhead"],
-               "kpis_measured": kpis(full)}
-    try:  # the model with its mma time and load latency fitted to this measurement
+               "ctas": res["blocks"], "events_per_slot": res["events_per_slot"],
+               "slots_full": res["overflow"], "records": records_path.name, "kpis_measured": kpis(full)}
+    try:  # the model with its timings fitted to the CTAs shown, and its makespan checked
+        summary["calibration"] = check_calibration(shown)
         simres = sim.simulate_like(shown, fit=True)
         summary["sim_calibrated"] = True
     except ValueError as e:  # the measured configuration is not one the model takes
@@ -31,12 +44,14 @@ def trace_command(args, console) -> int:
         summary["sim_fit_error"] = str(e)
         simres = sim.simulate(sim.params_for_step(st, size=(M, N, K), num_sms=res["num_sms"]))
     summary["kpis_simulated"] = simres.kpis
-    stem = f"trace_step{st.key.replace(':', '_')}"
     (out / f"{stem}.json").write_text(json.dumps({"summary": summary, "timeline": shown.to_dict()}, default=float))
     viz.write_page([simres.timeline, shown], out / f"{stem}.html", title=f"step {st.key}: simulated vs measured")
     viz.write_chrome_trace([shown], out / f"{stem}_perfetto.json")
     print_kpis(summary, console)
-    return 0 if res["correct"] else 1
+    if res["overflow"]:
+        console.print(f"[red]{len(res['overflow'])} trace slots filled up (events lost): pass --events[/red]")
+    console.print(f"records: {records_path} (check the model on them: gemm-ladder calibrate {records_path})")
+    return 0 if res["correct"] and not res["overflow"] else 1
 
 
 def print_kpis(summary: dict, console) -> None:
@@ -56,3 +71,54 @@ def print_kpis(summary: dict, console) -> None:
     console.print(f"traced kernel {summary['ms_traced']:.4f} ms vs untraced {summary['ms_plain']:.4f} ms "
                   f"(overhead {summary['trace_overhead'] * 100:+.1f}%); output "
                   f"{'correct' if summary['correct'] else 'WRONG'}")
+    if "calibration" in summary:
+        console.print(calibration_line("this run", summary["calibration"]))
+
+
+def calibration_line(source: str, c: dict) -> str:
+    f = c["fitted"]
+    return (f"{source}: step {c['step']} depth {c['depth']}, {c['tiles_per_cta']} tiles x {c['k_tiles']} k-tiles: "
+            f"busiest CTA measured {c['measured_makespan_ns'] / 1000:.1f} us, calibrated model "
+            f"{c['simulated_makespan_ns'] / 1000:.1f} us ({c['error']:+.1%}, "
+            f"{'within' if c['within'] else 'OUTSIDE'} {c['tolerance']:.0%}); busy {c['busy_measured']:.3f} "
+            f"measured vs {c['busy_simulated']:.3f}; fitted mma {f['mma_ns']:.0f} ns, consumer gap "
+            f"{f['consumer_gap_ns']:.0f} ns (issue {f['mma_issue_ns']:.0f}, wait {f['mma_wait_ns']:.0f}), "
+            f"load {f['load_latency_ns']:.0f} ns, epilogue "
+            f"{f['epilogue_ns']:.0f} ns, store {f['store_latency_ns']:.0f} ns")
+
+
+def calibrate_command(args) -> int:
+    """Check the calibrated simulator against each saved trace; exit 1 if one is outside
+    the tolerance."""
+    ok, rows = True, []
+    for path in args.files:
+        try:
+            tls = saved.measured_timelines(path, ctas=list(range(args.ctas)) if args.ctas else None)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"{path}: cannot read a measured trace: {e}")
+            ok = False
+            continue
+        for tl in tls:
+            c = check_calibration(tl, tolerance=args.tolerance)
+            rows.append(dict(c, file=str(path)))
+            print(calibration_line(str(path), c))
+            ok = ok and c["within"]
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
+    return 0 if ok and rows else 1
+
+
+def add_calibrate_parser(sub) -> argparse.ArgumentParser:
+    c = sub.add_parser("calibrate", help="check the calibrated simulator against saved traces (no GPU)",
+                       description="Fit the simulator's timings to each saved measured trace (the "
+                                   "*_records.json.gz, trace JSON or page that `gemm-ladder trace` wrote), "
+                                   "simulate the measured configuration and compare the busiest CTA's "
+                                   "makespan.")
+    c.add_argument("files", nargs="+", help="saved traces")
+    c.add_argument("--tolerance", type=float, default=MAKESPAN_TOLERANCE,
+                   help=f"largest relative makespan error accepted (default {MAKESPAN_TOLERANCE})")
+    c.add_argument("--ctas", type=int, help="records files: decode only the first N CTAs (default all; "
+                                             "the first CTAs compute the most tiles)")
+    c.add_argument("--json", help="also write the results here")
+    c.set_defaults(fn=calibrate_command)
+    return c

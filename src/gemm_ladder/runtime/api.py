@@ -9,10 +9,9 @@ the strict teaching steps. Invalid input raises a clear error.
 
 The rule (`step_for`), computed once per configuration:
 1. the selection's pick for the shape: `select.pick(M, N, K, dtype, SMs)` (memoized), among
-   select.CANDIDATES (9:c1, 7:d4, smallm);
-2. a kernel family that writes C packed (smallm: N a multiple of 8) takes only shapes it
-   accepts with K rounded up to 8 (TMA zero-fills the K edge); otherwise the best ladder
-   candidate;
+   select.CANDIDATES (ladder steps 9:c1, 7:d4 and the small-M family's entries);
+2. the small-M family writes C packed (N a multiple of 8): it takes only shapes it accepts
+   with K rounded up to 8 (TMA zero-fills the K edge); otherwise the best ladder candidate;
 3. an operand the kernel could read in place only MN-major (an M-major `a`, i.e. a
    transposed view; an N-major `b`, i.e. a row-major (K, N) `b`, the usual `a @ b`) needs a
    step with `Step.mn_major`. If the pick is a ladder step without it, the best `mn_major`
@@ -21,8 +20,9 @@ The rule (`step_for`), computed once per configuration:
    operand copied, when the selection's model (select.score) prices its time plus the copy
    (the operand read and written once at HBM bandwidth) below the `mn_major` candidate's
    time; else that candidate reads the operand in place. E.g. 16x4096x4096 with a row-major
-   b: smallm 7.7 us + copy 14.0 us against 9:c1's 58.1 us (16 tiles for 132 SMs) -> copy;
-   1x28672x8192: 115 + 196 against 115 -> 9:c1 in place. Modelled, not measured.
+   b: smallm:n128 7.5 us + copy 14.0 us against 9:c1's 58.1 us (16 tiles for 132 SMs) ->
+   copy; 1x28672x8192: 101 + 196 against 115 -> 9:c1 in place. Modelled, not measured (the
+   copy's launch is not priced).
 `step=` forces a step; MN-major operands go to it directly when it has `mn_major`, else they
 are copied.
 """

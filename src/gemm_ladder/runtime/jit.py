@@ -6,7 +6,9 @@ compile -> cache -> (driver.py) load -> launch. No nvcc is needed: NVRTC comes f
 The cache key hashes the kernel source, every header it includes (transitively), the
 compile options and the NVRTC version. Entries are written atomically (temp file +
 rename), so concurrent compiles of one kernel both succeed; each entry records the cubin's
-SHA-256, so a corrupt or truncated entry is detected and rebuilt.
+SHA-256, so a corrupt or truncated entry is detected and rebuilt. A cache directory that
+cannot be created or written (read-only, full) costs one warning: kernels then compile in
+memory and are kept for the rest of the process.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -65,9 +68,13 @@ class CompiledKernel:
     seconds: float  # compile time, or cache load time when from_cache
 
 
-def cache_dir() -> Path:
+def _cache_location() -> Path:
     d = os.environ.get(CACHE_ENV)
-    path = Path(d) if d else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gemm_ladder"
+    return Path(d) if d else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gemm_ladder"
+
+
+def cache_dir() -> Path:
+    path = _cache_location()
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -225,18 +232,42 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+_MEMORY: dict[str, tuple[bytes, dict]] = {}  # entries the disk cache could not take
+_WARNED: set[str] = set()  # cache directories already warned about
+
+
+def _warn_unwritable(where: str, err: OSError) -> None:
+    if where in _WARNED:
+        return
+    _WARNED.add(where)
+    warnings.warn(f"gemm_ladder: cannot write the JIT cache at {where} ({err}); compiling in memory for this "
+                  f"process (set {CACHE_ENV} to a writable directory)", RuntimeWarning, stacklevel=4)
+
+
 def _load_entry(key: str) -> tuple[bytes, dict] | None:
-    """A cached (cubin, metadata), or None if absent or corrupt."""
-    d = cache_dir()
-    meta_path, cubin_path = d / f"{key}.json", d / f"{key}.cubin"
+    """A cached (cubin, metadata), or None if absent, unreadable or corrupt."""
     try:
-        meta = json.loads(meta_path.read_text())
-        cubin = cubin_path.read_bytes()
+        d = cache_dir()
+        meta = json.loads((d / f"{key}.json").read_text())
+        cubin = (d / f"{key}.cubin").read_bytes()
     except (OSError, ValueError):
-        return None
-    if meta.get("format") != CACHE_FORMAT or hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
-        return None
+        return _MEMORY.get(key)
+    if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT or not isinstance(meta.get("log"), str) \
+            or hashlib.sha256(cubin).hexdigest() != meta.get("cubin_sha256"):
+        return _MEMORY.get(key)
     return cubin, meta
+
+
+def _store_entry(key: str, cubin: bytes, meta: dict) -> None:
+    """Write an entry (cubin first, metadata last: the metadata names the checksum of a
+    complete cubin); on a read-only or full cache keep it in memory, warning once."""
+    try:
+        d = cache_dir()
+        _atomic_write(d / f"{key}.cubin", cubin)
+        _atomic_write(d / f"{key}.json", json.dumps(meta, indent=1).encode())
+    except OSError as e:
+        _warn_unwritable(str(_cache_location()), e)
+        _MEMORY[key] = (cubin, meta)
 
 
 def compile_kernel(source: str, name: str, defines: dict[str, object] | None = None, *,
@@ -262,9 +293,7 @@ def compile_kernel(source: str, name: str, defines: dict[str, object] | None = N
             meta = {"format": CACHE_FORMAT, "source": source, "name": name, "options": options,
                     "log": log, "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
                     "nvrtc": list(nvrtc_version())}
-            # cubin first, metadata last: metadata names the checksum of a complete cubin.
-            _atomic_write(cache_dir() / f"{key}.cubin", cubin)
-            _atomic_write(cache_dir() / f"{key}.json", json.dumps(meta, indent=1).encode())
+            _store_entry(key, cubin, meta)
     seconds = time.perf_counter() - t0
     report = parse_ptxas_log(log, name)
     result = CompiledKernel(name, source, options, key, cubin, log, report, from_cache, seconds)

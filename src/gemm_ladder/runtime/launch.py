@@ -166,6 +166,10 @@ def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_d
     if trace_buffer is not None:
         defines["GL_TRACE"] = 1
     with torch.cuda.device(dev):
+        # A thread that has made no CUDA runtime call has no current context, and torch's
+        # device guard does not bind one; the driver-API launch needs it (every call: the
+        # kernel may have been prepared on another thread).
+        driver.ensure_context(dev)
         prep = prepare(step, dev, bf16=bf16, debug=debug, extra_defines=defines)
         if trace_buffer is not None:
             torch.cuda.synchronize(dev)

@@ -35,7 +35,7 @@ from .steps import Step, get_step
 # entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
 # 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
 # the model's traffic tie-break would otherwise pass over.
-CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm"]
+CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm:n128", "smallm"]
 TIE = 0.02
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 
@@ -178,6 +178,10 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     peak = dev.peak_tflops * 1e12
     s.t_compute_us = s.padded_flop / peak * 1e6
     mem = compulsory_bytes(M, N, K) + (4 * M * N * f.split_k if f.split_k > 1 else 0)  # fp32 partials
+    if callable(getattr(step, "split_plan", None)):
+        # The split-K family's CTAs of different row blocks stream all of B each, at once and
+        # from HBM (B is far larger than L2 there): measured at half of cuBLAS for M = 128.
+        mem += (_ceil(m, cm_rows) - 1) * N * K * ELEMENT_BYTES
     s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
     s.score_us = max(s.t_compute_us, s.t_memory_us) / s.wave_eff
     s.l2_bytes = operand_bytes(step, *shape)

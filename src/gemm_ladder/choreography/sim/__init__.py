@@ -1,4 +1,4 @@
-"""A discrete-event simulator of the GEMM ladder's mbarrier pipelines (the TMA steps, 4-10).
+"""A discrete-event simulator of the GEMM ladder's mbarrier pipelines (steps 4-10).
 
 Pure standard-library Python: importing it imports neither torch nor CUDA.
 
@@ -41,36 +41,37 @@ Roles per step (the parameters come from the step's `Step`, see :func:`params_fo
   writeback warp; two rings = four mbarriers: ``tma2mma``/``mma2tma`` (the SMEM
   operand ring, depth stages) and ``mma2ld``/``ld2mma`` (the accumulator staging
   buffer: full / free).
-* a cluster of 2 CTAs (modelled step 8): each CTA loads its own A and half of B,
+* a cluster of 2 CTAs (step 8): each CTA loads its own A and half of B,
   multicasting its B half to both CTAs; each CTA's full barrier expects the
-  whole stage's bytes; the empty barrier counts the consumers of both CTAs
-  (remote arrive).
-* two consumers (modelled step 9): as 8, with two consumer warpgroups per CTA
-  that share each staged B tile (each has its own A block), and a chunked
-  (64-column) epilogue.
-* step 10 is modelled as two consumers splitting each tile (without the kernel's
-  ping-pong turns, in which each consumer takes whole tiles).
+  whole stage's bytes; the empty barrier counts the consumer warps of both CTAs
+  (remote arrive); a cluster barrier before exit.
+* two consumers (step 9): as 8, with two consumer warpgroups per CTA that both
+  read each staged stage (each its own rows of A), and a chunked (64-column)
+  epilogue through a ring of staging slots both consumers fill.
+* ping-pong (step 10): two consumers take whole tiles in turns (turn barriers),
+  each with its own staging slot; the writeback stores tiles in order.
+* a consumer's issue gap: its loop (issue, ``wgmma.wait_group``, release, loop
+  back) issues at most one k-tile per ``consumer_gap_ns``.
 
-A step modelled before any kernel implements it lives in ``MODELLED_STEPS`` and is
-marked "model only"; today steps 8-10 all have kernels.
-
-Deadlocks and early releases (the course's exercises, :data:`..whatifs.WHAT_IFS`) never
+Deadlocks and hazards (the course's exercises, :data:`..whatifs.WHAT_IFS`) never
 hang and never raise: :func:`simulate` returns a :class:`SimResult` whose
-``verdict`` is ``"deadlock"`` or ``"early_release"`` with a one-sentence
-``explanation``.
+``verdict`` is ``"deadlock"``, ``"early_release"`` or ``"early_exit"`` with a
+one-sentence ``explanation``. Hazards are found by timing and by happens-before
+(vector clocks), see ``engine``.
 
 Modules: ``params`` (SimParams from a Step), ``barriers`` (MBarrier, PipelineState),
 ``engine`` (the event loop and its hazard checks), ``roles`` (the kernels' roles),
-``explain`` (deadlock explanations), ``run`` (simulate, what-ifs), ``calibrate``.
+``explain`` (deadlock explanations), ``run`` (simulate, what-ifs), ``calibrate``
+(fitting to a measured trace, and the makespan check).
 """
 from ..whatifs import WHAT_IFS
 from .barriers import MBarrier, PipelineState
-from .calibrate import calibrate, simulate_like
+from .calibrate import MAKESPAN_TOLERANCE, calibrate, check_calibration, simulate_like
 from .params import DEFAULT_NUM_SMS, SimParams, depth_needed, params_for_step, simulated_steps
 from .run import SimResult, run_what_if, simulate, simulate_step
 
 __all__ = [
     "SimParams", "SimResult", "MBarrier", "PipelineState", "WHAT_IFS", "DEFAULT_NUM_SMS",
     "simulated_steps", "params_for_step", "simulate", "simulate_step", "run_what_if",
-    "depth_needed", "calibrate", "simulate_like",
+    "depth_needed", "calibrate", "simulate_like", "check_calibration", "MAKESPAN_TOLERANCE",
 ]

@@ -39,6 +39,10 @@ class MBarrier:
     landed: int = 0                                  # bytes landed this phase
     last_src: str = ""
     waiters: list = field(default_factory=list)
+    # happens-before: the vector clock of what arrived in the current phase, and of the
+    # last completed phase (what a waiter released by it has seen)
+    phase_vc: dict = field(default_factory=dict)
+    done_vc: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.pending < 0:
@@ -76,3 +80,11 @@ class MBarrier:
         self.arrived = []
         self.expected = 0
         self.landed = 0
+        self.done_vc, self.phase_vc = self.phase_vc, {}
+
+
+def vc_merge(into: dict, other: dict) -> None:
+    """Vector clocks: ``into`` becomes the element-wise maximum of both."""
+    for k, v in other.items():
+        if into.get(k, 0) < v:
+            into[k] = v

@@ -1,18 +1,106 @@
-"""Fitting the model's timings to a measured timeline, and simulating what it measured."""
+"""Fitting the model's timings to a measured timeline, simulating what it measured, and
+checking that the calibrated model predicts the measured makespan."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import statistics
 from typing import Any
 
-from ..timeline import Timeline, union_length
+from ..timeline import WGMMA_ISSUED, Span, Timeline, kpis, lane_role, union_length
 from .params import SimParams, params_for_step
 from .run import SimResult, simulate
+
+# How far the calibrated model's makespan may be from the measured one (issue 8).
+MAKESPAN_TOLERANCE = 0.15
 
 
 def _median_duration(measured: Timeline, kind: str) -> float | None:
     durations = [s.dur for s in measured.spans if s.kind == kind and s.dur > 0]
     return statistics.median(durations) if durations else None
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def issue_times(measured: Timeline) -> dict[str, list[tuple[float, Any, int]]]:
+    """Per consumer lane, its wgmma issues ``(t, tile, k)`` in time order: the ``wgmma
+    issued`` marks when the timeline has them, else the starts of its mma spans."""
+    marks = [s for s in measured.spans if s.kind == "issue" and s.label.startswith(WGMMA_ISSUED)]
+    src = marks or [s for s in measured.spans if s.kind == "mma"]
+    out: dict[str, list] = {}
+    for s in src:
+        if s.k is not None:
+            out.setdefault(s.lane, []).append((s.start, s.tile, s.k))
+    for v in out.values():
+        v.sort(key=lambda x: x[0])
+    return out
+
+
+def _waits_by_lane(measured: Timeline) -> dict[str, list[Span]]:
+    """Each lane's waits for data (tma2mma, or a lockstep team's full barrier), in time order."""
+    waits: dict[str, list[Span]] = {}
+    for s in measured.spans:
+        if s.kind == "wait" and s.barrier in ("tma2mma", "full"):
+            waits.setdefault(s.lane, []).append(s)
+    for v in waits.values():
+        v.sort(key=lambda s: s.start)
+    return waits
+
+
+def consumer_gap(measured: Timeline) -> float | None:
+    """A consumer's wgmma issue-to-issue time when it did not wait for data: per lane, the
+    intervals between consecutive k-tiles of one tile, less the part of the lane's
+    tma2mma waits in between beyond the shortest such wait (one that passed at once);
+    median over all of them. Where the tensor core is the bottleneck this is its period
+    instead, which the model then reproduces the same way."""
+    waits = _waits_by_lane(measured)
+    gaps = []
+    for lane, issues in issue_times(measured).items():
+        ws = waits.get(lane, [])
+        starts = [s.start for s in ws]
+        base = min((s.dur for s in ws), default=0.0)
+        for (t0, tile0, k0), (t1, tile1, k1) in zip(issues, issues[1:]):
+            if tile1 != tile0 or k1 != k0 + 1:
+                continue
+            i, blocked = bisect.bisect_left(starts, t0), 0.0
+            while i < len(ws) and ws[i].start < t1:
+                blocked += max(0.0, min(ws[i].end, t1) - ws[i].start - base)
+                i += 1
+            gaps.append(t1 - t0 - blocked)
+    return statistics.median(gaps) if gaps else None
+
+
+def mma_issue(measured: Timeline) -> float | None:
+    """How long a consumer takes from its tma2mma wait returning to its wgmma group being
+    issued: median over the issues that follow a wait of the same lane."""
+    waits = _waits_by_lane(measured)
+    out = []
+    for lane, issues in issue_times(measured).items():
+        ends = sorted(s.end for s in waits.get(lane, []))
+        for t, _, _ in issues:
+            i = bisect.bisect_right(ends, t)
+            if i:
+                out.append(t - ends[i - 1])
+    return statistics.median(out) if out else None
+
+
+def mma_wait(measured: Timeline) -> float | None:
+    """How long a consumer takes from issuing a group to releasing the previous one's stage
+    (wgmma.wait_group(1) and the release; where the tensor core was still busy with that
+    group, the wait for it too): median over its mma2tma arrivals (a lockstep team's: its
+    refill loads), each from the latest wgmma issue of the same lane before it."""
+    issues = {lane: [t for t, _, _ in v] for lane, v in issue_times(measured).items()}
+    out = []
+    for s in measured.spans:
+        release = s.barrier == "mma2tma" or (lane_role(s.lane) == "team" and s.barrier in ("full", "tma2mma"))
+        if s.kind == "issue" and release and s.lane in issues:
+            i = bisect.bisect_right(issues[s.lane], s.start)
+            if i:
+                out.append(s.start - issues[s.lane][i - 1])
+    return statistics.median(out) if out else None
 
 
 def calibrate(params: SimParams, measured: Timeline) -> SimParams:
@@ -21,6 +109,8 @@ def calibrate(params: SimParams, measured: Timeline) -> SimParams:
     * ``mma_ns``: per CTA, the union of its ``mma`` spans divided by their
       number (tensor-core time per k-tile, robust to overlapping issue->wait
       spans), median over CTAs, rescaled to a 128x128x64 k-tile.
+    * ``consumer_gap_ns``, ``mma_issue_ns``, ``mma_wait_ns``: :func:`consumer_gap`,
+      :func:`mma_issue`, :func:`mma_wait`.
     * ``load_latency_ns``: median ``load`` span duration, less the bandwidth
       transfer time of one piece when ``l2_bytes_per_ns`` is set.
     * ``epilogue_ns`` / ``store_latency_ns``: median ``epilogue`` / ``store``
@@ -37,6 +127,14 @@ def calibrate(params: SimParams, measured: Timeline) -> SimParams:
     scale = (params.tile_m * params.tile_n * params.tile_k) / (128 * 128 * 64)
     if per_cta:
         upd["mma_ns"] = statistics.median(per_cta) / scale
+    gap, issue, wait = consumer_gap(measured), mma_issue(measured), mma_wait(measured)
+    if gap is not None:
+        upd["consumer_gap_ns"] = gap
+    room = upd.get("consumer_gap_ns", params.consumer_gap_ns)
+    if issue is not None:
+        upd["mma_issue_ns"] = issue = min(issue, room)
+    if wait is not None:
+        upd["mma_wait_ns"] = min(wait, room - upd.get("mma_issue_ns", params.mma_issue_ns))
     lat = _median_duration(measured, "load")
     if lat is not None:
         upd["load_latency_ns"] = max(0.0, lat - params.transfer_ns(params.a_bytes))
@@ -73,3 +171,26 @@ def simulate_like(measured: Timeline, fit: bool = True, **overrides: Any) -> Sim
         p = calibrate(p, measured)
     res = simulate(p, title=f"{p.title}, depth {p.depth} (simulated{', calibrated' if fit else ''})")
     return res
+
+
+def busiest_makespan(tl: Timeline) -> float:
+    """The longest CTA lifetime in a timeline (first to last span of one CTA): what one
+    simulated CTA (or cluster) is compared with, free of the launch skew between CTAs."""
+    return max((d["makespan_ns"] for d in kpis(tl)["per_cta"]), default=0.0)
+
+
+def check_calibration(measured: Timeline, tolerance: float = MAKESPAN_TOLERANCE) -> dict:
+    """Calibrate the model to a measured timeline, simulate the measured configuration, and
+    compare makespans (the busiest CTA's, measured vs simulated). Returns the step, both
+    makespans, the relative error, whether it is within ``tolerance``, both busy fractions
+    and the fitted parameters."""
+    res = simulate_like(measured, fit=True)
+    m, s = busiest_makespan(measured), busiest_makespan(res.timeline)
+    err = s / m - 1.0 if m > 0 else float("nan")
+    fitted = {k: getattr(res.params, k) for k in ("mma_ns", "consumer_gap_ns", "mma_issue_ns", "mma_wait_ns",
+                                                   "load_latency_ns", "epilogue_ns", "store_latency_ns")}
+    return dict(step=res.params.key, depth=res.params.depth, k_tiles=res.params.k_tiles,
+                tiles_per_cta=res.params.tiles_per_cta, measured_makespan_ns=m, simulated_makespan_ns=s,
+                error=err, tolerance=tolerance, within=abs(err) <= tolerance,
+                busy_measured=kpis(measured)["tensor_core_busy"], busy_simulated=res.kpis["tensor_core_busy"],
+                verdict=res.verdict, fitted=fitted)

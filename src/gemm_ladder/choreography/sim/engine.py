@@ -1,19 +1,27 @@
 """The discrete-event engine: roles are generators that yield commands (sleep, wait on a
 barrier parity, run until a time); the engine keeps the clock, the barriers, the tensor
-core and the TMA loads in flight, and stops at the first early release it detects."""
+core and the TMA loads in flight, and stops at the first hazard it detects.
+
+Hazards are found two ways. By timing: a phase completes while bytes for it are in flight,
+a wgmma reads a stage whose loads have not landed, a load overwrites a stage a reader has
+not released. And by happens-before (vector clocks carried through arrivals, TMA
+completions and waits): a load into a stage that nothing orders after its previous readers'
+release, or a CTA of a cluster that exits while nothing orders its peer's remote arrivals
+and multicasts into it before the exit. The second kind does not depend on the model's
+timings: a race the model's timing happens to win is still a race."""
 from __future__ import annotations
 
 import heapq
 from typing import Callable, Iterator
 
-from ..timeline import Handoff, Span, lane_cta, lane_role
-from .barriers import MBarrier
+from ..timeline import Handoff, Span, lane_cta, lane_name, lane_role
+from .barriers import MBarrier, vc_merge
 from .explain import explain_deadlock
 from .params import SimParams
 
 
 class Stop(Exception):
-    """An early release was detected: the simulation ends there."""
+    """A hazard was detected: the simulation ends there."""
 
 
 class Proc:
@@ -37,6 +45,7 @@ class Engine:
         self.handoffs: list[Handoff] = []
         self.bars: dict[tuple[int, str, int], MBarrier] = {}
         self.arrivers: dict[tuple[int, str], list[str]] = {}
+        self.per_phase: dict[tuple[int, str], int] = {}
         self.procs: list[Proc] = []
         self.tc_free: dict[int, float] = {}
         self.pipe_free: dict[int, float] = {}
@@ -44,12 +53,19 @@ class Engine:
         self.load_seq = 0
         self.occupant: dict[tuple[int, int], dict] = {}
         self.last_wait: dict[str, MBarrier] = {}
+        self.vc: dict[str, dict] = {}
+        self.remote_ops: dict[int, list[dict]] = {}   # target CTA -> what other CTAs did to it
+        self.exited: dict[int, tuple[float, dict]] = {}
         self.log: list[list] = []
         self.verdict = "ok"
         self.explanation = ""
         self.hazard_t: float | None = None
 
     # -- naming ---------------------------------------------------------------
+    def lane(self, cta: int, role: str) -> str:
+        """A role's lane; in a cluster the CTA's rank is its index (one cluster is modelled)."""
+        return lane_name(cta, role, cta if self.p.cluster > 1 else None)
+
     def role(self, lane: str) -> str:
         c, r = lane_cta(lane), lane_role(lane)
         if r.startswith("consumer"):
@@ -60,11 +76,50 @@ class Engine:
             return f"CTA{c}'s {name}"
         return f"the {name}"
 
+    def cta_txt(self, cta: int) -> str:
+        return f" (CTA{cta})" if self.p.cluster > 1 else ""
+
+    # -- happens-before -------------------------------------------------------
+    def tick(self, lane: str) -> dict:
+        """Count an event of ``lane`` (an arrival, a load issue); returns its clock."""
+        vc = self.vc.setdefault(lane, {})
+        vc[lane] = vc.get(lane, 0) + 1
+        return vc
+
+    def _remote(self, target: int, lane: str, stamp: int, what: str) -> None:
+        """``lane`` (of another CTA) acted on CTA ``target``'s shared memory or barriers."""
+        if target in self.exited:
+            t_exit = self.exited[target][0]
+            self.hazard(f"early exit: CTA{target} exited at t={t_exit:.0f} ns, and at t={self.now:.0f} ns "
+                        f"{self.role(lane)} {what} of CTA{target} - with no cluster barrier before exit "
+                        f"nothing kept CTA{target} alive until its peer was done with it", "early_exit")
+        self.remote_ops.setdefault(target, []).append(dict(lane=lane, stamp=stamp, t=self.now, what=what))
+
+    def _cta_exit(self, cta: int) -> None:
+        """Every role of ``cta`` has finished: its shared memory and barriers are gone."""
+        vc: dict = {}
+        for pr in self.procs:
+            if lane_cta(pr.lane) == cta:
+                vc_merge(vc, self.vc.get(pr.lane, {}))
+        self.exited[cta] = (self.now, vc)
+        unordered = [op for op in self.remote_ops.get(cta, []) if vc.get(op["lane"], 0) < op["stamp"]]
+        if unordered:
+            op = max(unordered, key=lambda o: o["t"])
+            self.hazard(f"early exit: CTA{cta} exited at t={self.now:.0f} ns although nothing orders "
+                        f"{self.role(op['lane'])}'s {op['what']} of CTA{cta} (t={op['t']:.0f} ns) before "
+                        f"that exit - without a cluster barrier before exit a CTA may leave while its peer "
+                        f"still arrives on its barriers, and only the model's timing made it arrive first",
+                        "early_exit")
+
     # -- barriers -------------------------------------------------------------
-    def make_bar(self, cta: int, name: str, stage: int, count: int, arrivers: list[str]) -> MBarrier:
+    def make_bar(self, cta: int, name: str, stage: int, count: int, arrivers: list[str],
+                 per_phase: int | None = None) -> MBarrier:
+        """A barrier; ``arrivers`` are the lanes that arrive on it, ``per_phase`` how many
+        arrivals they make per phase (default: ``count``, a correctly initialised barrier)."""
         b = MBarrier(name=name, stage=stage, cta=cta, count=count)
         self.bars[(cta, name, stage)] = b
         self.arrivers[(cta, name)] = arrivers
+        self.per_phase[(cta, name)] = count if per_phase is None else per_phase
         self._log(b)
         return b
 
@@ -74,20 +129,28 @@ class Engine:
     def _log(self, b: MBarrier) -> None:
         self.log.append([self.now, b.cta, b.name, b.stage, b.phase, b.pending, b.tx])
 
-    def arrive(self, b: MBarrier, lane: str, expect: int = 0) -> None:
+    def arrive(self, b: MBarrier, lane: str, expect: int = 0, n: int = 1) -> None:
+        """``n`` arrivals of ``lane`` (e.g. one per warp leader of a consumer warpgroup), each
+        its own event: a phase that completes on some of them has not seen the rest."""
         if expect:
             b.expect_tx(expect)
-        if b.pending <= 0:
-            self.hazard(
-                f"early release: {self.role(lane)} arrived on {b.ref}"
-                f"{self.cta_txt(b.cta)} when no arrival was pending in its phase {b.phase} "
-                f"(init count {b.count}), so the barrier's arrival count no longer matches its arrivers")
-        b.arrive(lane)
-        self._log(b)
-        self._check(b)
+        for _ in range(n):
+            vc = self.tick(lane)
+            if b.cta >= 0 and lane_cta(lane) != b.cta:
+                self._remote(b.cta, lane, vc[lane], f"remote arrive on {b.ref}")
+            if b.pending <= 0:
+                self.hazard(
+                    f"early release: {self.role(lane)} arrived on {b.ref}"
+                    f"{self.cta_txt(b.cta)} when no arrival was pending in its phase {b.phase} "
+                    f"(init count {b.count}), so the barrier's arrival count no longer matches its arrivers")
+            b.arrive(lane)
+            vc_merge(b.phase_vc, vc)
+            self._log(b)
+            self._check(b)
 
-    def complete_tx(self, b: MBarrier, nbytes: int, src: str) -> None:
+    def complete_tx(self, b: MBarrier, nbytes: int, src: str, vc: dict) -> None:
         b.complete_tx(nbytes, src)
+        vc_merge(b.phase_vc, vc)
         self._log(b)
         self._check(b)
 
@@ -100,12 +163,14 @@ class Engine:
             inflight_bytes = sum(r["bytes"] for r in pending)
             total = b.landed + inflight_bytes
             readers = [w[0].lane for w in b.waiters]
-            who = (" and ".join(self.role(l) for l in readers)) if readers else "a consumer"
+            who = (" and ".join(self.role(ln) for ln in readers)) if readers else "a consumer"
+            peer = [r for r in pending if r["src"] != b.cta]
+            whose = (f" (the last to land is CTA{peer[0]['src']}'s multicast half)" if peer else "")
             self.hazard(
                 f"early release: {b.ref}{self.cta_txt(b.cta)} completed its phase {b.phase} at "
                 f"t={self.now:.0f} ns while {inflight_bytes} B of TMA loads into stage {b.stage} were "
-                f"still in flight - expect_tx announced {b.expected} B but the stage's loads deliver "
-                f"{total} B, so {who} would read stage {b.stage} before its data has landed")
+                f"still in flight{whose} - expect_tx announced {b.expected} B but the stage's loads "
+                f"deliver {total} B, so {who} would read stage {b.stage} before its data has landed")
         b.flip()
         self._log(b)
         still = []
@@ -118,23 +183,25 @@ class Engine:
                 self.handoffs.append(Handoff(b.name, b.stage, parity, b.last_src or "?", proc.lane,
                                              self.now, t_rel, cta=b.cta))
                 proc.blocked = None
-                self.last_wait[proc.lane] = b
+                self._passed(proc.lane, b)
                 self.schedule(t_rel, lambda pr=proc: self.step(pr))
             else:
                 still.append(w)
         b.waiters = still
 
-    def cta_txt(self, cta: int) -> str:
-        return f" (CTA{cta})" if self.p.cluster > 1 else ""
+    def _passed(self, lane: str, b: MBarrier) -> None:
+        """A wait on ``b`` returned: the waiter has seen everything its completed phase saw."""
+        self.last_wait[lane] = b
+        vc_merge(self.vc.setdefault(lane, {}), b.done_vc)
 
     # -- scheduling -----------------------------------------------------------
     def schedule(self, t: float, fn: Callable[[], None]) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, fn))
 
-    def hazard(self, text: str) -> None:
+    def hazard(self, text: str, verdict: str = "early_release") -> None:
         if self.verdict == "ok":
-            self.verdict = "early_release"
+            self.verdict = verdict
             self.explanation = text
             self.hazard_t = self.now
         raise Stop()
@@ -151,6 +218,9 @@ class Engine:
                 cmd = next(pr.gen)
             except StopIteration:
                 pr.done = True
+                cta = lane_cta(pr.lane)
+                if all(q.done for q in self.procs if lane_cta(q.lane) == cta):
+                    self._cta_exit(cta)
                 return
             op = cmd[0]
             if op == "sleep":
@@ -167,7 +237,7 @@ class Engine:
                     self.spans.append(Span(pr.lane, "wait", self.now, self.now, stage=b.stage,
                                            phase=parity, barrier=b.name, cta=lane_cta(pr.lane),
                                            label=label))
-                    self.last_wait[pr.lane] = b
+                    self._passed(pr.lane, b)
                     continue
                 pr.blocked = (b, parity, self.now, label)
                 b.waiters.append((pr, parity, self.now, label))
@@ -208,45 +278,79 @@ class Engine:
         self.tc_free[cta] = end
         self.spans.append(Span(lane, "mma", start, end, stage=stage, tile=tile, k=k, cta=cta,
                                label=label))
-
-        def _done(key=(cta, stage)) -> None:
-            o = self.occupant.get(key)
-            if o is not None:
-                o["readers_left"] -= 1
-                if lane in o["readers"]:
-                    o["readers"].remove(lane)
-        self.schedule(end, _done)
         return end
 
-    def tma_load(self, src: int, dests: list[int], stage: int, tile: int, k: int, nbytes: int,
-                 what: str, readers: int) -> float:
-        """Issue a TMA load of ``nbytes`` from CTA ``src`` into ``stage`` of every CTA in
-        ``dests`` (multicast when more than one); returns its landing time."""
-        issuer = f"cta{src}/producer" if not self.p.lockstep else f"cta{src}/team"
-        for d in dests:
-            occ = self.occupant.get((d, stage))
-            if occ is not None and occ["key"] != (tile, k) and occ["readers_left"] > 0:
-                waited = self.last_wait.get(issuer)
-                if waited is not None and waited.name == "mma2tma":
-                    arr = self.arrivers.get((waited.cta, waited.name), [])
-                    why = (f" - {waited.ref} was initialised with count {waited.count} but "
-                           f"{len(arr)} consumer arrivals come per phase "
-                           f"({', '.join(self.role(a) for a in arr)}), so it completed early")
-                    via = f" by {waited.ref}"
-                else:
-                    why, via = "", ""
-                names = " and ".join(self.role(r) for r in occ["readers"]) or "a reader"
+    def release(self, cta: int, stage: int, lane: str, targets: list[int], n: int) -> None:
+        """``lane`` has finished reading stage ``stage`` of its CTA (its wgmma retired) and
+        says so with ``n`` arrivals on the empty barrier of each CTA in ``targets`` (none for
+        a lockstep team, which refills the stage itself). What a refill must come after, per
+        CTA whose producer may refill: the last of those arrivals on that CTA's barrier."""
+        occ = self.occupant.get((cta, stage))
+        stamps: dict[int, int] = {}
+        if occ is not None and lane in occ["readers"]:
+            occ["readers"].remove(lane)
+            occ["released"][lane] = stamps
+        if not targets:
+            stamps[cta] = self.tick(lane)[lane]
+        for c in targets:
+            self.arrive(self.bar(c, "mma2tma", stage), lane, n=n)
+            stamps[c] = self.vc[lane][lane]
+
+    def _refill_hazard(self, issuer: str, d: int, stage: int, k: int, occ: dict) -> None:
+        """A load into stage ``stage`` of CTA ``d`` while its previous contents are still
+        being read, or with nothing ordering it after their readers' release."""
+        waited = self.last_wait.get(issuer)
+        why, via = "", ""
+        if waited is not None and waited.name == "mma2tma":
+            via = f" by {waited.ref}{self.cta_txt(waited.cta)}"
+            per_phase = self.per_phase.get((waited.cta, waited.name), waited.count)
+            if waited.count != per_phase:
+                arr = dict.fromkeys(self.arrivers.get((waited.cta, waited.name), []))
+                why = (f" - {waited.ref} was initialised with count {waited.count} but "
+                       f"{per_phase} consumer arrivals come per phase "
+                       f"({', '.join(self.role(a) for a in arr)}), so it completed early")
+        busy = list(occ["readers"])
+        if busy:
+            names = " and ".join(self.role(r) for r in busy)
+            self.hazard(
+                f"early release: {self.role(issuer)} was released{via} and issued a TMA load "
+                f"(k-tile {k}) into stage {stage}{self.cta_txt(d)} at t={self.now:.0f} ns "
+                f"while {names} had not finished the wgmma on its previous contents "
+                f"(k-tile {occ['key'][1]}){why}")
+        vc = self.vc.get(issuer, {})
+        src = lane_cta(issuer)
+        for r, stamps in occ["released"].items():
+            # the release that reached the issuer's empty barrier, or (if none did) any of them
+            stamp = stamps.get(src, max(stamps.values(), default=0))
+            if vc.get(r, 0) < stamp:
                 self.hazard(
                     f"early release: {self.role(issuer)} was released{via} and issued a TMA load "
-                    f"(k-tile {k}) into stage {stage}{self.cta_txt(d)} at t={self.now:.0f} ns "
-                    f"while {names} had not finished the wgmma on its previous contents "
-                    f"(k-tile {occ['key'][1]}){why}")
+                    f"(k-tile {k}) into stage {stage}{self.cta_txt(d)} at t={self.now:.0f} ns although "
+                    f"nothing orders it after {self.role(r)} released that stage's previous contents "
+                    f"(k-tile {occ['key'][1]}): the phase that released {self.role(issuer)} did not "
+                    f"include {self.role(r)}'s arrival, so only the model's timing kept the load from "
+                    f"overwriting data still being read{why}")
+
+    def tma_load(self, src: int, dests: list[int], stage: int, tile: int, k: int, nbytes: int,
+                 what: str) -> float:
+        """Issue a TMA load of ``nbytes`` from CTA ``src`` into ``stage`` of every CTA in
+        ``dests`` (multicast when more than one); returns its landing time."""
+        issuer = self.lane(src, "team" if self.p.lockstep else "producer")
+        for d in dests:
+            # every load into the stage (not only the first of the new contents: the peer's
+            # may come first) must follow the release of the previous contents
+            occ = self.occupant.get((d, stage))
+            previous = occ if occ is not None and occ["key"] != (tile, k) else (occ or {}).get("prev")
+            if previous is not None:
+                self._refill_hazard(issuer, d, stage, k, previous)
         for d in dests:
             occ = self.occupant.get((d, stage))
             if occ is None or occ["key"] != (tile, k):
-                rl = ([f"cta{d}/team"] if self.p.lockstep else
-                      [f"cta{d}/consumer{i}" for i in range(self.p.num_consumers)])
-                occ = dict(key=(tile, k), loads_left=0, readers_left=readers, readers=rl)
+                readers = ([self.lane(d, "team")] if self.p.lockstep else
+                           [self.lane(d, f"consumer{i}") for i in self.readers_of(tile)])
+                if occ is not None:
+                    occ.pop("prev", None)
+                occ = dict(key=(tile, k), loads_left=0, readers=readers, released={}, prev=occ)
                 self.occupant[(d, stage)] = occ
             occ["loads_left"] += 1
         if self.p.l2_bytes_per_ns:
@@ -256,15 +360,15 @@ class Engine:
             land = s0 + xfer + self.p.load_latency_ns
         else:
             land = self.now + self.p.load_latency_ns
+        vc = dict(self.tick(issuer))
         bars = [self.bar(d, "tma2mma", stage) for d in dests]
         self.load_seq += 1
-        rec = dict(bars=bars, bytes=nbytes, dests=dests, stage=stage)
-        self.inflight[self.load_seq] = rec
+        self.inflight[self.load_seq] = dict(bars=bars, bytes=nbytes, dests=dests, stage=stage, src=src)
         for d in dests:
             mc = ""
             if len(dests) > 1:
                 mc = f" (multicast from cta{src})" if d != src else " (multicast to all)"
-            self.spans.append(Span(f"cta{d}/tma", "load", self.now, land, stage=stage, tile=tile,
+            self.spans.append(Span(self.lane(d, "tma"), "load", self.now, land, stage=stage, tile=tile,
                                    k=k, cta=d, barrier="tma2mma",
                                    label=f"TMA {what} k={k} -> stage {stage}{mc}, {nbytes} B"))
 
@@ -274,6 +378,13 @@ class Engine:
                 o = self.occupant.get((d, r["stage"]))
                 if o is not None:
                     o["loads_left"] -= 1
-                self.complete_tx(b, r["bytes"], f"cta{src}/tma")
+                if d != src:
+                    self._remote(d, issuer, vc[issuer], f"multicast into stage {r['stage']}")
+                self.complete_tx(b, r["bytes"], self.lane(src, "tma"), vc)
         self.schedule(land, _land)
         return land
+
+    def readers_of(self, tile: int) -> list[int]:
+        """The consumers that read a stage of ``tile``: all, or the one whose turn it is."""
+        n = self.p.num_consumers
+        return [tile % n] if self.p.pingpong else list(range(n))

@@ -27,6 +27,8 @@ def _stuck_reason(e: Engine, b: MBarrier, live: dict[str, Proc]) -> tuple[str, A
     if b.pending <= 0 and b.tx > 0 and not inflight:
         return "tx", None
     if b.pending > 0:
+        if len(b.arrived) >= e.per_phase.get((b.cta, b.name), b.count):
+            return "count", None                  # every arrival a phase gets has come
         remaining = [a for a in arr if a not in b.arrived]
         waiting = [a for a in remaining if a in live and live[a].blocked is not None]
         if not remaining or all(a not in live for a in remaining):
@@ -62,13 +64,19 @@ def explain_deadlock(e: Engine, live_procs: list[Proc]) -> str:
                     f"transaction bytes and no TMA load to it is in flight - expect_tx announced "
                     f"{b.expected} B while the stage's loads delivered {landed} B, so the phase "
                     f"can never complete")
-        arr = e.arrivers.get((b.cta, b.name), [])
+        arr = list(dict.fromkeys(e.arrivers.get((b.cta, b.name), [])))
+        per_phase = e.per_phase.get((b.cta, b.name), len(arr))
+        warps = e.p.warps_per_consumer if b.name in ("mma2tma", "turn") else 1
         names = ", ".join(e.role(a) for a in arr) or "none"
+        if per_phase < warps * len(arr):      # ping-pong: one consumer per stage
+            names = f"{warps} warps of the consumer whose tile it is: {names}"
+        elif warps > 1:
+            names = f"{warps} warps each of " + names if len(arr) > 1 else f"{warps} warps of " + names
         more = _plural(b.pending, "more arrival")
-        come = _plural(len(arr), "arrival")
+        come = _plural(per_phase, "arrival")
         return (head + f"that barrier still needs {more} in its {_phase_txt(b)}: it was "
                 f"initialised with count {b.count} while only {come} per phase "
-                f"{'comes' if len(arr) == 1 else 'come'} ({names}) and "
+                f"{'comes' if per_phase == 1 else 'come'} ({names}) and "
                 f"{'it has' if len(arr) == 1 else 'they have all'} arrived, so the phase can "
                 f"never complete")
     blocked.sort(key=lambda pr: (0 if lane_role(pr.lane) in ("producer", "team") else 1,

@@ -42,6 +42,18 @@ class SimParams:
       (``cp.async.bulk.wait_group.read``) per stored chunk; estimate.
     * ``issue_ns = 10``, ``wake_ns = 10``: instruction issue cost and the delay
       from a phase completion to the waiter resuming; estimates.
+    * ``consumer_gap_ns = 411``: the shortest time from one wgmma issue of a consumer
+      warpgroup to its next: its loop's own latency. One consumer cannot issue faster than
+      this however fast the tensor core is. Its parts: ``mma_issue_ns = 122`` from the
+      barrier wait returning to the k-tile's wgmma group being issued, ``mma_wait_ns = 119``
+      from the previous group being done (or this one issued, whichever is later) to
+      ``wgmma.wait_group`` returning and the release of that group's stage, and the rest
+      looping back to the next barrier wait. From a measurement: fitted to the traced 7:d4
+      run in docs/samples (:func:`~.calibrate.calibrate`), its consumer issues a k-tile every
+      449 ns, 134 ns after its wait returns, and releases a stage 130 ns after the next
+      issue, on an SM clock at which a k-tile needs 305.7 ns at peak; the same clocks at the
+      1.83 GHz of ``mma_ns`` are 411, 122 and 119 ns. The traced loop includes the tracer's
+      own stores.
     """
 
     step: int = 7
@@ -58,10 +70,15 @@ class SimParams:
     in_bytes: int = 2          # fp16 / bf16
     out_bytes: int = 2
     num_consumers: int = 1
+    pingpong: bool = False     # consumers take whole tiles in turns (else they split each tile)
     cluster: int = 1           # CTAs per cluster (B multicast across them)
     epi_n: int | None = None   # epilogue chunk width (columns); None = whole tile
-    staging_stages: int = 1    # staging buffers per consumer (the mma2ld ring depth)
+    staging_stages: int = 1    # C staging slots of the CTA (the mma2ld/ld2mma ring)
+    warps_per_consumer: int = 4  # arrivals per consumer release (one per warp leader)
     mma_ns: float = 280.0      # per 128x128x64 k-tile, scaled by the consumer tile volume
+    consumer_gap_ns: float = 411.0  # a consumer's shortest wgmma issue-to-issue time
+    mma_issue_ns: float = 122.0  # of which: from its barrier wait returning to the group issued
+    mma_wait_ns: float = 119.0  # and: from the group waited for being done to the stage's release
     load_latency_ns: float = 800.0
     l2_bytes_per_ns: float | None = None
     epilogue_ns: float = 300.0  # per 128x128 tile, scaled by area
@@ -79,9 +96,19 @@ class SimParams:
         return f"step {self.key} - {self.name} ({notes})"
 
     @property
+    def consumers_per_stage(self) -> int:
+        """Consumers that read each stage: all of them, or one when they take turns."""
+        return 1 if self.pingpong else self.num_consumers
+
+    @property
+    def cta_m(self) -> int:
+        """Rows of the CTA's output tile (and of its A k-tile)."""
+        return self.tile_m * self.consumers_per_stage
+
+    @property
     def a_bytes(self) -> int:
-        """Bytes of one consumer's A block per stage."""
-        return self.tile_m * self.tile_k * self.in_bytes
+        """Bytes of the CTA's A k-tile per stage (the consumers' rows together)."""
+        return self.cta_m * self.tile_k * self.in_bytes
 
     @property
     def b_bytes(self) -> int:
@@ -91,7 +118,13 @@ class SimParams:
     @property
     def stage_bytes(self) -> int:
         """Bytes that land in one CTA's stage (its full barrier's expect_tx)."""
-        return self.num_consumers * self.a_bytes + self.b_bytes
+        return self.a_bytes + self.b_bytes
+
+    @property
+    def empty_count(self) -> int:
+        """Arrivals per phase of the empty barrier mma2tma: the warps of every consumer that
+        reads the stage, in every CTA of the cluster."""
+        return self.warps_per_consumer * self.consumers_per_stage * self.cluster
 
     @property
     def mma_time(self) -> float:
@@ -99,17 +132,24 @@ class SimParams:
 
     @property
     def chunks(self) -> int:
+        """Epilogue chunks per tile (each a TMA store of all the CTA's rows)."""
         if not self.epi_n or self.epi_n >= self.tile_n:
             return 1
         return max(1, math.ceil(self.tile_n / self.epi_n))
 
     @property
+    def shared_staging(self) -> bool:
+        """The consumers stage their rows of each chunk into the same slot (mma2ld counts them)."""
+        return self.num_consumers > 1 and not self.pingpong
+
+    @property
     def epilogue_chunk_time(self) -> float:
+        """One consumer staging its rows of one chunk."""
         return self.epilogue_ns * (self.tile_m * self.tile_n) / (128 * 128) / self.chunks
 
     @property
     def store_chunk_bytes(self) -> int:
-        return self.tile_m * self.tile_n * self.out_bytes // self.chunks
+        return self.cta_m * self.tile_n * self.out_bytes // self.chunks
 
     def transfer_ns(self, nbytes: float) -> float:
         """Time ``nbytes`` spend in the SM's L2->SMEM pipe (0 without a bandwidth limit)."""
@@ -140,13 +180,13 @@ def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None
         raise ValueError(f"the simulator models steps {keys} (their mbarrier pipelines), not step {st.key}")
     base: dict[str, Any] = dict(
         step=st.number, key=st.key, name=st.name, style=st.style, model_only=st.model_only,
-        depth=st.depth, tile_m=st.bm // st.consumers, tile_n=st.bn, tile_k=st.bk,
-        num_consumers=st.consumers, cluster=st.cluster_m,
+        depth=st.depth, tile_m=st.bm if st.pingpong else st.bm // st.consumers, tile_n=st.bn,
+        tile_k=st.bk, num_consumers=st.consumers, pingpong=st.pingpong, cluster=st.cluster_m,
         epi_n=EPI_CHUNK_COLS if st.epi_stages else None, staging_stages=st.epilogue_slots,
         k_tiles=64, tiles_per_cta=2 if st.persistent else 1)
     if size is not None:
         M, N, K = size
-        base.update(k_tiles=-(-K // st.bk), tiles_per_cta=st.tiles_per_cta(M, N, num_sms or DEFAULT_NUM_SMS))
+        base.update(k_tiles=-(-K // st.bk), tiles_per_cta=busiest_cta_tiles(st, M, N, num_sms or DEFAULT_NUM_SMS))
     base.update({k: v for k, v in overrides.items() if v is not None})
     p = SimParams(**base)
     if p.depth < 1 or p.k_tiles < 1 or p.tiles_per_cta < 1:
@@ -154,17 +194,30 @@ def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None
     return p
 
 
+def busiest_cta_tiles(st: Step, M: int, N: int, num_sms: int, ctas: int | None = None) -> int:
+    """Output tiles the busiest CTA of a persistent grid computes; a cluster walks cluster
+    tiles (cluster_m tile rows, the last pair may reach below C), each CTA one tile of each.
+    ``ctas``: the launched grid (fewer clusters may fit than SMs / cluster size)."""
+    if not st.persistent:
+        return 1
+    cm = st.cluster[0]
+    cluster_tiles = -(-(-(-M // st.bm)) // cm) * -(-N // st.bn)
+    clusters = (ctas // cm) if ctas else min(num_sms * st.ctas_per_sm // cm, cluster_tiles)
+    return -(-cluster_tiles // max(1, clusters))
+
+
 def depth_needed(p: SimParams) -> int:
     """The smallest ring depth at which the model's warp-specialized mainloop
-    keeps the tensor core fed back to back.
+    keeps its consumers fed.
 
-    A stage freed when wgmma k ends is refilled and ready for k+depth after
-    ``wake + issue (expect_tx) + pieces*issue + transfer + latency + wake +
-    issue``; the tensor core reaches k+depth after ``(depth-1) * mma``
-    more.  So depth >= 1 + ceil(refill / mma).
+    A stage freed when its readers are done with k-tile k is refilled and ready for
+    k+depth after ``wake + issue (expect_tx) + pieces*issue + transfer + latency + wake +
+    issue``; the consumers reach k+depth after ``(depth-1)`` more stage periods, a period
+    being the longer of a consumer's issue gap and the tensor-core time of the stage's
+    wgmmas.  So depth >= 1 + ceil(refill / period).
     """
-    pieces = p.num_consumers + 1
-    xfer = p.transfer_ns(p.num_consumers * p.a_bytes + p.b_bytes / max(1, p.cluster))
+    pieces = 2
+    xfer = p.transfer_ns(p.a_bytes + p.b_bytes / max(1, p.cluster))
     refill = (2 * p.wake_ns + (pieces + 2) * p.issue_ns + xfer + p.load_latency_ns)
-    per_stage = p.mma_time * p.num_consumers
-    return 1 + math.ceil(refill / per_stage - 1e-9)
+    period = max(p.consumer_gap_ns, p.mma_time * p.consumers_per_stage)
+    return 1 + math.ceil(refill / period - 1e-9)

@@ -11,7 +11,7 @@ from ..timeline import Span, Timeline, kpis, lane_cta
 from ..whatifs import get_what_if
 from .engine import Engine
 from .params import SimParams, depth_needed, params_for_step, simulated_steps
-from .roles import consumer, lockstep_team, producer, writeback
+from .roles import CLUSTER_WIDE, consumer, lockstep_team, producer, writeback
 
 
 @dataclass
@@ -36,29 +36,66 @@ class SimResult:
         return self.verdict == "ok"
 
 
-def _lanes(p: SimParams) -> list[str]:
+def _lanes(e: Engine) -> list[str]:
+    p = e.p
     if p.lockstep:
-        return ["cta0/team", "cta0/tma"]
+        return [e.lane(0, "team"), e.lane(0, "tma")]
     out = []
     for c in range(p.cluster):
-        out.append(f"cta{c}/producer")
-        out += [f"cta{c}/consumer{i}" for i in range(p.num_consumers)]
-        out += [f"cta{c}/writeback", f"cta{c}/tma"]
+        out.append(e.lane(c, "producer"))
+        out += [e.lane(c, f"consumer{i}") for i in range(p.num_consumers)]
+        out += [e.lane(c, "writeback"), e.lane(c, "tma")]
     return out
 
 
 def _check_what_if(p: SimParams, what_if: str | None) -> None:
     if what_if is None:
         return
-    get_what_if(what_if)
-    if what_if == "both-phase-0" and p.lockstep:
+    w = get_what_if(what_if)
+    if w.needs == "pair" and p.lockstep:
         ws = ", ".join(st.key for st in simulated_steps() if st.style == "warp-specialized")
-        raise ValueError(f"both-phase-0 needs a producer and a consumer: use a warp-specialized step ({ws})")
-    if what_if == "init-count-low":
-        if p.lockstep or p.cluster * p.num_consumers < 2:
-            shared = ", ".join(st.key for st in simulated_steps() if st.cluster_m * st.consumers > 1)
-            raise ValueError("init-count-low needs an empty barrier with at least two arrivals per "
-                             f"phase: use step {shared} (several consumers arrive on mma2tma)")
+        raise ValueError(f"{what_if} needs a producer and a consumer: use a warp-specialized step ({ws})")
+    if w.needs == "shared-empty" and (p.lockstep or p.cluster * p.consumers_per_stage < 2):
+        shared = ", ".join(st.key for st in simulated_steps() if st.cluster_m * st.consumers > 1
+                           and not st.pingpong)
+        raise ValueError(f"{what_if} needs an empty barrier that more than one consumer arrives on: "
+                         f"use step {shared}")
+    if w.needs == "cluster" and p.cluster < 2:
+        clusters = ", ".join(st.key for st in simulated_steps() if st.cluster_m > 1)
+        raise ValueError(f"{what_if} needs a 2-CTA cluster: use step {clusters}")
+
+
+def _make_barriers(e: Engine, what_if: str | None) -> None:
+    """The warp-specialized kernels' barriers, with their init counts and arrivers (the
+    what-ifs that break a count or a cluster rule change them here)."""
+    p = e.p
+    D = p.depth
+    consumers = lambda c: [e.lane(c, f"consumer{i}") for i in range(p.num_consumers)]  # noqa: E731
+    everyone = [ln for c in range(p.cluster) for ln in consumers(c)]
+    empty = p.empty_count
+    for c in range(p.cluster):
+        arrivers, count = everyone, empty
+        if what_if == "init-count-high":
+            count = empty + 1
+        elif what_if == "init-count-low":
+            count = empty - 1
+        elif what_if == "local-empty":         # counts and hears only this CTA's consumers
+            arrivers, count = consumers(c), empty // p.cluster
+        for s in range(D):
+            e.make_bar(c, "tma2mma", s, 1, [e.lane(c, "producer")])
+            e.make_bar(c, "mma2tma", s, count, arrivers, per_phase=len(arrivers) * empty // len(everyone))
+        for a in range(p.staging_stages):
+            writers = consumers(c) if p.shared_staging else [e.lane(c, f"consumer{a % p.num_consumers}")]
+            e.make_bar(c, "mma2ld", a, len(writers) if p.shared_staging else 1, writers)
+            e.make_bar(c, "ld2mma", a, 1, [e.lane(c, "writeback")])
+        if p.pingpong:
+            for w in range(p.num_consumers):
+                other = e.lane(c, f"consumer{(w + p.num_consumers - 1) % p.num_consumers}")
+                e.make_bar(c, "turn", w, p.warps_per_consumer, [other])
+    if p.cluster > 1 and what_if != "no-exit-sync":
+        roles = [e.lane(c, r) for c in range(p.cluster)
+                 for r in ["producer", *(f"consumer{i}" for i in range(p.num_consumers)), "writeback"]]
+        e.make_bar(CLUSTER_WIDE, "cluster_sync", 0, len(roles), roles)
 
 
 def simulate(params: SimParams | int | str | Step, what_if: str | None = None, title: str | None = None,
@@ -85,30 +122,15 @@ def simulate(params: SimParams | int | str | Step, what_if: str | None = None, t
     if p.lockstep:
         init_full = 2 if what_if == "init-count-high" else 1
         for s in range(D):
-            e.make_bar(0, "tma2mma", s, init_full, ["cta0/team"])
-        e.spawn("cta0/team", lockstep_team(e, 0))
+            e.make_bar(0, "tma2mma", s, init_full, [e.lane(0, "team")], per_phase=1)
+        e.spawn(e.lane(0, "team"), lockstep_team(e, 0))
     else:
-        consumers_all = [f"cta{c}/consumer{i}" for c in range(p.cluster)
-                         for i in range(p.num_consumers)]
-        empty = len(consumers_all)
-        if what_if == "init-count-high":
-            empty += 1
-        elif what_if == "init-count-low":
-            empty -= 1
+        _make_barriers(e, what_if)
         for c in range(p.cluster):
-            for s in range(D):
-                e.make_bar(c, "tma2mma", s, 1, [f"cta{c}/producer"])
-                e.make_bar(c, "mma2tma", s, empty, consumers_all)
+            e.spawn(e.lane(c, "producer"), producer(e, c))
             for i in range(p.num_consumers):
-                for a in range(p.staging_stages):
-                    ix = i * p.staging_stages + a
-                    e.make_bar(c, "mma2ld", ix, 1, [f"cta{c}/consumer{i}"])
-                    e.make_bar(c, "ld2mma", ix, 1, [f"cta{c}/writeback"])
-        for c in range(p.cluster):
-            e.spawn(f"cta{c}/producer", producer(e, c))
-            for i in range(p.num_consumers):
-                e.spawn(f"cta{c}/consumer{i}", consumer(e, c, i))
-            e.spawn(f"cta{c}/writeback", writeback(e, c))
+                e.spawn(e.lane(c, f"consumer{i}"), consumer(e, c, i))
+            e.spawn(e.lane(c, "writeback"), writeback(e, c))
     e.run()
     if e.verdict == "early_release":
         # close the waits that were open when the simulation stopped
@@ -125,7 +147,8 @@ def simulate(params: SimParams | int | str | Step, what_if: str | None = None, t
         title = f"{p.title}, depth {p.depth}"
         if what_if:
             title += f" - what-if {what_if}"
-    barriers = sorted({(name, b.count, len(e.arrivers.get((b.cta, name), [])))
+    barriers = sorted({(name, b.count, len(set(e.arrivers.get((b.cta, name), []))),
+                        e.per_phase.get((b.cta, name), b.count))
                        for (c, name, s), b in e.bars.items()})
     meta = dict(
         key=p.key,
@@ -134,20 +157,23 @@ def simulate(params: SimParams | int | str | Step, what_if: str | None = None, t
         depth=p.depth,
         k_tiles=p.k_tiles,
         tiles_per_cta=p.tiles_per_cta,
-        tile=[p.tile_m * p.num_consumers, p.tile_n, p.tile_k],
+        tile=[p.cta_m, p.tile_n, p.tile_k],
         num_ctas=p.cluster,
+        cluster=p.cluster,
         num_consumers=p.num_consumers,
+        pingpong=p.pingpong,
         params=p.to_dict(),
         what_if=what_if,
         what_if_text=get_what_if(what_if).text if what_if else "",
+        why=get_what_if(what_if).why if what_if else "",
         verdict=e.verdict,
         explanation=e.explanation,
         hazard_t=e.hazard_t,
         depth_needed=depth_needed(p),
-        barriers=[dict(name=n, count=c, arrivers=a) for n, c, a in barriers],
+        barriers=[dict(name=n, count=c, arrivers=a, arrivals_per_phase=pp) for n, c, a, pp in barriers],
         barrier_log=e.log,
     )
-    tl = Timeline(source="sim", step=p.step, title=title, lanes=_lanes(p), spans=e.spans,
+    tl = Timeline(source="sim", step=p.step, title=title, lanes=_lanes(e), spans=e.spans,
                   handoffs=sorted(e.handoffs, key=lambda h: (h.t_release, h.dst_lane)), meta=meta)
     k = kpis(tl)
     return SimResult(timeline=tl, kpis=k, verdict=e.verdict, explanation=e.explanation, params=p,

@@ -269,7 +269,8 @@
     if (m2.verdict && m2.verdict !== 'ok') {
       v.className = 'verdict bad';
       v.innerHTML = '<b>' + esc(m2.verdict.replace('_', ' ')) + '</b> \u00b7 what-if <i>' + esc(m2.what_if || '') + '</i>: ' +
-        esc(m2.what_if_text || '') + '<br>' + esc((m2.explanation || '').replace(/^(deadlock|early release): /, ''));
+        esc(m2.what_if_text || '') + '<br>' + esc((m2.explanation || '').replace(/^(deadlock|early release|early exit): /, '')) +
+        (m2.why ? '<br><i>why:</i> ' + esc(m2.why) : '');
     } else if (m2.explanation) {
       v.className = 'verdict info';
       v.innerHTML = (m2.what_if ? '<b>what-if ' + esc(m2.what_if) + '</b> \u2014 ' : '') + esc(m2.explanation);
