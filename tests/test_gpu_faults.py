@@ -88,7 +88,7 @@ st = get_step("1")
 torch.zeros(1, device="cuda")  # the primary context exists
 lk = driver.load(st.compile(), 0, st.dynamic_smem)
 bad = ctypes.c_uint64(16)  # not a device address
-driver.launch(lk, (1, 1, 1), (st.threads, 1, 1), [bad, bad, bad, 16, 16, 16], stream=0)
+driver.PreparedLaunch(lk, (1, 1, 1), (st.threads, 1, 1), [bad, bad, bad, 16, 16, 16], stream=0)()
 try:
     torch.cuda.synchronize()
     out["fault"] = None

@@ -59,13 +59,14 @@ WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
     WhatIf("local-empty",
            "2-CTA cluster: the empty barrier mma2tma counts and hears only this CTA's consumer warps "
            "(the course's CTA_GROUP left out of the init count)",
-           "8", {"GL_ABLATE_LOCAL_EMPTY": 1},
+           "8", {"GL_ABLATE_LOCAL_EMPTY": 1, "GL_ABLATE_SKEW_NS": 4000},
            "each producer multicasts its half of B into both CTAs' stage, but with mma2tma counting only "
            "its own CTA's consumer warps it refills a stage as soon as its own consumer is done with it; "
            "nothing waits for the peer CTA's consumer, which may still be reading the old contents of that "
            "stage. When the two CTAs drift apart the refill overwrites operands in use (wrong results), "
            "and a multicast that lands while the peer's full barrier is still in an earlier phase skews "
-           "that barrier's transaction count (a possible hang). Whether a run is hit depends on timing.",
+           "that barrier's transaction count (a possible hang). Whether a run is hit depends on timing, so "
+           "the GPU run slows the rank-1 consumer by 4 us per k-tile (GL_ABLATE_SKEW_NS) to make the CTAs drift.",
            needs="cluster", race=True),
     WhatIf("local-tx",
            "2-CTA cluster: each CTA's expect_tx announces only the bytes its own producer issues (A + its B "
@@ -79,12 +80,13 @@ WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
            needs="cluster", race=True),
     WhatIf("no-exit-sync",
            "2-CTA cluster: no cluster barrier before exit (the course's cluster_sync replaced by nothing)",
-           "8", {"GL_ABLATE_NO_EXIT_SYNC": 1},
+           "8", {"GL_ABLATE_NO_EXIT_SYNC": 1, "GL_ABLATE_SKEW_NS": 4000},
            "each consumer releases every stage to both CTAs' empty barriers, so the last releases of a "
            "tile arrive remotely on the peer's shared memory, and nobody waits for them: a CTA that "
            "finishes first may exit while its peer still arrives on its barriers (or, with another order "
            "of work, multicasts into it). An arrival on the shared memory of an exited CTA is undefined: "
-           "a CUDA error when the hardware catches it, silent success when the timing is lucky.",
+           "a CUDA error when the hardware catches it, silent success when the timing is lucky (the GPU run "
+           "slows the rank-1 consumer by 4 us per k-tile, so rank 0 finishes first).",
            needs="cluster", race=True),
 )}
 

@@ -39,6 +39,8 @@ using EpilogueRing = Ring<1>;
 //   GL_ABLATE_LOCAL_EMPTY=1  mma2tma counts and hears only this CTA's consumers
 //   GL_ABLATE_LOCAL_TX=1     tma2mma expects only the bytes this CTA's producer issued
 //   GL_ABLATE_NO_EXIT_SYNC=1 no cluster barrier before exit
+//   GL_ABLATE_SKEW_NS=<ns>   the rank-1 consumer sleeps this long per k-tile, so the two CTAs
+//                            drift apart and a race the ablations open is lost every time
 #ifndef GL_ABLATE_LOCAL_EMPTY
 #define GL_ABLATE_LOCAL_EMPTY 0
 #endif
@@ -47,6 +49,9 @@ using EpilogueRing = Ring<1>;
 #endif
 #ifndef GL_ABLATE_NO_EXIT_SYNC
 #define GL_ABLATE_NO_EXIT_SYNC 0
+#endif
+#ifndef GL_ABLATE_SKEW_NS
+#define GL_ABLATE_SKEW_NS 0
 #endif
 using ReleaseRing = Ring<DEPTH, GL_ABLATE_LOCAL_EMPTY ? 1 : CLUSTER_M>;
 constexpr u32 EXPECTED_BYTES = GL_ABLATE_LOCAL_TX ? (BM + B_SLICE) * BK * 2 : STAGE_BYTES;
@@ -120,6 +125,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const auto t = tiles.at(ct, BM, BN);
       zero_acc(acc);
       const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+        if (GL_ABLATE_SKEW_NS && tiles.rank == 1) __nanosleep(GL_ABLATE_SKEW_NS);
         mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage]);
       });
       mma_drain(ops, last, k_tiles, t.id, warp_leader);
