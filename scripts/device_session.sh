@@ -24,6 +24,23 @@ SUMMARY="$W/summary.txt"
 note() { echo "$*" >> "$SUMMARY"; }
 registry() { $PY -c "$1"; }
 
+# Pack what there is into one archive — also when stopped by a signal (an outer timeout), so
+# a slow stage never costs the results of the others.
+pids=()
+pack() {
+  trap - TERM INT
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  name=$(echo "$STAGES" | tr -d ',' | cut -c1-40)
+  tar czf "$OUT/session-$name.tgz" -C "$W" . && rm -rf "$W"
+  echo "================ summary ================"
+  tar xzf "$OUT/session-$name.tgz" -O ./summary.txt
+  for f in bench.log bench_bf16.log bench_sizes.log; do
+    tar xzf "$OUT/session-$name.tgz" -O "./$f" 2>/dev/null | grep -E "^ +[0-9]|^│|failed|FAIL|Error" | head -24
+  done
+  exit 0
+}
+trap 'note "stopped by a signal: packed what had finished"; pack' TERM INT
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu \
   --format=csv | tee -a "$W/gpu.txt"
 $PY -c "import torch, cuda.bindings, sys; print('torch', torch.__version__, 'cuda-bindings', cuda.bindings.__version__, sys.version)" | tee -a "$W/gpu.txt"
@@ -98,17 +115,10 @@ run_soak() {
     --json "$W/soak.json" > "$W/soak.log" 2>&1
   note "$(tail -1 "$W/soak.log")"
 }
-pids=()
+
 for stage in check whatif tests fuzz sanitize soak; do
   has "$stage" || continue
   if [ "${PARALLEL:-0}" = 1 ]; then "run_$stage" & pids+=($!); else "run_$stage"; fi
 done
 for p in "${pids[@]}"; do wait "$p"; done
-
-name=$(echo "$STAGES" | tr -d ',' | cut -c1-40)
-tar czf "$OUT/session-$name.tgz" -C "$W" . && rm -rf "$W"
-echo "================ summary ================"
-tar xzf "$OUT/session-$name.tgz" -O ./summary.txt
-for f in bench.log bench_bf16.log bench_sizes.log; do
-  tar xzf "$OUT/session-$name.tgz" -O "./$f" 2>/dev/null | grep -E "^ +[0-9]|^│|failed|FAIL|Error" | head -24
-done
+pack
