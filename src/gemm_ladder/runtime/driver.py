@@ -184,8 +184,7 @@ def max_active_clusters(kernel: "LoadedKernel", block: tuple[int, int, int], dyn
     SMs / cluster size."""
     key = (kernel.compiled.key, kernel.device_index, block, dynamic_smem, tuple(cluster))
     if key not in _MAX_CLUSTERS:
-        size = cluster[0] * cluster[1] * cluster[2]
-        config = launch_config((size, 1, 1), block, dynamic_smem, 0, cluster, cluster_attr_always=True)
+        config = launch_config(tuple(cluster), block, dynamic_smem, 0, cluster, cluster_attr_always=True)
         _MAX_CLUSTERS[key] = int(check(_cu().cuOccupancyMaxActiveClusters(kernel.function, config),
                                        "cuOccupancyMaxActiveClusters"))
     return _MAX_CLUSTERS[key]

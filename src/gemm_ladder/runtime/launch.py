@@ -187,7 +187,7 @@ def launch_grid(step: Step, kernel: driver.LoadedKernel, M: int, N: int, device_
     """The launch grid of a ladder step: a cluster step gets no more clusters than fit at
     once (clusters live inside one GPC: fewer may fit than SMs / cluster size)."""
     max_clusters = None
-    if step.cluster != (1, 1, 1):
+    if step.persistent and step.cluster != (1, 1, 1):  # only a persistent grid sizes itself by it
         max_clusters = driver.max_active_clusters(kernel, (step.threads, 1, 1), step.dynamic_smem, step.cluster)
     grid = step.grid(M, N, num_sms(device_index), max_clusters)
     if any(g % c for g, c in zip(grid, step.cluster)):
