@@ -170,7 +170,11 @@ def summarize(paths: list[Path], json_out: str | None) -> int:
             lines.append(f"sanitizer {r['tool']:<9} {target:<10} {t['cases']} cases: {t['reports']} reports, "
                          f"{t['ok']}/{t['cases']} results ok -> {verdict}")
         n_err = re.search(r"ERROR SUMMARY: (\d+) error", r["error_summary"] or "")
-        tool_ok = (r["error_summary"] is None and r["tool"] == "poison") or (n_err is not None and n_err.group(1) == "0")
+        # racecheck ends with its own summary ("RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)")
+        n_race = re.search(r"\((\d+) errors?, (\d+) warnings?\)", r["racecheck_summary"] or "")
+        tool_ok = ((r["error_summary"] is None and r["tool"] == "poison")
+                   or (n_err is not None and n_err.group(1) == "0")
+                   or (r["tool"] == "racecheck" and n_race is not None and n_race.groups() == ("0", "0")))
         tool_ok &= r["done"] and r["reports_outside_cases"] == 0 and r["rc"] in (0, None)
         clean &= tool_ok
         lines.append(f"sanitizer {r['tool']:<9} {(r['error_summary'] or 'no ERROR SUMMARY line').removeprefix('========= ')}"
