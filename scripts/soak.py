@@ -62,6 +62,10 @@ def one_call(case: fs.Case, device: str = "cuda", call=None) -> dict:
     cub = torch.matmul(built.a_logical, built.b_logical)
     r, c = res.double().reshape(-1, case.N), cub.double().reshape(-1, case.N)
     a2 = built.a_logical.reshape(-1, case.K).double()
+    # An output that overflows the 16-bit range is ±inf in both: the same infinity is a match
+    # (seen: K=1, -1474 x 47.8 = -70476). Ours non-finite anywhere else is a failure.
+    same_inf = torch.isinf(r) & (r == c)
+    r, c = torch.where(same_inf, 0.0, r), torch.where(same_inf, 0.0, c)
     figures = torch.stack([
         (r - c).abs().max(), (~torch.isfinite(r)).sum().double(), c.abs().max(), r.sum(), c.sum(),
         a2.norm(dim=1).max() * built.b_logical.double().norm(dim=0).max(), c.abs().sum(),

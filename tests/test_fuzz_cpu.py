@@ -275,3 +275,17 @@ def test_cases_aimed_at_each_step(key):
     assert rec["n_failures"] == 0 and rec["cases"] >= 4, rec["failures"][:2]
     big = fs.for_step(fs.Case(0, 0, "matmul", "float16", 9999, 9998, 9997), key)
     assert st.accepts(big.M, big.N, big.K) and big.M * big.N * big.K <= fs.WORK_CAP
+
+
+def test_an_overflow_shared_with_cublas_is_a_match():
+    """K=1, -1474 x 47.8 = -70476: past fp16's range, -inf in ours and in cuBLAS's (seen in a
+    soak on the H200); the same infinity matches, an infinity cuBLAS does not have fails."""
+    import torch
+    from fuzz_check import check_product
+    a = torch.tensor([[-1474.0], [1.0]], dtype=torch.float16)
+    b = torch.tensor([[47.8125, 2.0]], dtype=torch.float16)
+    ours = torch.matmul(a.float(), b.float()).to(torch.float16)  # [[-inf, -2948], [47.8, 2]]
+    assert torch.isinf(ours[0, 0]) and check_product(a, b, ours)["ok"]
+    wrong = ours.clone()
+    wrong[1, 1] = float("inf")
+    assert not check_product(a, b, wrong)["ok"]
