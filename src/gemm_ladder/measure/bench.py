@@ -50,15 +50,10 @@ def percentile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (i - lo)
 
 
-@dataclass
-class Row:
-    step: str
-    label: str
-    forced_move: str
-    M: int
-    N: int
-    K: int
-    dtype: str
+@dataclass(kw_only=True)
+class Measured:
+    """What every timed row holds: correctness against the reference, then our and
+    cuBLAS's medians and spreads, side by side (bench's ladder rows, the suite's rows)."""
     ok: bool = False
     error: str = ""
     max_abs_err: float = math.nan
@@ -73,9 +68,20 @@ class Row:
     tflops: float = math.nan
     cublas_tflops: float = math.nan
     ratio_to_cublas: float = math.nan
+    gpu: dict = field(default_factory=dict)
+
+
+@dataclass
+class Row(Measured):
+    step: str
+    label: str
+    forced_move: str
+    M: int
+    N: int
+    K: int
+    dtype: str
     speedup_over_step1: float = math.nan
     smem_ai: float = math.nan
-    gpu: dict = field(default_factory=dict)
 
 
 class Bench:

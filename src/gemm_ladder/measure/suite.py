@@ -24,7 +24,7 @@ from pathlib import Path
 from ..runtime import select
 from ..runtime.steps import get_step
 from . import suites as suites_mod
-from .bench import Bench, check_output, git_commit, percentile, tolerance
+from .bench import Bench, Measured, check_output, git_commit, percentile, tolerance
 
 REPS_FLOP = 5e13  # FLOPs of timed calls per shape and side: 8192^3 gets 46 reps
 MIN_REPS, MAX_REPS = 10, 100
@@ -37,7 +37,7 @@ def reps_for(flop: float) -> int:
 
 
 @dataclass
-class SuiteRow:
+class SuiteRow(Measured):
     M: int
     N: int
     K: int
@@ -52,24 +52,9 @@ class SuiteRow:
     padded: bool = False
     selection: str = ""
     model_us: float = math.nan
-    ok: bool = False
-    error: str = ""
-    max_abs_err: float = math.nan
-    rel_err: float = math.nan
-    reps: int = 0
-    ms: float = math.nan
-    ms_p10: float = math.nan
-    ms_p90: float = math.nan
-    cublas_ms: float = math.nan
-    cublas_ms_p10: float = math.nan
-    cublas_ms_p90: float = math.nan
-    ratio_to_cublas: float = math.nan
-    tflops: float = math.nan
-    cublas_tflops: float = math.nan
     gbs: float = math.nan  # (A + B + C once) / time
     cublas_gbs: float = math.nan
     hbm_copy_fraction: float = math.nan  # gbs / measured copy bandwidth
-    gpu: dict = field(default_factory=dict)
 
 
 def _pad(t, rows: int, cols: int):

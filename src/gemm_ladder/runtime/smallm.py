@@ -33,7 +33,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from . import driver, jit, launch
-from .steps import MAX_SMEM_PER_BLOCK, ConfigError
+from .steps import MAX_SMEM_PER_BLOCK, ConfigError, build
 
 MIN_KT_PER_SPLIT = 4  # k-tiles per split at least: a shorter K range never fills the ring
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
@@ -116,11 +116,8 @@ class SmallM:
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
         """Both entries of the file (split-K kernel and reduction) in one module."""
-        d = self.kernel_defines()
-        if bf16:
-            d["GL_BF16"] = 1
-        d.update(extra_defines or {})
-        return jit.compile_kernel(self.source, self.entry, d, use_cache=use_cache, strict=strict)
+        return build(self.source, self.entry, self.kernel_defines(), bf16=bf16, extra_defines=extra_defines,
+                     use_cache=use_cache, strict=strict)
 
     def shape_problems(self, M: int, N: int, K: int) -> list[str]:
         p = []

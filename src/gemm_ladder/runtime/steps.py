@@ -53,6 +53,17 @@ class ConfigError(ValueError):
     """The step's configuration cannot run (e.g. its shared memory exceeds the limit)."""
 
 
+def build(source: str, entry: str, defines: dict, *, bf16: bool = False, extra_defines: dict | None = None,
+          use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
+    """Compile a kernel with its configuration (`defines`), the element type and the
+    ablation/debug switches (GL_TRACE, ...) of this build."""
+    d = dict(defines)
+    if bf16:
+        d["GL_BF16"] = 1
+    d.update(extra_defines or {})
+    return jit.compile_kernel(source, entry, d, use_cache=use_cache, strict=strict)
+
+
 @dataclass(frozen=True)
 class Step:
     number: int
@@ -242,11 +253,8 @@ class Step:
         """Build the kernel; extra_defines are ablation/debug switches (GL_TRACE, ...)."""
         if self.model_only:
             raise ConfigError(f"step {self.key} is model only: no kernel implements it yet")
-        d = self.kernel_defines()
-        if bf16:
-            d["GL_BF16"] = 1
-        d.update(extra_defines or {})
-        return jit.compile_kernel(self.source, self.entry, d, use_cache=use_cache, strict=strict)
+        return build(self.source, self.entry, self.kernel_defines(), bf16=bf16, extra_defines=extra_defines,
+                     use_cache=use_cache, strict=strict)
 
     # -- shapes -----------------------------------------------------------------------------
     def shape_problems(self, M: int, N: int, K: int) -> list[str]:
