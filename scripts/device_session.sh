@@ -3,7 +3,8 @@
 # GPU; correctness stages (PARALLEL=1) run side by side, since none of them times anything.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
 #   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 at 8192³ and 2048³), suite, api,
-#                smallm, trace, sweep
+#                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
+#                (tile-order group heights), cublas (cuBLAS's kernel names), hostprof, trace
 #   correctness: check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
@@ -73,6 +74,25 @@ if has sweep; then
   timeout 300 $PY -m gemm_ladder bench --steps 9:c1,7:d4 --sizes 1024,3000x5000x4000,16x4096x4096 \
     --json "$W/sweep.json" 2>&1 | tee "$W/sweep.log"
   note "sweep: rc=$?"
+fi
+if has probe; then  # kernel experiments straight from their defines (scripts/probe_kernels.py)
+  timeout 480 $PY scripts/probe_kernels.py --keys "${PROBE_KEYS:-9,9:rw,9:s0,9:rws0,9:c1,9:c1rws0,8:d5,8:d5rw}" \
+    --debug-keys "${PROBE_DEBUG_KEYS:-9:rws0,8:d5rw}" --sizes "${PROBE_SIZES:-4096,2048,8192}" \
+    --json "$W/probe.json" 2>&1 | tee "$W/probe.log"
+  note "probe: rc=$?"
+fi
+if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
+  timeout 240 $PY -m gemm_ladder bench --steps "${GROUP_STEPS:-9,9:g4,9:g16,9:c1,9:c1g4,9:c1g16}" --sizes 4096 \
+    --json "$W/groups.json" 2>&1 | tee "$W/groups.log"
+  note "groups: rc=$?"
+fi
+if has cublas; then  # which kernels cuBLAS runs (tile, cluster, split/stream-K from the names)
+  timeout 120 $PY scripts/cublas_kernels.py --json "$W/cublas_kernels.json" 2>&1 | tee "$W/cublas_kernels.log"
+  note "cublas kernels: rc=$?"
+fi
+if has hostprof; then  # where a call's host time goes (scripts/host_profile.py)
+  timeout 180 $PY scripts/host_profile.py --json "$W/host_profile.json" 2>&1 | tee "$W/host_profile.log"
+  note "host profile: rc=$?"
 fi
 if has trace; then  # one archive per step: a step's records alone can be several MB
   for s in ${TRACE_STEPS:-7:d4 8 9 10}; do

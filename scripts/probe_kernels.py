@@ -21,7 +21,7 @@ def _smem(depth, bm, bn, bk, staging, barriers):
     return 1024 + depth * (bm + bn) * bk * 2 + staging + 8 * barriers
 
 
-def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi, pingpong=False):
+def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi, pingpong=False, extra=None):
     staging = bm * bn * 2 if epi == 0 else epi * bm * 64 * 2
     barriers = 2 * depth + 2 * max(1, epi)
     if pingpong:  # a staging tile, an epilogue ring and a turn barrier per consumer
@@ -29,6 +29,7 @@ def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi, pingpong=F
     d = dict(GL_BM=bm, GL_BN=bn, GL_BK=64, GL_DEPTH=depth, GL_GROUP_M=8, GL_CLUSTER_M=cluster,
              GL_CONSUMERS=consumers, GL_EPI_STAGES=epi,
              GL_DYNAMIC_SMEM=_smem(depth, bm, bn, 64, staging, barriers))
+    d.update(extra or {})  # experiment switches (GL_EXP_*)
     return dict(src=src, entry=entry, threads=threads, defines=d, cluster=cluster, bm=bm, bn=bn)
 
 
@@ -47,6 +48,19 @@ CONFIGS = {
     "10:c1d5": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 5, 1, 2, 0, True),
     "9:c1": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 1, 2, 2),
 }
+# Experiments: rw = one release arrive per consumer warpgroup, s0 = first wgmma with scale-d 0.
+_S9 = ("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4)
+_S8 = ("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 5)
+_RW, _S0 = {"GL_EXP_RELEASE_WG": 1}, {"GL_EXP_SCALE0": 1}
+CONFIGS.update({
+    "9:rw": _cfg(*_S9, 2, 2, 2, extra=_RW),
+    "9:s0": _cfg(*_S9, 2, 2, 2, extra=_S0),
+    "9:rws0": _cfg(*_S9, 2, 2, 2, extra={**_RW, **_S0}),
+    "9:c1rw": _cfg(*_S9, 1, 2, 2, extra=_RW),
+    "9:c1rws0": _cfg(*_S9, 1, 2, 2, extra={**_RW, **_S0}),
+    "8:d5rw": _cfg(*_S8, 2, 1, 0, extra=_RW),
+    "8:c1d5rw": _cfg(*_S8, 1, 1, 0, extra=_RW),
+})
 
 
 class Kernel:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# compute-sanitizer on every ladder step (run_step) and on matmul, at a small and a
+# compute-sanitizer on every ladder step (run_step), on the small-M family (matmul_nt with
+# step=smallm / smallm:n128, its split-K and reduction kernels) and on matmul, at a small and a
 # tile-edge shape, both dtypes: memcheck, racecheck, synccheck, initcheck (pre-initialized
 # output), plus a run without the sanitizer whose outputs start as NaN (every element must be
 # written: initcheck cannot see TMA bulk stores). Logs keep compute-sanitizer's own output.
@@ -9,6 +10,7 @@
 #                 sanitizer_summary.txt, sanitizer_summary.json
 #   SAN_TOOLS     default "memcheck racecheck synccheck initcheck"
 #   SAN_STEPS     default all (e.g. "4,6,7:d4")      SAN_SHAPES  default 256x384x320,129x264x72,129x257x72
+#   SAN_FAMILY_SHAPES  default 16x384x320,65x264x72,8x512x4096 (the small-M family's shapes)
 #   SAN_DTYPES    default float16,bfloat16          SAN_PARALLEL  1 (tools side by side) or 0
 #   SAN_TIMEOUT   seconds per tool (default 480)    SANITIZER  default /usr/local/cuda/bin/compute-sanitizer
 set -u -o pipefail
@@ -21,6 +23,7 @@ PY=${PYTHON:-python3}
 SAN=${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 TOOLS=${SAN_TOOLS:-memcheck racecheck synccheck initcheck}
 ARGS=(--steps "${SAN_STEPS:-all}" --shapes "${SAN_SHAPES:-256x384x320,129x264x72,129x257x72}"
+      --family-shapes "${SAN_FAMILY_SHAPES:-16x384x320,65x264x72,8x512x4096}"
       --dtypes "${SAN_DTYPES:-float16,bfloat16}")
 T=${SAN_TIMEOUT:-480}
 

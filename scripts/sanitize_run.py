@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The program compute-sanitizer watches (scripts/sanitize.sh), and the reader of its logs.
 
-Run mode: every ladder step's strict run_step, and matmul, at each given shape the target
-accepts, once per dtype. Inputs are made on the host and copied over (initialized memory
+Run mode: every ladder step's strict run_step, every kernel family beside the ladder (the
+small-M split-K family, through matmul_nt(step=key), at its own decode-like shapes, one of
+them long enough in K to split and run the reduction kernel), and matmul, at each given
+shape the target accepts, once per dtype. Inputs are made on the host and copied over (initialized memory
 for initcheck); the reference is computed on the host (no cuBLAS kernels in the log). Each
 case is framed by BEGIN/END lines and synchronized before END, so the sanitizer's reports
 land inside the frame of the case that caused them.
@@ -29,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
 DEFAULT_SHAPES = "256x384x320,129x264x72,129x257x72"
+# The small-M family's shapes: a tile edge in M and N, a K edge, and a K that splits.
+DEFAULT_FAMILY_SHAPES = "16x384x320,65x264x72,8x512x4096"
 TAG = "[sanitize]"
 # A compute-sanitizer report starts with "========= " and a non-blank; these heads are not reports.
 _NOT_REPORTS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY",
@@ -39,14 +43,19 @@ def parse_shapes(spec: str) -> list[tuple[int, int, int]]:
     return [tuple(int(x) for x in s.lower().split("x")) for s in spec.split(",") if s.strip()]
 
 
-def plan(step_spec: str, shapes, with_matmul: bool, tool: str):
-    """[(target, step or None, shape)]; steps 2-3 get their one-tile edge shape too."""
+def plan(step_spec: str, shapes, with_matmul: bool, tool: str, family_shapes=()):
+    """[(target, step or family entry or None, shape)]; steps 2-3 get their one-tile edge
+    shape too; families ('smallm', ...) run at family_shapes."""
     import gemm_ladder
-    keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS) if step_spec == "all" \
-        else [k.strip() for k in step_spec.split(",") if k.strip()]
+    from gemm_ladder.runtime.smallm import FAMILIES
+    keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS) + list(FAMILIES) \
+        if step_spec == "all" else [k.strip() for k in step_spec.split(",") if k.strip()]
     cases = []
     for key in keys:
         st = gemm_ladder.get_step(key)
+        if key in FAMILIES:
+            cases += [(f"family:{key}", st, s) for s in family_shapes if st.accepts(*s)]
+            continue
         mine = [s for s in shapes if st.accepts(*s)]
         if st.tile_multiple and (st.bm, st.bn, st.bk) not in mine:
             mine.append((st.bm, st.bn, st.bk))
@@ -76,7 +85,9 @@ def run_case(target, st, shape, dtype_name, output, seed):
     bt_h = torch.randn(N, K, generator=g).to(dtype)
     out_h = torch.zeros(M, N, dtype=dtype) if output == "preinit" else torch.full((M, N), float("nan"), dtype=dtype)
     a, bt, out = a_h.cuda(), bt_h.cuda(), out_h.cuda()
-    if st is not None:
+    if target.startswith("family:"):
+        res = gemm_ladder.matmul_nt(a, bt, out=out, step=st)
+    elif st is not None:
         res = run_step(st, a, bt, out)
     else:
         res = gemm_ladder.matmul(a, bt.T, out=out)
@@ -99,7 +110,7 @@ def run(args) -> int:
         print(f"{TAG} no CUDA GPU", file=sys.stderr)
         return 2
     shapes = parse_shapes(args.shapes)
-    cases = plan(args.steps, shapes, not args.no_matmul, args.tool)
+    cases = plan(args.steps, shapes, not args.no_matmul, args.tool, parse_shapes(args.family_shapes))
     bad = 0
     for dtype in args.dtypes.split(","):
         for i, (target, st, shape) in enumerate(cases):
@@ -193,6 +204,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", default="all")
     p.add_argument("--shapes", default=DEFAULT_SHAPES)
+    p.add_argument("--family-shapes", default=DEFAULT_FAMILY_SHAPES)
     p.add_argument("--dtypes", default="float16,bfloat16")
     p.add_argument("--output", choices=("preinit", "poison"), default="preinit")
     p.add_argument("--tool", default="none", help="the compute-sanitizer tool watching (labels the log)")

@@ -18,15 +18,20 @@ def san():
 
 def test_plan_covers_every_step_at_two_shapes_and_matmul(san):
     import gemm_ladder
-    cases = san.plan("all", san.parse_shapes(san.DEFAULT_SHAPES), True, "memcheck")
+    from gemm_ladder.runtime.smallm import FAMILIES
+    cases = san.plan("all", san.parse_shapes(san.DEFAULT_SHAPES), True, "memcheck",
+                     san.parse_shapes(san.DEFAULT_FAMILY_SHAPES))
     per = {}
     for target, st, shape in cases:
         per.setdefault(target, []).append(shape)
         if st is not None:
             assert st.accepts(*shape)
     keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS)
-    assert set(per) == {f"step:{k}" for k in keys} | {"matmul"}
+    assert set(per) == {f"step:{k}" for k in keys} | {f"family:{k}" for k in FAMILIES} | {"matmul"}
     assert all(len(v) >= 2 for v in per.values()), per
+    # the family's cases include one whose K splits (so the reduction kernel runs too)
+    fam = FAMILIES["smallm"]
+    assert any(fam.split_plan(*s, 132)[0] > 1 for s in per["family:smallm"])
     assert (129, 264, 72) in per["step:7:d4"] and (128, 128, 64) in per["step:2"]
     assert len(per["matmul"]) == 3
     # under initcheck matmul skips the shape whose output goes through an internal buffer
