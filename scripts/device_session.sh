@@ -76,13 +76,13 @@ if has sweep; then
   note "sweep: rc=$?"
 fi
 if has probe; then  # kernel experiments straight from their defines (scripts/probe_kernels.py)
-  timeout 480 $PY scripts/probe_kernels.py --keys "${PROBE_KEYS:-9,9:rw,9:s0,9:rws0,9:c1,9:c1rws0,8:d5,8:d5rw}" \
-    --debug-keys "${PROBE_DEBUG_KEYS:-9:rws0,8:d5rw}" --sizes "${PROBE_SIZES:-4096,2048,8192}" \
+  timeout 480 $PY scripts/probe_kernels.py --keys "${PROBE_KEYS:-9,9:c1,9:g16,9:c1g16,8:d5,8:d5g16}" \
+    --debug-keys "${PROBE_DEBUG_KEYS:-9:g16}" --sizes "${PROBE_SIZES:-4096,2048,8192}" \
     --json "$W/probe.json" 2>&1 | tee "$W/probe.log"
   note "probe: rc=$?"
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
-  timeout 240 $PY -m gemm_ladder bench --steps "${GROUP_STEPS:-9,9:g4,9:g16,9:c1,9:c1g4,9:c1g16}" --sizes 4096 \
+  timeout 240 $PY -m gemm_ladder bench --steps "${GROUP_STEPS:-8,8:g8,9,9:g8,8:c1,8:c1g8}" --sizes 4096 \
     --json "$W/groups.json" 2>&1 | tee "$W/groups.log"
   note "groups: rc=$?"
 fi

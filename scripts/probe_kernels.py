@@ -48,18 +48,20 @@ CONFIGS = {
     "10:c1d5": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 5, 1, 2, 0, True),
     "9:c1": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 1, 2, 2),
 }
-# Experiments: rw = one release arrive per consumer warpgroup, s0 = first wgmma with scale-d 0.
+# Experiments at commit 3893c19 (kernel switches since removed, the outcome was neutral:
+# benchmarks/results/experiments/*_probe_release_scale0_3893c19.*): one release arrive per
+# consumer warpgroup (GL_EXP_RELEASE_WG) and a first wgmma with scale-d 0 (GL_EXP_SCALE0).
 _S9 = ("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4)
 _S8 = ("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 5)
-_RW, _S0 = {"GL_EXP_RELEASE_WG": 1}, {"GL_EXP_SCALE0": 1}
+# Tile-order group heights (g: tile rows per group) and full-tile staging at depth 3 (d3e4).
+_S9D3 = _S9[:5] + (3,)
 CONFIGS.update({
-    "9:rw": _cfg(*_S9, 2, 2, 2, extra=_RW),
-    "9:s0": _cfg(*_S9, 2, 2, 2, extra=_S0),
-    "9:rws0": _cfg(*_S9, 2, 2, 2, extra={**_RW, **_S0}),
-    "9:c1rw": _cfg(*_S9, 1, 2, 2, extra=_RW),
-    "9:c1rws0": _cfg(*_S9, 1, 2, 2, extra={**_RW, **_S0}),
-    "8:d5rw": _cfg(*_S8, 2, 1, 0, extra=_RW),
-    "8:c1d5rw": _cfg(*_S8, 1, 1, 0, extra=_RW),
+    "9:g4": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 4}),
+    "9:g16": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16}),
+    "9:c1g4": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 4}),
+    "9:c1g16": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16}),
+    "9:c1d3e4g16": _cfg(*_S9D3, 1, 2, 4, extra={"GL_GROUP_M": 16}),
+    "8:d5g16": _cfg(*_S8, 2, 1, 0, extra={"GL_GROUP_M": 16}),
 })
 
 

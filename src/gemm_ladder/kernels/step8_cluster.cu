@@ -29,13 +29,7 @@ static_assert(BM == 128 && BK == 64 && BN == 128, "step 8's MMA and epilogue are
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 constexpr int B_SLICE = BN / CLUSTER_M;                  // rows of B each CTA loads and multicasts
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;          // cluster: what lands in THIS CTA per stage
-// Experiment (probe builds only, not yet adopted): GL_EXP_RELEASE_WG=1 — one thread of the
-// consumer warpgroup hands each stage back (its wgmma.wait_group covers the warpgroup's async
-// MMA), not one per warp: 4x fewer (remote) arrives per stage.
-#ifndef GL_EXP_RELEASE_WG
-#define GL_EXP_RELEASE_WG 0
-#endif
-constexpr u32 CONSUMER_WARPS = GL_EXP_RELEASE_WG ? 1 : 4;  // arrivals per consumer warpgroup
+constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 CONSUMER_SYNC_ID = 1;
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH, CLUSTER_M>;  // cluster: releases reach every CTA's producer
@@ -123,7 +117,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     Tracer tr(ROLE_CONSUMER, 1, threadIdx.x == 128);
     const ReleaseRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);  // cluster: releases reach both
     const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
-    const bool warp_leader = GL_EXP_RELEASE_WG ? threadIdx.x == 128 : lane_idx() == 0;
+    const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
     auto acc_st = PipelineState<1>::producer();
     float acc[2][BN / 2];

@@ -34,18 +34,7 @@ constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN;
 constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
 constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
-// Experiments (probe builds only, not yet adopted): who hands a stage back, and how a tile's
-// accumulators start. GL_EXP_RELEASE_WG: one thread per consumer warpgroup arrives (its
-// wgmma.wait_group covers the whole warpgroup's async MMA), not one per warp: 4x fewer
-// (remote) arrives per stage. GL_EXP_SCALE0: the tile's first wgmma overwrites D (scale-d 0)
-// instead of zeroing 128 registers first.
-#ifndef GL_EXP_RELEASE_WG
-#define GL_EXP_RELEASE_WG 0
-#endif
-#ifndef GL_EXP_SCALE0
-#define GL_EXP_SCALE0 0
-#endif
-constexpr u32 CONSUMER_WARPS = GL_EXP_RELEASE_WG ? 1 : 4;  // arrivals per consumer warpgroup
+constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH, CLUSTER_M>;
@@ -110,7 +99,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
   } else {  // ── MMA CONSUMERS (warpgroups 1 .. CONSUMERS) ────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;  // two consumers: which 64 rows of the tile
-    const bool wg_leader = threadIdx.x % 128 == 0, warp_leader = GL_EXP_RELEASE_WG ? wg_leader : lane_idx() == 0;
+    const bool wg_leader = threadIdx.x % 128 == 0, warp_leader = lane_idx() == 0;
     Tracer tr(ROLE_CONSUMER, 1 + cw, wg_leader);
     const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
     const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
@@ -119,11 +108,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     float acc[BN / 2];
     for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
       const auto t = tiles.at(ct, BM, BN);
-      u32 scale_d = 1;
-      if (GL_EXP_SCALE0)
-        scale_d = 0;
-      else
-        zero_acc(acc);
+      zero_acc(acc);
       const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows MN-major
@@ -131,8 +116,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           const u64 da = A_MN ? desc_sw128_mn(a + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES) : desc_sw128(a + kk * 16);
           const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
                               : desc_sw128(s.B[stage] + kk * 16);
-          wgmma_m64n256k16<A_MN, B_MN>(acc, da, db, scale_d);
-          scale_d = 1;
+          wgmma_m64n256k16<A_MN, B_MN>(acc, da, db, 1);
         }
       });
       mma_drain(ops, last, k_tiles, t.id, warp_leader);

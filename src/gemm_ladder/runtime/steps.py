@@ -354,17 +354,19 @@ STEPS.update({
             forced_move="each CTA fetching its own copy of B",
             mechanism="cluster of 2 along M: each CTA loads its A and half of B and multicasts the half to "
                       "both; tma2mma expects A + the whole B; mma2tma counts both CTAs' consumer warps "
-                      "(remote arrive via mapa); cluster barrier after init and before exit; depth 5",
+                      "(remote arrive via mapa); cluster barrier after init and before exit; depth 5; "
+                      "tile order in groups of 16 tile rows",
             threads=256, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
-            group_m=8, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
+            group_m=16, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
             sass_absent=("FFMA",)),
     9: Step(9, "two consumers share B", source="step9_multi_consumer.cu", entry="gemm_step9_multi_consumer",
             forced_move="one consumer can't feed the tensor cores",
             mechanism="three warpgroups: producer/writeback + two consumers, each 64x256 of a 128x256 tile "
                       "(wgmma m64n256k16), sharing each staged B; the 2-CTA cluster multicasts the 256-wide "
-                      "B; chunked epilogue: 64-column chunks through a 2-slot staging ring; setmaxnreg 40/232",
+                      "B; chunked epilogue: 64-column chunks through a 2-slot staging ring; setmaxnreg 40/232; "
+                      "tile order in groups of 16 tile rows",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
-            persistent=True, group_m=8, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
+            persistent=True, group_m=16, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
             sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
