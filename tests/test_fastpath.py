@@ -219,9 +219,23 @@ def test_small_m_family_takes_k_major_only(gpu):
     assert gpu.prepared[-1][0] == key
     assert gpu.launches[-2].maps[1].ptr != b.data_ptr() and gpu.launches[-2].maps[1].ld == 1024
     assert api.step_for(1, 28672, 8192, b_mn=True).key == "9:c1"  # modelled: the copy would cost more
+    assert _small_m(api.step_for(16, 4096, 4096, b_mn=True).key)  # 7.5 + 6 + 14 us against 58 us: copy
     assert _small_m(api.step_for(1, 28672, 8192).key)
     assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: copies too
     assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-2].maps[1].ptr != b.data_ptr()
+
+
+def test_tiny_shapes_read_mn_major_in_place(gpu):
+    """The copy's fixed cost (api.COPY_LAUNCH_US) outweighs the small-M kernel's gain at tiny
+    shapes: a row-major b at 128^3 is read in place by 9:c1, not copied (issue 9)."""
+    assert _small_m(api.step_for(128, 128, 128).key)
+    assert api.step_for(128, 128, 128, b_mn=True).key == "9:c1"
+    assert api._copy_loses(get_step(api.step_for(128, 128, 128).key), get_step("9:c1"), 128, 128, 128, 132,
+                           False, True)
+    x, b = rnd(128, 128), rnd(128, 128, seed=1)  # row-major b (K, N)
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    assert gpu.prepared[-1][0] == "9:c1" and gpu.prepared[-1][3].get("GL_B_MN")
+    assert gpu.launches[-1].maps[1].ptr == b.data_ptr()  # no staging copy
 
 
 def test_small_m_family_writes_c_packed(gpu):
