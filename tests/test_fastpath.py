@@ -398,6 +398,8 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     from gemm_ladder.measure import bench_api
 
     class FakeBench:
+        calls: list = []
+
         def __init__(self, device_index):
             self.nvml = SimpleNamespace(sample=lambda: {"sm_clock_mhz": 1980})
 
@@ -405,9 +407,11 @@ def test_bench_api_plumbing(gpu, monkeypatch):
             return rnd(M, K, dtype=dtype), rnd(N, K, dtype=dtype, seed=1)
 
         def time_interleaved(self, fns, reps):
+            self.calls.append(len(fns))
             for f in fns:
                 f()
-            return [[1.0] * reps, [0.9] * reps]
+            # [ours, (the kernel of the same step,) torch.matmul]
+            return [[1.0] * reps] + [[0.98] * reps] * (len(fns) - 2) + [[0.9] * reps]
 
     class FakePlan:
         def __init__(self, st, a, b, out):
@@ -428,17 +432,26 @@ def test_bench_api_plumbing(gpu, monkeypatch):
         ("kernel (launch.plan)", "7:d4"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "7:d4"),
         (bench_api.CALLS[1], "9:c1"), (bench_api.CALLS[2], "7:d4")]
     assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
-    assert all(r["api_vs_kernel"] == pytest.approx(1.0) for r in rows[2:])
+    # call rows: three-way interleave, the kernel's time from that same run
+    assert FakeBench.calls == [2, 2] * 2 + [3, 3] * 3
+    for r in rows[2:]:
+        assert r["kernel_ms"] == pytest.approx(0.98) and r["kernel_ratio_to_cublas"] == pytest.approx(0.9 / 0.98)
+        assert r["api_vs_kernel"] == pytest.approx(0.98) and r["within_3pct_of_kernel"]
+        assert r["kernel_row_ratio_to_cublas"] == pytest.approx(0.9)
+    assert all(k in r for r in rows for k in ("M", "N", "K", "dtype", "ms", "cublas_ms", "ratio_to_cublas", "ok",
+                                               "call"))
     assert all(r["operands"] == "in place" for r in rows[2:])  # row-major b: read N-major, no copy
     host = bench_api.host_overhead(torch.float16, calls=3, rounds=2, size=16, device="cpu")
     assert set(host) == set(bench_api.CALLS) and all(v["us"] > 0 and v["torch_us"] > 0 for v in host.values())
     result = {"date": "2026-11-30T10:00:00+00:00", "commit": "0123456789abcdef", "rows": rows,
-              "host_us_by_call": host, "gpu": {"torch_name": "NVIDIA H200"}}
+              "host_us_by_call": host, "gpu": {"torch_name": "NVIDIA H200"}, "host_call": bench_api.HEADLINE_CALL,
+              "host_us_per_call": 1.0, "host_call_max": "matmul(a, b_nk.T)", "host_us_max_over_calls": 2.0}
     assert str(bench_api.default_json_path("benchmarks/results", result)) == \
         "benchmarks/results/2026-11-30_h200_api_0123456.json"
     from rich.console import Console
     console = Console(record=True, width=200)
     bench_api.print_api(result, console)
-    assert "matmul(a, b_nk.T)" in console.export_text()
+    text = console.export_text()
+    assert "matmul(a, b_nk.T)" in text and "worst form matmul(a, b_nk.T): 2.00 us" in text and "0.9800" in text
     args = cli.build_parser().parse_args(["bench", "--api"])
     assert args.api and args.sizes is None and args.dtype is None and args.steps is None
