@@ -455,3 +455,31 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     assert "matmul(a, b_nk.T)" in text and "worst form matmul(a, b_nk.T): 2.00 us" in text and "0.9800" in text
     args = cli.build_parser().parse_args(["bench", "--api"])
     assert args.api and args.sizes is None and args.dtype is None and args.steps is None
+
+
+def test_inline_key_is_the_key(gpu):
+    """fastpath._call builds the configuration key inline; it must equal _key's (config_for)."""
+    x, b = rnd(8, 32), rnd(32, 16, seed=1)
+    gemm_ladder.matmul(x, b)
+    gemm_ladder.matmul_nt(x, b.T.contiguous(), out=torch.empty(8, 16).half())
+    assert fastpath._key("mm", x, b, None, None, x.data_ptr(), b.data_ptr()) in fastpath._CONFIGS._d
+    assert fastpath.config_for("mm", x, b) is fastpath._CONFIGS._d[next(iter(fastpath._CONFIGS._d))]
+    assert fastpath.cache_info()["configs_built"] == 2
+
+
+def test_host_profile_plumbing(gpu, monkeypatch):
+    """scripts/host_profile.py on the emulated driver (its numbers come from the GPU)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "host_profile.py"
+    spec = importlib.util.spec_from_file_location("host_profile", path)
+    hp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hp)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    res = hp.profile(size=16, calls=3, rounds=2, device="cpu")
+    us = res["us_per_call"]
+    for form in ("matmul_nt(a, b_nk, out=c)", "matmul(a, b_nk.T)", "matmul(a, b_kn)"):
+        assert us[f"full: {form}"] > 0 and us[f"torch.matmul: {form}"] > 0 and us[f"{form}: fastpath._key"] > 0
+        assert any(k.startswith(f"{form}: ReusableLaunch call") for k in us), us
+    assert res["steps"]["matmul(a, b_kn)"] == api.step_for(16, 16, 16, b_mn=True).key
+    assert fastpath.cache_info()["configs_built"] == 3  # the profile's lookups found the calls' entries
