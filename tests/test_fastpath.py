@@ -483,3 +483,56 @@ def test_host_profile_plumbing(gpu, monkeypatch):
         assert any(k.startswith(f"{form}: ReusableLaunch call") for k in us), us
     assert res["steps"]["matmul(a, b_kn)"] == api.step_for(16, 16, 16, b_mn=True).key
     assert fastpath.cache_info()["configs_built"] == 3  # the profile's lookups found the calls' entries
+
+
+@pytest.mark.parametrize("impl", ["bindings", "ctypes"])
+def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch, impl):
+    """ReusableLaunch (GEMM_LADDER_LAUNCH=bindings|ctypes) hands the driver the stream, the
+    map addresses and the pointer values of the call, and the launch config's other fields;
+    the ctypes form copies the bindings' CUlaunchConfig bytes (layout checked here)."""
+    import ctypes
+    from gemm_ladder.runtime import driver
+    seen = []
+
+    def fake(config_ptr, fn, args_ptr, extra):
+        raw = ctypes.string_at(config_ptr, driver._CONFIG_BYTES)
+        dims = ctypes.cast(config_ptr, ctypes.POINTER(ctypes.c_uint32))[:7]
+        stream = ctypes.c_void_p.from_address(config_ptr + driver._HSTREAM_OFFSET).value or 0
+        slots = (ctypes.c_void_p * 5).from_address(args_ptr)
+        ptrs = [ctypes.c_uint64.from_address(slots[i]).value for i in (2, 3)]
+        seen.append((dims, stream, fn, slots[0], slots[1], ptrs, ctypes.c_int32.from_address(slots[4]).value,
+                     int.from_bytes(raw[48:52], "little")))
+        return 1 if stream == 0xbad else 0
+
+    kernel = SimpleNamespace(function=0x777, device_index=0, compiled=SimpleNamespace(name="k"))
+    cu = driver._cu()
+
+    class Cu:  # no libcuda here: the launch and the error names are stand-ins
+        def __getattr__(self, name):
+            return getattr(cu, name)
+
+        @staticmethod
+        def cuLaunchKernelEx(config, function, args_ptr, extra):
+            return (cu.CUresult(fake(config.getPtr(), function, args_ptr, extra)),)
+
+        @staticmethod
+        def cuGetErrorName(err):
+            return cu.CUresult.CUDA_SUCCESS, err.name.encode()
+
+        @staticmethod
+        def cuGetErrorString(err):
+            return cu.CUresult.CUDA_SUCCESS, b"stand-in"
+    monkeypatch.setattr(driver, "_cu", lambda: Cu())
+    if impl == "ctypes":
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 4)
+        monkeypatch.setattr(driver, "LAUNCH_IMPL", "ctypes")
+        monkeypatch.setattr(driver, "_c_launch", proto(fake))
+    args = [driver.MapSlot(), driver.MapSlot(), ctypes.c_uint64(0), ctypes.c_uint64(0), 5]
+    L = driver.ReusableLaunch(kernel, (3, 4, 5), (128, 1, 1), args, dynamic_smem=1000, cluster=(2, 1, 1), pdl=True)
+    L(0x1234, (11, 22), (33, 44))
+    L(0x1234, (55, 66), (77, 88))
+    L(0, (55, 66), (77, 88))
+    assert [s[:2] for s in seen] == [([3, 4, 5, 128, 1, 1, 1000], 0x1234)] * 2 + [([3, 4, 5, 128, 1, 1, 1000], 0)]
+    assert seen[0][3:] == (11, 22, [33, 44], 5, 2) and seen[1][3:] == (55, 66, [77, 88], 5, 2)
+    with pytest.raises(driver.CudaError, match="cuLaunchKernelEx.*CUDA_ERROR_INVALID_VALUE"):
+        L(0xbad, (1, 2), (3, 4))
