@@ -219,9 +219,23 @@ def test_small_m_family_takes_k_major_only(gpu):
     assert gpu.prepared[-1][0] == key
     assert gpu.launches[-2].maps[1].ptr != b.data_ptr() and gpu.launches[-2].maps[1].ld == 1024
     assert api.step_for(1, 28672, 8192, b_mn=True).key == "9:c1"  # modelled: the copy would cost more
+    assert _small_m(api.step_for(16, 4096, 4096, b_mn=True).key)  # 7.5 + 6 + 14 us against 58 us: copy
     assert _small_m(api.step_for(1, 28672, 8192).key)
     assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: copies too
     assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-2].maps[1].ptr != b.data_ptr()
+
+
+def test_tiny_shapes_read_mn_major_in_place(gpu):
+    """The copy's fixed cost (api.COPY_LAUNCH_US) outweighs the small-M kernel's gain at tiny
+    shapes: a row-major b at 128^3 is read in place by 9:c1, not copied (issue 9)."""
+    assert _small_m(api.step_for(128, 128, 128).key)
+    assert api.step_for(128, 128, 128, b_mn=True).key == "9:c1"
+    assert api._copy_loses(get_step(api.step_for(128, 128, 128).key), get_step("9:c1"), 128, 128, 128, 132,
+                           False, True)
+    x, b = rnd(128, 128), rnd(128, 128, seed=1)  # row-major b (K, N)
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    assert gpu.prepared[-1][0] == "9:c1" and gpu.prepared[-1][3].get("GL_B_MN")
+    assert gpu.launches[-1].maps[1].ptr == b.data_ptr()  # no staging copy
 
 
 def test_small_m_family_writes_c_packed(gpu):
@@ -384,6 +398,8 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     from gemm_ladder.measure import bench_api
 
     class FakeBench:
+        calls: list = []
+
         def __init__(self, device_index):
             self.nvml = SimpleNamespace(sample=lambda: {"sm_clock_mhz": 1980})
 
@@ -391,9 +407,11 @@ def test_bench_api_plumbing(gpu, monkeypatch):
             return rnd(M, K, dtype=dtype), rnd(N, K, dtype=dtype, seed=1)
 
         def time_interleaved(self, fns, reps):
+            self.calls.append(len(fns))
             for f in fns:
                 f()
-            return [[1.0] * reps, [0.9] * reps]
+            # [ours, (the kernel of the same step,) torch.matmul]
+            return [[1.0] * reps] + [[0.98] * reps] * (len(fns) - 2) + [[0.9] * reps]
 
     class FakePlan:
         def __init__(self, st, a, b, out):
@@ -414,17 +432,107 @@ def test_bench_api_plumbing(gpu, monkeypatch):
         ("kernel (launch.plan)", "7:d4"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "7:d4"),
         (bench_api.CALLS[1], "9:c1"), (bench_api.CALLS[2], "7:d4")]
     assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
-    assert all(r["api_vs_kernel"] == pytest.approx(1.0) for r in rows[2:])
+    # call rows: three-way interleave, the kernel's time from that same run
+    assert FakeBench.calls == [2, 2] * 2 + [3, 3] * 3
+    for r in rows[2:]:
+        assert r["kernel_ms"] == pytest.approx(0.98) and r["kernel_ratio_to_cublas"] == pytest.approx(0.9 / 0.98)
+        assert r["api_vs_kernel"] == pytest.approx(0.98) and r["within_3pct_of_kernel"]
+        assert r["kernel_row_ratio_to_cublas"] == pytest.approx(0.9)
+    assert all(k in r for r in rows for k in ("M", "N", "K", "dtype", "ms", "cublas_ms", "ratio_to_cublas", "ok",
+                                               "call"))
     assert all(r["operands"] == "in place" for r in rows[2:])  # row-major b: read N-major, no copy
     host = bench_api.host_overhead(torch.float16, calls=3, rounds=2, size=16, device="cpu")
     assert set(host) == set(bench_api.CALLS) and all(v["us"] > 0 and v["torch_us"] > 0 for v in host.values())
     result = {"date": "2026-11-30T10:00:00+00:00", "commit": "0123456789abcdef", "rows": rows,
-              "host_us_by_call": host, "gpu": {"torch_name": "NVIDIA H200"}}
+              "host_us_by_call": host, "gpu": {"torch_name": "NVIDIA H200"}, "host_call": bench_api.HEADLINE_CALL,
+              "host_us_per_call": 1.0, "host_call_max": "matmul(a, b_nk.T)", "host_us_max_over_calls": 2.0}
     assert str(bench_api.default_json_path("benchmarks/results", result)) == \
         "benchmarks/results/2026-11-30_h200_api_0123456.json"
     from rich.console import Console
     console = Console(record=True, width=200)
     bench_api.print_api(result, console)
-    assert "matmul(a, b_nk.T)" in console.export_text()
+    text = console.export_text()
+    assert "matmul(a, b_nk.T)" in text and "worst form matmul(a, b_nk.T): 2.00 us" in text and "0.9800" in text
     args = cli.build_parser().parse_args(["bench", "--api"])
     assert args.api and args.sizes is None and args.dtype is None and args.steps is None
+
+
+def test_inline_key_is_the_key(gpu):
+    """fastpath._call builds the configuration key inline; it must equal _key's (config_for)."""
+    x, b = rnd(8, 32), rnd(32, 16, seed=1)
+    gemm_ladder.matmul(x, b)
+    gemm_ladder.matmul_nt(x, b.T.contiguous(), out=torch.empty(8, 16).half())
+    assert fastpath._key("mm", x, b, None, None, x.data_ptr(), b.data_ptr()) in fastpath._CONFIGS._d
+    assert fastpath.config_for("mm", x, b) is fastpath._CONFIGS._d[next(iter(fastpath._CONFIGS._d))]
+    assert fastpath.cache_info()["configs_built"] == 2
+
+
+def test_host_profile_plumbing(gpu, monkeypatch):
+    """scripts/host_profile.py on the emulated driver (its numbers come from the GPU)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "host_profile.py"
+    spec = importlib.util.spec_from_file_location("host_profile", path)
+    hp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hp)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    res = hp.profile(size=16, calls=3, rounds=2, device="cpu")
+    us = res["us_per_call"]
+    for form in ("matmul_nt(a, b_nk, out=c)", "matmul(a, b_nk.T)", "matmul(a, b_kn)"):
+        assert us[f"full: {form}"] > 0 and us[f"torch.matmul: {form}"] > 0 and us[f"{form}: fastpath._key"] > 0
+        assert any(k.startswith(f"{form}: ReusableLaunch call") for k in us), us
+    assert res["steps"]["matmul(a, b_kn)"] == api.step_for(16, 16, 16, b_mn=True).key
+    assert fastpath.cache_info()["configs_built"] == 3  # the profile's lookups found the calls' entries
+
+
+@pytest.mark.parametrize("impl", ["bindings", "ctypes"])
+def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch, impl):
+    """ReusableLaunch (GEMM_LADDER_LAUNCH=bindings|ctypes) hands the driver the stream, the
+    map addresses and the pointer values of the call, and the launch config's other fields;
+    the ctypes form copies the bindings' CUlaunchConfig bytes (layout checked here)."""
+    import ctypes
+    from gemm_ladder.runtime import driver
+    seen = []
+
+    def fake(config_ptr, fn, args_ptr, extra):
+        raw = ctypes.string_at(config_ptr, driver._CONFIG_BYTES)
+        dims = ctypes.cast(config_ptr, ctypes.POINTER(ctypes.c_uint32))[:7]
+        stream = ctypes.c_void_p.from_address(config_ptr + driver._HSTREAM_OFFSET).value or 0
+        slots = (ctypes.c_void_p * 5).from_address(args_ptr)
+        ptrs = [ctypes.c_uint64.from_address(slots[i]).value for i in (2, 3)]
+        seen.append((dims, stream, fn, slots[0], slots[1], ptrs, ctypes.c_int32.from_address(slots[4]).value,
+                     int.from_bytes(raw[48:52], "little")))
+        return 1 if stream == 0xbad else 0
+
+    kernel = SimpleNamespace(function=0x777, device_index=0, compiled=SimpleNamespace(name="k"))
+    cu = driver._cu()
+
+    class Cu:  # no libcuda here: the launch and the error names are stand-ins
+        def __getattr__(self, name):
+            return getattr(cu, name)
+
+        @staticmethod
+        def cuLaunchKernelEx(config, function, args_ptr, extra):
+            return (cu.CUresult(fake(config.getPtr(), function, args_ptr, extra)),)
+
+        @staticmethod
+        def cuGetErrorName(err):
+            return cu.CUresult.CUDA_SUCCESS, err.name.encode()
+
+        @staticmethod
+        def cuGetErrorString(err):
+            return cu.CUresult.CUDA_SUCCESS, b"stand-in"
+    monkeypatch.setattr(driver, "_cu", lambda: Cu())
+    if impl == "ctypes":
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 4)
+        monkeypatch.setattr(driver, "LAUNCH_IMPL", "ctypes")
+        monkeypatch.setattr(driver, "_c_launch", proto(fake))
+    args = [driver.MapSlot(), driver.MapSlot(), ctypes.c_uint64(0), ctypes.c_uint64(0), 5]
+    L = driver.ReusableLaunch(kernel, (3, 4, 5), (128, 1, 1), args, dynamic_smem=1000, cluster=(2, 1, 1), pdl=True)
+    L(0x1234, (11, 22), (33, 44))
+    L(0x1234, (55, 66), (77, 88))
+    L(0, (55, 66), (77, 88))
+    assert [s[:2] for s in seen] == [([3, 4, 5, 128, 1, 1, 1000], 0x1234)] * 2 + [([3, 4, 5, 128, 1, 1, 1000], 0)]
+    assert seen[0][3:] == (11, 22, [33, 44], 5, 2) and seen[1][3:] == (55, 66, [77, 88], 5, 2)
+    with pytest.raises(driver.CudaError, match="cuLaunchKernelEx.*CUDA_ERROR_INVALID_VALUE"):
+        L(0xbad, (1, 2), (3, 4))

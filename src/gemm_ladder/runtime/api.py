@@ -18,11 +18,12 @@ The rule (`step_for`), computed once per configuration:
    candidate (9:c1) runs instead when it accepts the shape; else the operand is copied
    K-major. The small-M family reads K-major only: it keeps the shape, with the MN-major
    operand copied, when the selection's model (select.score) prices its time plus the copy
-   (the operand read and written once at HBM bandwidth) below the `mn_major` candidate's
-   time; else that candidate reads the operand in place. E.g. 16x4096x4096 with a row-major
-   b: smallm:n128 7.5 us + copy 14.0 us against 9:c1's 58.1 us (16 tiles for 132 SMs) ->
-   copy; 1x28672x8192: 101 + 196 against 115 -> 9:c1 in place. Modelled, not measured (the
-   copy's launch is not priced).
+   (COPY_LAUNCH_US for the extra torch kernel's host work and launch, plus the operand read
+   and written once at HBM bandwidth) below the `mn_major` candidate's time; else that
+   candidate reads the operand in place. E.g. 16x4096x4096 with a row-major b: smallm:n128
+   7.5 us + copy 6 + 14.0 us against 9:c1's 58.1 us (16 tiles for 132 SMs) -> copy;
+   1x28672x8192: 101 + 6 + 196 against 115 -> 9:c1 in place; 128^3: 1.8 + 6 + 0.01 against
+   2.7 -> 9:c1 in place. Modelled, not measured.
 `step=` forces a step; MN-major operands go to it directly when it has `mn_major`, else they
 are copied.
 """
@@ -35,6 +36,10 @@ from .layout import round_up
 from .steps import Step, get_step
 
 SMS_DEFAULT = 132  # the H200's SMs: what best_step assumes without a device
+# A model constant, not a measurement: the fixed cost of staging an MN-major operand
+# K-major (host work and launch of one more torch kernel, ~6 us per call on the H200's
+# host, issue 9); without it a tiny shape would copy rather than read in place.
+COPY_LAUNCH_US = 6.0
 
 
 def _torch():
@@ -85,7 +90,8 @@ def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn
     than `in_place` reading them as they are."""
     dev = select.Device(sms=sms)
     copy_bytes = 2 * select.ELEMENT_BYTES * K * ((M if a_mn else 0) + (N if b_mn else 0))  # read + write
-    copy_us = copy_bytes / (dev.hbm_tbs * 1e12) * 1e6
+    copies = int(a_mn) + int(b_mn)  # one torch copy per staged operand
+    copy_us = copies * COPY_LAUNCH_US + copy_bytes / (dev.hbm_tbs * 1e12) * 1e6
     return select.score(st, M, N, K, dev).score_us + copy_us > select.score(in_place, M, N, K, dev).score_us
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
 import threading
 from dataclasses import dataclass
 
@@ -231,6 +232,29 @@ class MapSlot:
         pass
 
 
+# How ReusableLaunch calls cuLaunchKernelEx: "bindings" (cuda-bindings' wrapper, the default)
+# or "ctypes" (libcuda's symbol through ctypes, with a copy of the same CUlaunchConfig bytes;
+# for measuring whether it is cheaper per call, issue 9 — not the default until measured).
+LAUNCH_IMPL = os.environ.get("GEMM_LADDER_LAUNCH", "bindings")
+if LAUNCH_IMPL not in ("bindings", "ctypes"):
+    raise ValueError(f"GEMM_LADDER_LAUNCH={LAUNCH_IMPL!r}: expected 'bindings' or 'ctypes'")
+
+_CONFIG_BYTES = 56  # sizeof(CUlaunchConfig): 7 uint32, pad, hStream, attrs pointer, numAttrs, pad
+_HSTREAM_OFFSET = 32
+_c_launch = None
+
+
+def _libcuda_launch():
+    """libcuda's cuLaunchKernelEx (legacy default-stream semantics, as cuda-bindings' default)."""
+    global _c_launch
+    if _c_launch is None:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+        fn.argtypes = [ctypes.c_void_p] * 4
+        fn.restype = ctypes.c_int
+        _c_launch = fn
+    return _c_launch
+
+
 class ReusableLaunch(PreparedLaunch):
     """A PreparedLaunch for the library's hot path: the stream, the tensor maps (arguments
     given as MapSlot) and the raw pointers (ctypes.c_uint64 arguments) are set per call,
@@ -242,29 +266,50 @@ class ReusableLaunch(PreparedLaunch):
         self._map_slots = tuple(i for i, a in enumerate(args) if isinstance(a, MapSlot))
         super().__init__(kernel, grid, block, [0 if isinstance(a, MapSlot) else a for a in args], stream=0,
                          dynamic_smem=dynamic_smem, cluster=cluster, pdl=pdl)
-        self._ptr_holders = tuple(h for h in self._holders if isinstance(h, ctypes.c_uint64))
+        # Per call the maps and pointers are written with one slice assignment each (a
+        # Python loop over them costs more than the rest of the call): map slots that are
+        # adjacent in the argument list as one slice of it, pointer values as one c_uint64
+        # array that the argument array points into.
+        ms = self._map_slots
+        self._map_span = slice(ms[0], ms[-1] + 1) if ms and ms == tuple(range(ms[0], ms[-1] + 1)) else None
+        ptr_pos = [i for i, a in enumerate(args) if isinstance(a, ctypes.c_uint64)]
+        self._ptr_vals = (ctypes.c_uint64 * max(1, len(ptr_pos)))(*[args[i].value for i in ptr_pos])
+        self._n_ptrs = len(ptr_pos)
+        for j, i in enumerate(ptr_pos):
+            self._arg_array[i] = ctypes.addressof(self._ptr_vals) + 8 * j
         cu = _cu()
         self._stream_type = cu.CUstream
-        self._streams: dict[int, object] = {}
+        self._stream = 0  # the raw handle _config.hStream holds (set in PreparedLaunch)
         self._ok = cu.CUresult.CUDA_SUCCESS
         self._retry = (cu.CUresult.CUDA_ERROR_INVALID_CONTEXT,)
         self._lock = threading.Lock()
+        if LAUNCH_IMPL == "ctypes":
+            # the bindings' struct bytes (its attrs pointer stays valid: self._config keeps
+            # the attributes alive); per call only hStream changes
+            self._craw = ctypes.create_string_buffer(ctypes.string_at(self._config.getPtr(), _CONFIG_BYTES),
+                                                     _CONFIG_BYTES)
+            self._craw_ptr = ctypes.addressof(self._craw)  # an int marshals faster than the buffer
+            self._cstream = ctypes.c_void_p.from_buffer(self._craw, _HSTREAM_OFFSET)
+            self._cfn = int(kernel.function)
+            self._c_launch = _libcuda_launch()
+            self.__class__ = _CtypesLaunch  # only __call__ differs
 
     def __call__(self, stream: int, maps: tuple = (), ptrs: tuple = ()) -> None:
-        """Launch on `stream` (a raw handle) with the map addresses and pointer values, in
-        argument order."""
-        s = self._streams.get(stream)
-        if s is None:
-            if len(self._streams) > 64:
-                self._streams.clear()
-            s = self._streams[stream] = self._stream_type(stream)
+        """Launch on `stream` (a raw handle) with the map addresses and pointer values, each
+        all of them in argument order (or none: the previous call's stay)."""
         args = self._arg_array
         with self._lock:
-            self._config.hStream = s
-            for i, m in zip(self._map_slots, maps):
-                args[i] = m
-            for h, p in zip(self._ptr_holders, ptrs):
-                h.value = p
+            if stream != self._stream:  # a new CUstream only when the stream changes
+                self._config.hStream = self._stream_type(stream)
+                self._stream = stream
+            if maps:
+                if self._map_span is not None:
+                    args[self._map_span] = maps
+                else:
+                    for i, m in zip(self._map_slots, maps):
+                        args[i] = m
+            if ptrs:
+                self._ptr_vals[0:self._n_ptrs] = ptrs
             res = self._launch(self._config, self.kernel.function, self._arg_ptr, 0)
             if res[0] != self._ok and res[0] in self._retry:
                 # a thread whose driver context was never set (torch set the device only
@@ -273,6 +318,29 @@ class ReusableLaunch(PreparedLaunch):
                 res = self._launch(self._config, self.kernel.function, self._arg_ptr, 0)
         if res[0] != self._ok:
             check(res, self._what)
+
+
+class _CtypesLaunch(ReusableLaunch):
+    """ReusableLaunch through libcuda's symbol (GEMM_LADDER_LAUNCH=ctypes): the same checks."""
+
+    def __call__(self, stream: int, maps: tuple = (), ptrs: tuple = ()) -> None:
+        args = self._arg_array
+        with self._lock:
+            self._cstream.value = stream or None
+            if maps:
+                if self._map_span is not None:
+                    args[self._map_span] = maps
+                else:
+                    for i, m in zip(self._map_slots, maps):
+                        args[i] = m
+            if ptrs:
+                self._ptr_vals[0:self._n_ptrs] = ptrs
+            err = self._c_launch(self._craw_ptr, self._cfn, self._arg_ptr, None)
+            if err and _cu().CUresult(err) in self._retry:
+                ensure_context(self.kernel.device_index)
+                err = self._c_launch(self._craw_ptr, self._cfn, self._arg_ptr, None)
+        if err:
+            check((_cu().CUresult(err),), self._what)
 
 
 class HostMappedBuffer:

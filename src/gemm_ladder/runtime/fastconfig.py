@@ -28,6 +28,7 @@ MAPS_PER_CONFIG = 32  # pointer tuples remembered per configuration
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda dev: torch.cuda.current_stream(dev).cuda_stream)
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or (lambda: torch.cuda.current_device())
+_Tensor = torch.Tensor
 
 
 class LRU:
@@ -190,6 +191,7 @@ class _Fast(Config):
         self.lda = self.a.ld if self.a.direct else self.a.staged_ld
         self.ldb = self.b.ld if self.b.direct else self.b.staged_ld
         self._maps = LRU(MAPS_PER_CONFIG)
+        self._staged = not (self.a.direct and self.b.direct)
 
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
         # TMA zero-fills the K edge and the result's rows are padded to 16 bytes, so the
@@ -218,19 +220,20 @@ class _Fast(Config):
 
     def __call__(self, a, b, out, pa: int, pb: int):
         if _current_device() != self.dev:
-            with torch.cuda.device(self.dev):
-                return self._run(a, b, out, pa, pb)
-        return self._run(a, b, out, pa, pb)
-
-    def _run(self, a, b, out, pa: int, pb: int):
-        if not self.a.direct:
-            a = self._stage_a(a)
-            pa = a.data_ptr()
-        if not self.b.direct:
-            b = self._stage_b(b)
-            pb = b.data_ptr()
+            with torch.cuda.device(self.dev):  # inside, the current device is ours: no recursion
+                return self(a, b, out, pa, pb)
+        if self._staged:
+            if not self.a.direct:
+                a = self._stage_a(a)
+                pa = a.data_ptr()
+            if not self.b.direct:
+                b = self._stage_b(b)
+                pb = b.data_ptr()
         if out is None:
-            c = torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device)
+            # a's device and dtype are the configuration's; Tensor.new_empty_strided parses
+            # fewer arguments than torch.empty_strided (a subclass might override it: not used)
+            c = (a.new_empty_strided(self.shape, self.strides) if a.__class__ is _Tensor else
+                 torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device))
         elif self.c.direct:
             c = out
         else:

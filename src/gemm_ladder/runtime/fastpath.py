@@ -9,8 +9,9 @@ shape, adjusted for MN-major operands), and builds a fastconfig.Config (layouts,
 launch). Later calls look the configuration up and run it: allocate the result, find the
 tensor maps, launch on the current stream.
 
-Under torch.compile, or when an input requires grad, the call goes through the
-`gemm_ladder::matmul` custom op (torch_ops.py) instead, which traces and differentiates.
+Under torch.compile, or when an input requires grad (and grad mode is on), the call goes
+through the `gemm_ladder::matmul` custom op (torch_ops.py) instead, which traces and
+differentiates.
 """
 from __future__ import annotations
 
@@ -92,6 +93,7 @@ def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
 # ---- the per-call path -------------------------------------------------------------------
 
 def _key(kind, a, b, out, step, pa, pb):
+    # _call builds the same tuple inline (a test checks they agree)
     return (kind, step if step is None or step.__class__ is str else id(step),
             a.dtype, b.dtype, a.device, b.device, a.shape, a.stride(), b.shape, b.stride(), pa & 15, pb & 15,
             None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15))
@@ -112,14 +114,32 @@ def _build(key, kind, a, b, out, step) -> fastconfig.Config:
     return _CONFIGS.put(key, cfg)
 
 
+def _wants_op(a, b) -> bool:
+    """The call needs autograd: it goes through the custom op (torch_ops.py)."""
+    return _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))
+
+
 def run(kind: str, a, b, out=None, step=None):
     """The raw path (no custom-op routing): kind "mm" is a @ b, "nt" is a @ b.T."""
+    return _call(kind, a, b, out, step, False)
+
+
+def _call(kind: str, a, b, out, step, route: bool):
+    """The per-call path; route: send calls that need autograd to the custom op (the
+    torch.compile check is the caller's, before anything touches the tensors)."""
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
-        key = _key(kind, a, b, out, step, pa, pb)
+        grad = route and (a.requires_grad or b.requires_grad)
+        key = (kind, step if step is None or step.__class__ is str else id(step),  # = _key(...), inlined
+               a.dtype, b.dtype, a.device, b.device, a.shape, a.stride(), b.shape, b.stride(), pa & 15, pb & 15,
+               None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15))
     except Exception:  # not tensors, or tensors without storage: the checks name the problem
+        if route and _wants_op(a, b):
+            return _via_op(kind, a, b, out, step)
         validate(kind, a, b, out)
         raise
+    if grad and _grad_enabled():
+        return _via_op(kind, a, b, out, step)
     d = _CONFIGS._d  # the LRU's lookup, inlined: this is the per-call path
     cfg = d.get(key)
     if cfg is None:
@@ -151,17 +171,17 @@ def matmul(a, b, out=None, *, step: Step | str | None = None):
     place when its row stride allows. The kernel is chosen per shape (api.step_for) unless
     `step` names one. The result is row-major with its row stride rounded up to 8 elements
     (contiguous when N is a multiple of 8)."""
-    if _compiling() or (_grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))):
+    if _compiling():
         return _via_op("mm", a, b, out, step)
-    return run("mm", a, b, out, step)
+    return _call("mm", a, b, out, step, True)
 
 
 def matmul_nt(a, b, out=None, *, step: Step | str | None = None):
     """C = a @ b.T for a (M, K) and b (N, K): both operands K-major, the kernels' native
     layout. `out`, if given, is an (M, N) tensor of the same dtype (any strides)."""
-    if _compiling() or (_grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))):
+    if _compiling():
         return _via_op("nt", a, b, out, step)
-    return run("nt", a, b, out, step)
+    return _call("nt", a, b, out, step, True)
 
 
 def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str | None = None,
