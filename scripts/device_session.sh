@@ -4,7 +4,7 @@
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
 #   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 at 8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
-#                (tile-order group heights), cublas (cuBLAS's kernel names), hostprof, trace
+#                (tile-order group heights), cublas (cuBLAS's kernel names), trace
 #   correctness: check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
@@ -65,7 +65,7 @@ fi
 if has api; then
   timeout 240 $PY -m gemm_ladder bench --api --out "$W" 2>&1 | tee "$W/api.log"
   note "api: rc=$?"
-  for impl in bindings ctypes; do  # where a call's host time goes, per launch form (issue 9)
+  for impl in bindings ctypes; do  # where a call's host time goes, per launch form
     timeout 120 $PY scripts/host_profile.py --launch $impl --json "$W/host_profile_$impl.json" 2>&1 \
       | tee "$W/host_profile_$impl.log"
     note "host_profile $impl: rc=$?"
@@ -94,10 +94,6 @@ fi
 if has cublas; then  # which kernels cuBLAS runs (tile, cluster, split/stream-K from the names)
   timeout 120 $PY scripts/cublas_kernels.py --json "$W/cublas_kernels.json" 2>&1 | tee "$W/cublas_kernels.log"
   note "cublas kernels: rc=$?"
-fi
-if has hostprof; then  # where a call's host time goes (scripts/host_profile.py)
-  timeout 180 $PY scripts/host_profile.py --json "$W/host_profile.json" 2>&1 | tee "$W/host_profile.log"
-  note "host profile: rc=$?"
 fi
 if has trace; then  # one archive per step: a step's records alone can be several MB
   for s in ${TRACE_STEPS:-7:d4 8 9 10}; do
