@@ -65,11 +65,8 @@ fi
 if has api; then
   timeout 240 $PY -m gemm_ladder bench --api --out "$W" 2>&1 | tee "$W/api.log"
   note "api: rc=$?"
-  for impl in bindings ctypes; do  # where a call's host time goes, per launch form
-    timeout 120 $PY scripts/host_profile.py --launch $impl --json "$W/host_profile_$impl.json" 2>&1 \
-      | tee "$W/host_profile_$impl.log"
-    note "host_profile $impl: rc=$?"
-  done
+  timeout 120 $PY scripts/host_profile.py --json "$W/host_profile.json" 2>&1 | tee "$W/host_profile.log"
+  note "host_profile: rc=$?"  # where a call's host time goes
 fi
 if has smallm; then
   timeout 240 $PY scripts/bench_smallm.py --json "$W/smallm_bench.json" 2>&1 | tee "$W/smallm_bench.log"

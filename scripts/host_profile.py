@@ -1,6 +1,6 @@
 """Where the host time of one gemm_ladder call goes (issue 9), on the GPU machine:
 
-    PYTHONPATH=src python scripts/host_profile.py --json out.json [--launch ctypes]
+    PYTHONPATH=src python scripts/host_profile.py --json out.json
 
 At 128³ fp16 it times, as `gemm-ladder bench --api` times the host (back-to-back calls, no
 synchronization in between, wall clock / calls; median of the rounds), each component of a
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -33,7 +32,7 @@ def profile(size: int = 128, calls: int = 2000, rounds: int = 5, device: str = "
     """The result dict (device="cpu": the tests' emulated driver, tests/fake_gpu.py)."""
     import torch
     import gemm_ladder as gl
-    from gemm_ladder.runtime import driver, fastconfig, fastpath
+    from gemm_ladder.runtime import fastconfig, fastpath
 
     dt = torch.float16
     a = torch.randn(size, size, device=device).to(dt)
@@ -69,7 +68,7 @@ def profile(size: int = 128, calls: int = 2000, rounds: int = 5, device: str = "
         elif cfg.a.direct and cfg.b.direct and isinstance(cfg, fastconfig.SmallMConfig) and cfg.reduce is None:
             launch_args = (cfg._encode(pa, pb)[0], (0, c.data_ptr()))
         if launch_args is not None:
-            components[f"{form}: ReusableLaunch call ({steps[form]}, {driver.LAUNCH_IMPL})"] = \
+            components[f"{form}: ReusableLaunch call ({steps[form]})"] = \
                 lambda L=cfg.launch, s=fastconfig._raw_stream(cfg.dev), m=launch_args[0], p=launch_args[1]: L(s, m, p)
     shape, strides = (size, size), (size, 1)
     components["torch.empty_strided (result)"] = lambda: torch.empty_strided(shape, strides, dtype=dt, device=a.device)
@@ -88,8 +87,7 @@ def profile(size: int = 128, calls: int = 2000, rounds: int = 5, device: str = "
         rows[name] = statistics.median(xs)
     return {"size": size, "dtype": "float16", "calls": calls, "rounds": rounds, "steps": steps,
             "us_per_call": rows, "rounds_us": {k: [round(x, 3) for x in v] for k, v in samples.items()},
-            "gpu": torch.cuda.get_device_name() if device != "cpu" else "cpu (emulated)", "torch": torch.__version__,
-            "launch": driver.LAUNCH_IMPL}
+            "gpu": torch.cuda.get_device_name() if device != "cpu" else "cpu (emulated)", "torch": torch.__version__}
 
 
 def main(argv=None) -> int:
@@ -98,11 +96,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--size", type=int, default=128)
-    ap.add_argument("--launch", choices=("bindings", "ctypes"), default=None,
-                    help="GEMM_LADDER_LAUNCH for this run (how the prepared launch calls the driver)")
     args = ap.parse_args(argv)
-    if args.launch:
-        os.environ["GEMM_LADDER_LAUNCH"] = args.launch  # read when gemm_ladder is imported, below
     try:
         import torch
         if not torch.cuda.is_available():

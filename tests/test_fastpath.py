@@ -485,19 +485,18 @@ def test_host_profile_plumbing(gpu, monkeypatch):
     assert fastpath.cache_info()["configs_built"] == 3  # the profile's lookups found the calls' entries
 
 
-@pytest.mark.parametrize("impl", ["bindings", "ctypes"])
-def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch, impl):
-    """ReusableLaunch (GEMM_LADDER_LAUNCH=bindings|ctypes) hands the driver the stream, the
-    map addresses and the pointer values of the call, and the launch config's other fields;
-    the ctypes form copies the bindings' CUlaunchConfig bytes (layout checked here)."""
+def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch):
+    """ReusableLaunch hands the driver the stream, the map addresses and the pointer values
+    of the call, and the launch config's other fields (read from the CUlaunchConfig bytes)."""
     import ctypes
     from gemm_ladder.runtime import driver
     seen = []
+    config_bytes, hstream_offset = 56, 32  # sizeof(CUlaunchConfig); offset of hStream
 
     def fake(config_ptr, fn, args_ptr, extra):
-        raw = ctypes.string_at(config_ptr, driver._CONFIG_BYTES)
+        raw = ctypes.string_at(config_ptr, config_bytes)
         dims = ctypes.cast(config_ptr, ctypes.POINTER(ctypes.c_uint32))[:7]
-        stream = ctypes.c_void_p.from_address(config_ptr + driver._HSTREAM_OFFSET).value or 0
+        stream = ctypes.c_void_p.from_address(config_ptr + hstream_offset).value or 0
         slots = (ctypes.c_void_p * 5).from_address(args_ptr)
         ptrs = [ctypes.c_uint64.from_address(slots[i]).value for i in (2, 3)]
         seen.append((dims, stream, fn, slots[0], slots[1], ptrs, ctypes.c_int32.from_address(slots[4]).value,
@@ -523,10 +522,6 @@ def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch, impl):
         def cuGetErrorString(err):
             return cu.CUresult.CUDA_SUCCESS, b"stand-in"
     monkeypatch.setattr(driver, "_cu", lambda: Cu())
-    if impl == "ctypes":
-        proto = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 4)
-        monkeypatch.setattr(driver, "LAUNCH_IMPL", "ctypes")
-        monkeypatch.setattr(driver, "_c_launch", proto(fake))
     args = [driver.MapSlot(), driver.MapSlot(), ctypes.c_uint64(0), ctypes.c_uint64(0), 5]
     L = driver.ReusableLaunch(kernel, (3, 4, 5), (128, 1, 1), args, dynamic_smem=1000, cluster=(2, 1, 1), pdl=True)
     L(0x1234, (11, 22), (33, 44))

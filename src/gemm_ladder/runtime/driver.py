@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import os
 import threading
 from dataclasses import dataclass
 
@@ -232,29 +231,6 @@ class MapSlot:
         pass
 
 
-# How ReusableLaunch calls cuLaunchKernelEx: "bindings" (cuda-bindings' wrapper, the default)
-# or "ctypes" (libcuda's symbol through ctypes, with a copy of the same CUlaunchConfig bytes;
-# for measuring whether it is cheaper per call, issue 9 — not the default until measured).
-LAUNCH_IMPL = os.environ.get("GEMM_LADDER_LAUNCH", "bindings")
-if LAUNCH_IMPL not in ("bindings", "ctypes"):
-    raise ValueError(f"GEMM_LADDER_LAUNCH={LAUNCH_IMPL!r}: expected 'bindings' or 'ctypes'")
-
-_CONFIG_BYTES = 56  # sizeof(CUlaunchConfig): 7 uint32, pad, hStream, attrs pointer, numAttrs, pad
-_HSTREAM_OFFSET = 32
-_c_launch = None
-
-
-def _libcuda_launch():
-    """libcuda's cuLaunchKernelEx (legacy default-stream semantics, as cuda-bindings' default)."""
-    global _c_launch
-    if _c_launch is None:
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
-        fn.argtypes = [ctypes.c_void_p] * 4
-        fn.restype = ctypes.c_int
-        _c_launch = fn
-    return _c_launch
-
-
 class ReusableLaunch(PreparedLaunch):
     """A PreparedLaunch for the library's hot path: the stream, the tensor maps (arguments
     given as MapSlot) and the raw pointers (ctypes.c_uint64 arguments) are set per call,
@@ -283,16 +259,6 @@ class ReusableLaunch(PreparedLaunch):
         self._ok = cu.CUresult.CUDA_SUCCESS
         self._retry = (cu.CUresult.CUDA_ERROR_INVALID_CONTEXT,)
         self._lock = threading.Lock()
-        if LAUNCH_IMPL == "ctypes":
-            # the bindings' struct bytes (its attrs pointer stays valid: self._config keeps
-            # the attributes alive); per call only hStream changes
-            self._craw = ctypes.create_string_buffer(ctypes.string_at(self._config.getPtr(), _CONFIG_BYTES),
-                                                     _CONFIG_BYTES)
-            self._craw_ptr = ctypes.addressof(self._craw)  # an int marshals faster than the buffer
-            self._cstream = ctypes.c_void_p.from_buffer(self._craw, _HSTREAM_OFFSET)
-            self._cfn = int(kernel.function)
-            self._c_launch = _libcuda_launch()
-            self.__class__ = _CtypesLaunch  # only __call__ differs
 
     def __call__(self, stream: int, maps: tuple = (), ptrs: tuple = ()) -> None:
         """Launch on `stream` (a raw handle) with the map addresses and pointer values, each
@@ -318,29 +284,6 @@ class ReusableLaunch(PreparedLaunch):
                 res = self._launch(self._config, self.kernel.function, self._arg_ptr, 0)
         if res[0] != self._ok:
             check(res, self._what)
-
-
-class _CtypesLaunch(ReusableLaunch):
-    """ReusableLaunch through libcuda's symbol (GEMM_LADDER_LAUNCH=ctypes): the same checks."""
-
-    def __call__(self, stream: int, maps: tuple = (), ptrs: tuple = ()) -> None:
-        args = self._arg_array
-        with self._lock:
-            self._cstream.value = stream or None
-            if maps:
-                if self._map_span is not None:
-                    args[self._map_span] = maps
-                else:
-                    for i, m in zip(self._map_slots, maps):
-                        args[i] = m
-            if ptrs:
-                self._ptr_vals[0:self._n_ptrs] = ptrs
-            err = self._c_launch(self._craw_ptr, self._cfn, self._arg_ptr, None)
-            if err and _cu().CUresult(err) in self._retry:
-                ensure_context(self.kernel.device_index)
-                err = self._c_launch(self._craw_ptr, self._cfn, self._arg_ptr, None)
-        if err:
-            check((_cu().CUresult(err),), self._what)
 
 
 class HostMappedBuffer:
