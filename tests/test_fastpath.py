@@ -457,8 +457,8 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     assert args.api and args.sizes is None and args.dtype is None and args.steps is None
 
 
-def test_inline_key_is_the_key(gpu):
-    """fastpath._call builds the configuration key inline; it must equal _key's (config_for)."""
+def test_calls_and_config_for_share_one_key(gpu):
+    """The per-call path (fastpath._call) and config_for find a configuration by one key."""
     x, b = rnd(8, 32), rnd(32, 16, seed=1)
     gemm_ladder.matmul(x, b)
     gemm_ladder.matmul_nt(x, b.T.contiguous(), out=torch.empty(8, 16).half())

@@ -93,7 +93,6 @@ def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
 # ---- the per-call path -------------------------------------------------------------------
 
 def _key(kind, a, b, out, step, pa, pb):
-    # _call builds the same tuple inline (a test checks they agree)
     return (kind, step if step is None or step.__class__ is str else id(step),
             a.dtype, b.dtype, a.device, b.device, a.shape, a.stride(), b.shape, b.stride(), pa & 15, pb & 15,
             None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15))
@@ -130,9 +129,7 @@ def _call(kind: str, a, b, out, step, route: bool):
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
         grad = route and (a.requires_grad or b.requires_grad)
-        key = (kind, step if step is None or step.__class__ is str else id(step),  # = _key(...), inlined
-               a.dtype, b.dtype, a.device, b.device, a.shape, a.stride(), b.shape, b.stride(), pa & 15, pb & 15,
-               None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15))
+        key = _key(kind, a, b, out, step, pa, pb)
     except Exception:  # not tensors, or tensors without storage: the checks name the problem
         if route and _wants_op(a, b):
             return _via_op(kind, a, b, out, step)
