@@ -1,7 +1,8 @@
 """Benchmark the small-M split-K family against cuBLAS on decode-like shapes.
 
     PYTHONPATH=src python scripts/bench_smallm.py [--dtypes float16,bfloat16] [--keys smallm,smallm:n128]
-                                                   [--ms 1,16,64,128] [--reps 100] [--json PATH]
+                                                   [--ms 1,16,64,128] [--nk 4096x4096,...] [--pdl both|on|off]
+                                                   [--reps 100] [--json PATH]
 
 Method as the ladder benchmark (docs/benchmarking.md): random normal inputs, each output
 poisoned (NaN) and checked against an fp32 reference before it is timed; ours and cuBLAS
@@ -39,6 +40,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--keys", default="smallm,smallm:n128")
     ap.add_argument("--ms", default="1,16,64,128")
+    ap.add_argument("--nk", default=",".join(f"{n}x{k}" for n, k in SHAPES_NK), help="N x K pairs")
+    ap.add_argument("--pdl", choices=("both", "on", "off"), default="both", help="the reduction's programmatic launch")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--json", type=Path, default=None, help="default: benchmarks/results/<date>_<gpu>_smallm_<commit>.json")
     args = ap.parse_args(argv)
@@ -65,12 +68,12 @@ def main(argv=None) -> int:
         "rows": [],
     }
     print(f"{gpu}, {sms} SMs, HBM copy {result['copy_gbps']:.0f} GB/s (read + write)")
-    print(f"{'dtype':9} {'M':>4} {'N':>6} {'K':>6} {'kernel':12} {'pdl':>3} {'split':>5} {'ms':>8} "
+    print(f"{'dtype':9} {'M':>4} {'N':>6} {'K':>6} {'kernel':12} {'pdl':>3} {'ctas':>5} {'ms':>8} "
           f"{'cublas':>8} {'ratio':>6} {'GB/s':>6} {'%copy':>6}")
     for dname in args.dtypes.split(","):
         dtype = getattr(torch, dname)
         for M in map(int, args.ms.split(",")):
-            for N, K in SHAPES_NK:
+            for N, K in [tuple(map(int, s.split("x"))) for s in args.nk.split(",")]:
                 a, b = bench.inputs(M, N, K, dtype)
                 ref = reference(a, b)
                 c_cublas = torch.empty((M, N), dtype=dtype, device=a.device)
@@ -78,7 +81,9 @@ def main(argv=None) -> int:
                 nbytes = (M * K + N * K + M * N) * a.element_size()
                 for key in args.keys.split(","):
                     fam = smallm.get_family(key)
-                    for pdl in (True, False):
+                    if not fam.accepts(M, N, K):
+                        continue
+                    for pdl in {"both": (True, False), "on": (True,), "off": (False,)}[args.pdl]:
                         row = {"M": M, "N": N, "K": K, "dtype": dname, "kernel": key, "pdl": pdl, "bytes": nbytes}
                         try:
                             out = torch.full((M, N), float("nan"), dtype=dtype, device=a.device)
@@ -86,8 +91,8 @@ def main(argv=None) -> int:
                             p()
                             p.synchronize()
                             ok, mx, rel, err = check_output(out, ref, dname)
-                            row.update(ok=ok, max_abs_err=mx, rel_err=rel, error=err, splits=p.splits,
-                                       kt_per_split=p.kt_per_split, ctas=p.grid[0] * p.grid[1] * p.grid[2])
+                            row.update(ok=ok, max_abs_err=mx, rel_err=rel, error=err, planes=p.deal.planes,
+                                       units_per_cta=p.deal.units, ctas=p.deal.ctas)
                             if ok:
                                 ours, theirs = bench.time_interleaved([p, cublas], args.reps)
                                 ms, cms = statistics.median(ours), statistics.median(theirs)
@@ -102,7 +107,7 @@ def main(argv=None) -> int:
                         result["rows"].append(row)
                         if row.get("ms"):
                             print(f"{dname:9} {M:>4} {N:>6} {K:>6} {key:12} {'on' if pdl else 'off':>3} "
-                                  f"{row['splits']:>5} {row['ms']:8.4f} {row['cublas_ms']:8.4f} "
+                                  f"{row['ctas']:>5} {row['ms']:8.4f} {row['cublas_ms']:8.4f} "
                                   f"{row['ratio_to_cublas']:6.2f} {row['gbps']:6.0f} {100 * row['frac_of_copy']:5.0f}%")
                         else:
                             print(f"{dname:9} {M:>4} {N:>6} {K:>6} {key:12} {'on' if pdl else 'off':>3} FAILED: "

@@ -8,7 +8,8 @@
 #   correctness: check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
-# (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, PARALLEL (default 0).
+# (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, TESTS_FILES, SMALLM_KEYS /
+# _MS / _NK / _PDL / _TIMEOUT (scripts/bench_smallm.py), PARALLEL (default 0).
 # Everything lands in $OUT/session/ and is packed into $OUT/session-<stages>.tgz (one file
 # comes back); the last lines printed are a short summary.
 set -u -o pipefail
@@ -69,7 +70,9 @@ if has api; then
   note "host_profile: rc=$?"  # where a call's host time goes
 fi
 if has smallm; then
-  timeout 240 $PY scripts/bench_smallm.py --json "$W/smallm_bench.json" 2>&1 | tee "$W/smallm_bench.log"
+  timeout "${SMALLM_TIMEOUT:-240}" $PY scripts/bench_smallm.py --keys "${SMALLM_KEYS:-smallm,smallm:n128}" \
+    --ms "${SMALLM_MS:-1,16,64,128}" --nk "${SMALLM_NK:-4096x4096,14336x4096,4096x14336}" --pdl "${SMALLM_PDL:-both}" \
+    --json "$W/smallm_bench.json" 2>&1 | tee "$W/smallm_bench.log"
   note "smallm bench: rc=$?"
 fi
 if has sweep; then
@@ -117,7 +120,7 @@ for n in gpu_what_ifs(): print(WHAT_IFS[n].default_step, n)" | while read -r ste
   done
 }
 run_tests() {
-  timeout "${TESTS_TIMEOUT:-540}" $PY -m pytest tests -m gpu -q -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
+  timeout "${TESTS_TIMEOUT:-540}" $PY -m pytest ${TESTS_FILES:-tests} -m gpu -q -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
   note "gpu tests: $(tail -1 "$W/gpu-tests.log")"
 }
 run_fuzz() {

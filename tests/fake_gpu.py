@@ -136,31 +136,53 @@ class FakeGpu:
         mc.view().copy_((A.float() @ B.float().T).to(mc.dtype))
 
     def _splitk(self, rec, args_ptr):
-        """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, kt_per_split): split z over k-tiles."""
+        """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,
+        tile-major, in runs of `units` per CTA of a 1-D grid (the kernel's Segments): a whole
+        tile goes to C, a piece to plane (CTA - first CTA of the tile) of ws."""
         slots = (ctypes.c_void_p * 8).from_address(args_ptr)
         ma, mb = (FakeTensorMap.registry[slots[i]] for i in range(2))
         rec.maps = [ma, mb]
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (2, 3))
-        rec.M, rec.N, rec.K, per = (ctypes.c_int32.from_address(slots[i]).value for i in range(4, 8))
-        rec.ws, rec.c, rec.kt_per_split = ws, c, per
+        rec.M, rec.N, rec.K, units = (ctypes.c_int32.from_address(slots[i]).value for i in range(4, 8))
+        rec.ws, rec.c, rec.units = ws, c, units
         A, B = ma.view(), mb.view()
         assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K)
-        splits = rec.grid[2]
-        step = per * smallm.SmallM.bk
-        for z in range(splits):
-            part = A[:, z * step:(z + 1) * step].float() @ B[:, z * step:(z + 1) * step].float().T
-            if splits == 1:
-                _view(c, ma.dtype, (rec.M, rec.N), rec.N).copy_(part.to(ma.dtype))
-            else:
-                _view(ws + 4 * z * rec.M * rec.N, torch.float32, (rec.M, rec.N), rec.N).copy_(part)
-        rec.dtype = ma.dtype
+        bm, bn, bk = ma.box[0], mb.box[0], smallm.SmallM.bk
+        M, N = rec.M, rec.N
+        n_tiles, kt = -(-N // bn), -(-rec.K // bk)
+        total = -(-M // bm) * n_tiles * kt
+        assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
+        for cta in range(rec.grid[0]):
+            u, u1 = cta * units, min((cta + 1) * units, total)
+            while u < u1:
+                t = u // kt
+                k0, k1 = u - t * kt, min(kt, u1 - t * kt)
+                r0, c0 = t // n_tiles * bm, t % n_tiles * bn
+                rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
+                part = A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
+                if k0 == 0 and k1 == kt:
+                    _view(c, ma.dtype, (M, N), N)[rows, cols] = part.to(ma.dtype)
+                else:
+                    plane = cta - t * kt // units
+                    _view(ws + 4 * plane * M * N, torch.float32, (M, N), N)[rows, cols] = part
+                u = (t + 1) * kt
+        rec.dtype, rec.bm, rec.bn = ma.dtype, bm, bn
 
     def _reduce(self, rec, args_ptr):
-        """gemm_smallm_reduce(ws, c, M, N, splits)."""
-        slots = (ctypes.c_void_p * 5).from_address(args_ptr)
+        """gemm_smallm_reduce(ws, c, M, N, K, units): each split tile's planes summed in order."""
+        slots = (ctypes.c_void_p * 6).from_address(args_ptr)
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (0, 1))
-        M, N, splits = (ctypes.c_int32.from_address(slots[i]).value for i in range(2, 5))
-        rec.ws, rec.c, rec.M, rec.N, rec.splits = ws, c, M, N, splits
-        dtype = next(r.dtype for r in reversed(self.launches) if r.name == smallm.SmallM.entry)
-        total = sum(_view(ws + 4 * z * M * N, torch.float32, (M, N), N) for z in range(splits))
-        _view(c, dtype, (M, N), N).copy_(total.to(dtype))
+        M, N, K, units = (ctypes.c_int32.from_address(slots[i]).value for i in range(2, 6))
+        rec.ws, rec.c, rec.M, rec.N, rec.K, rec.units = ws, c, M, N, K, units
+        main = next(r for r in reversed(self.launches) if r.name == smallm.SmallM.entry)
+        bm, bn, kt = main.bm, main.bn, -(-K // smallm.SmallM.bk)
+        n_tiles = -(-N // bn)
+        for t in range(-(-M // bm) * n_tiles):
+            first = t * kt // units
+            pieces = (t * kt + kt - 1) // units - first + 1
+            if pieces == 1:
+                continue
+            r0, c0 = t // n_tiles * bm, t % n_tiles * bn
+            rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
+            total = sum(_view(ws + 4 * z * M * N, torch.float32, (M, N), N)[rows, cols] for z in range(pieces))
+            _view(c, main.dtype, (M, N), N)[rows, cols] = total.to(main.dtype)

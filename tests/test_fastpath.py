@@ -195,15 +195,15 @@ def test_small_m_family_splits_k_and_reduces(gpu):
     splitk, red = gpu.launches[-2:]
     fam = get_step(gpu.prepared[-1][0])
     assert _small_m(fam.key)
-    splits, per = fam.split_plan(3, 40, 1000, 132)
-    assert splits > 1 and splitk.grid == fam.grid(3, 40, splits) and splitk.kt_per_split == per
+    deal = fam.deal(3, 40, 1000, 132)
+    assert deal.planes > 1 and splitk.grid == deal.grid and splitk.units == deal.units
     assert (splitk.maps[0].ptr, splitk.maps[1].ptr, splitk.c) == (x.data_ptr(), w.data_ptr(), c.data_ptr())
-    assert red.ws == splitk.ws and red.c == c.data_ptr() and red.splits == splits
+    assert red.ws == splitk.ws and red.c == c.data_ptr() and red.units == deal.units
     assert red.attrs == 1  # the reduction's programmatic dependent launch
     y = rnd(3, 1024)[:, :1000]  # a row-strided slice: read in place
     assert_product(gemm_ladder.matmul_nt(y, w), y, w.T)
     assert gpu.launches[-2].maps[0].ptr == y.data_ptr() and gpu.launches[-2].maps[0].ld == 1024
-    x1, w1 = rnd(2, 128), rnd(16, 128, seed=2)  # two k-tiles: one split, no workspace, no reduction
+    x1, w1 = rnd(2, 128), rnd(16, 128, seed=2)  # two k-tiles: every tile whole, no workspace, no reduction
     assert_product(gemm_ladder.matmul_nt(x1, w1, step="smallm"), x1, w1.T)
     assert gpu.launches[-1].name == "gemm_smallm_splitk" and gpu.launches[-1].ws == 0
 

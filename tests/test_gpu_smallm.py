@@ -17,8 +17,9 @@ from gpu_util import assert_matches, fresh, needs_gpu
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
 KEYS = list(smallm.FAMILIES)
-MS = (1, 7, 16, 64, 100, 128)
-NKS = [(4096, 4096), (11008, 4096), (4096, 11008), (264, 72)]
+MS = (1, 7, 16, 64, 100, 128, 200, 256)
+KEY_MS = [(k, m) for k in KEYS for m in MS if m <= smallm.FAMILIES[k].max_m]
+NKS = [(4096, 4096), (11008, 4096), (4096, 11008), (264, 72), (14336, 4096)]  # 14336: runs cross tiles
 DTYPES = ("float16", "bfloat16")
 _seed = itertools.count(500)
 
@@ -62,8 +63,7 @@ def test_debug_build_in_a_child(key):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("N,K", NKS, ids=[f"{n}x{k}" for n, k in NKS])
-@pytest.mark.parametrize("M", MS)
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key,M", KEY_MS, ids=[f"{k}-{m}" for k, m in KEY_MS])
 def test_matches_reference(key, M, N, K, dtype):
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
@@ -79,7 +79,8 @@ FORCED = [(16, 4096, 4096, 1),     # no split: the kernel writes C itself
           (1, 4096, 4096, 64),     # one k-tile per split
           (7, 264, 1000, 5),       # K = 1000: the last k-tile is partial; 5 asked, 4 splits of 4
           (100, 4096, 11008, 7),   # two m-tiles, rows 100..127 masked
-          (128, 264, 72, 2)]       # N smaller than one 256-wide tile
+          (128, 264, 72, 2),       # N smaller than one 256-wide tile
+          (16, 14336, 4096, 5)]    # runs of 13 k-tiles cross tile boundaries
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -93,7 +94,7 @@ def test_forced_splits(key, M, N, K, splits, dtype):
     assert_matches(out, a, b)
 
 
-DET_SHAPES = [(16, 4096, 4096), (100, 11008, 4096), (1, 4096, 11008)]
+DET_SHAPES = [(16, 4096, 4096), (100, 11008, 4096), (1, 4096, 11008), (1, 14336, 4096)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -112,7 +113,7 @@ def test_bit_identical_over_20_runs(key, M, N, K, dtype):
         smallm.run_smallm(a, b, out, family=key)
         runs.append(out.view(torch.int16))
     torch.cuda.synchronize()
-    assert fam.split_plan(M, N, K, torch.cuda.get_device_properties(0).multi_processor_count)[0] > 1
+    assert fam.deal(M, N, K, torch.cuda.get_device_properties(0).multi_processor_count).planes > 1
     assert_matches(runs[0].view(dt), a, b)
     differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
     assert not differing, f"{fam.key}: runs {differing} differ from run 0"
@@ -150,7 +151,7 @@ def test_plan_reuse_and_workspace():
     import torch
     a, b = fresh(16, 4096, 4096, torch.float16, next(_seed))
     p = smallm.FAMILIES["smallm"].plan(a, b)
-    assert p.workspace.shape == (p.splits, 16, 4096) and p.workspace.dtype == torch.float32
+    assert p.workspace.shape == (p.deal.planes, 16, 4096) and p.workspace.dtype == torch.float32
     first = p().clone()
     p.out.fill_(float("nan"))
     p()

@@ -31,7 +31,7 @@ def test_plan_covers_every_step_at_two_shapes_and_matmul(san):
     assert all(len(v) >= 2 for v in per.values()), per
     # the family's cases include one whose K splits (so the reduction kernel runs too)
     fam = FAMILIES["smallm"]
-    assert any(fam.split_plan(*s, 132)[0] > 1 for s in per["family:smallm"])
+    assert any(fam.deal(*s, 132).planes for s in per["family:smallm"])
     assert (129, 264, 72) in per["step:7:d4"] and (128, 128, 64) in per["step:2"]
     assert len(per["matmul"]) == 3
     # under initcheck matmul skips the shape whose output goes through an internal buffer

@@ -32,10 +32,11 @@ def test_reached_by_key_but_not_a_rung():
 
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
 def test_defines_and_shared_memory_follow_the_fields(fam):
-    assert fam.kernel_defines() == dict(GL_BM=64, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
-                                        GL_DYNAMIC_SMEM=fam.dynamic_smem)
-    # SharedStorage: DEPTH stages of A (64 x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
-    assert fam.dynamic_smem == 1024 + fam.depth * (64 + fam.bn) * 64 * 2 + 16 * fam.depth
+    assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
+                                        GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem)
+    assert fam.threads == 128 * (1 + fam.consumers)
+    # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
+    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
     assert not fam.smem_problem() and fam.dynamic_smem <= steps.MAX_SMEM_PER_BLOCK
     assert fam.barriers == 2 * fam.depth
     assert f"HGMMA.64x{fam.bn}x16" in fam.claims
@@ -59,74 +60,114 @@ def test_kernel_takes_configuration_only_from_defines():
 def test_accepts(fam):
     for shape in [(1, 8, 8), (7, 264, 72), (16, 4096, 4096), (128, 11008, 4096), (100, 4096, 11008)]:
         assert fam.accepts(*shape), fam.shape_problems(*shape)
-    assert "M=129" in " ".join(fam.shape_problems(129, 4096, 4096))
+    assert f"M={fam.max_m + 1}" in " ".join(fam.shape_problems(fam.max_m + 1, 4096, 4096))
     assert "K=" in " ".join(fam.shape_problems(16, 4096, 4100))
     assert "N=" in " ".join(fam.shape_problems(16, 4100, 4096))
     assert not fam.accepts(0, 8, 8)
 
 
-# -- the split --------------------------------------------------------------------------------
+# -- the deal of work --------------------------------------------------------------------------
 SPLIT_SHAPES = [(M, N, K) for M in (1, 7, 16, 64, 100, 128)
                 for N, K in [(4096, 4096), (11008, 4096), (4096, 11008), (264, 72), (14336, 4096),
-                             (4096, 14336), (28672, 4096), (8192, 8192), (8, 8), (4096, 520)]]
+                             (4096, 14336), (28672, 4096), (28672, 8192), (8192, 8192), (8, 8), (4096, 520)]]
+
+
+def _runs(d):
+    """Walk the deal as the kernel's Segments does: per CTA, its (tile, k0, k1, plane or None)."""
+    out = []
+    for cta in range(d.ctas):
+        u, u1, segs = cta * d.units, min((cta + 1) * d.units, d.total), []
+        while u < u1:
+            t = u // d.k_tiles
+            k0, k1 = u - t * d.k_tiles, min(d.k_tiles, u1 - t * d.k_tiles)
+            whole = k0 == 0 and k1 == d.k_tiles
+            segs.append((t, k0, k1, None if whole else cta - t * d.k_tiles // d.units))
+            u = (t + 1) * d.k_tiles
+        out.append(segs)
+    return out
 
 
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
-def test_split_covers_every_k_tile_once_and_fills_the_machine(fam):
+def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
     for M, N, K in SPLIT_SHAPES:
-        s, per = fam.split_plan(M, N, K, H200_SMS)
-        kt = fam.k_tiles(K)
-        assert (s - 1) * per < kt <= s * per, (M, N, K, s, per)  # no empty split, none missing
-        assert s == 1 or per >= smallm.MIN_KT_PER_SPLIT, (M, N, K, s, per)
+        if not fam.accepts(M, N, K):
+            continue
+        d = fam.deal(M, N, K, H200_SMS)
         m_tiles, n_tiles = fam.tiles(M, N)
-        ctas = m_tiles * n_tiles * s
-        assert fam.grid(M, N, s) == (n_tiles, m_tiles, s)
-        if s > 1:  # a split is only worth it while it fills the SMs, not a second wave of its own
-            assert ctas <= 2 * H200_SMS or m_tiles * n_tiles > H200_SMS, (M, N, K, s, ctas)
-        if m_tiles * n_tiles * 2 <= H200_SMS and kt >= 2 * smallm.MIN_KT_PER_SPLIT:
-            assert s > 1, (M, N, K)  # few tiles and a long K: split
+        assert d.tiles == m_tiles * n_tiles and d.k_tiles == fam.k_tiles(K)
+        assert d.units >= min(d.k_tiles, smallm.MIN_KT_PER_SPLIT)
+        covered = {}
+        for segs in _runs(d):
+            assert 1 <= len(segs) <= d.segments
+            for t, k0, k1, plane in segs:
+                for k in range(k0, k1):
+                    assert (t, k) not in covered  # no unit twice
+                    covered[(t, k)] = plane
+                assert plane is None or 0 <= plane < d.planes  # a piece has a plane; one per CTA of the tile
+                assert (plane is None) == (d.pieces(t) == 1)   # the reduction skips exactly the whole tiles
+        assert len(covered) == d.total  # none missing
+        # the grid is one wave of equal runs where the work allows it, never a ragged second wave
+        assert d.ctas <= smallm.MAX_WAVES * H200_SMS
+        if d.tiles * 2 <= H200_SMS and d.k_tiles >= 4 * smallm.MIN_KT_PER_SPLIT:
+            assert d.planes, (M, N, K)  # few tiles and a long K: split
+        assert fam.workspace_shape(M, N, d) == ((d.planes, M, N) if d.planes else None)
 
 
-def test_split_examples():
+def test_deal_examples():
     f = smallm.FAMILIES["smallm"]
-    assert f.split_plan(16, 4096, 4096, H200_SMS) == (8, 8)      # 16 tiles x 8 = 128 CTAs
-    assert f.split_plan(1, 14336, 4096, H200_SMS) == (2, 32)     # 56 tiles x 2 = 112 CTAs
-    assert f.split_plan(128, 14336, 4096, H200_SMS) == (1, 64)   # 112 tiles: already ~one wave
-    assert f.split_plan(16, 264, 72, H200_SMS) == (1, 2)         # 2 k-tiles: nothing to split
+    d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: 128 runs of 8, each tile in 8 pieces
+    assert (d.ctas, d.units, d.planes) == (128, 8, 8)
+    d = f.deal(1, 28672, 8192, H200_SMS)  # 112 tiles x 128 k-tiles: one wave of 132 equal runs
+    assert (d.ctas, d.units) == (132, 109) and d.planes == 3
+    d = f.deal(16, 264, 72, H200_SMS)  # 2 k-tiles: nothing to split
+    assert (d.ctas, d.units, d.planes) == (2, 2, 0)
     g = smallm.FAMILIES["smallm:n128"]
-    assert g.split_plan(16, 4096, 4096, H200_SMS) == (4, 16)     # 32 tiles x 4 = 128 CTAs
+    d = g.deal(1, 28672, 8192, H200_SMS)  # 224 whole tiles would be 1.7 waves; 132 runs of 218 are one
+    assert (d.ctas, d.units, d.planes, d.segments) == (132, 218, 2, 3)
+    c2 = smallm.FAMILIES["smallm:c2n128"]
+    d = c2.deal(128, 8192, 8192, H200_SMS)  # 128 rows in one tile: B streams once
+    assert d.tiles == 64 and d.ctas == 128 and d.planes == 2
 
 
-def test_fixed_split_never_leaves_a_split_empty():
+def test_fixed_deal_splits_k():
     f = smallm.FAMILIES["smallm"]
-    assert f.fixed_split(4096, 3) == (3, 22)     # 64 k-tiles: 22 + 22 + 20
-    assert f.fixed_split(192, 4) == (3, 1)       # 3 k-tiles cannot feed 4 splits
-    assert f.fixed_split(4096, 5) == (5, 13)
-    assert f.fixed_split(4096, 6) == (6, 11)
-    assert f.fixed_split(4096, 7) == (7, 10)     # 6 x 10 + 4
-    assert f.fixed_split(4096, 9) == (8, 8)      # 8 x 8 covers 64 already: a 9th would be empty
+    assert f.fixed_deal(16, 4096, 4096, 3).units == 22   # 64 k-tiles: 22 + 22 + 20 (runs cross tiles)
+    assert f.fixed_deal(16, 256, 192, 4).units == 1      # 3 k-tiles cannot feed 4 splits: 3 pieces
+    assert f.fixed_deal(16, 256, 192, 4).planes == 3
+    assert f.fixed_deal(16, 4096, 4096, 8).planes == 8
+    assert f.fixed_deal(16, 4096, 4096, 1).planes == 0  # whole tiles: no workspace
     with pytest.raises(ValueError):
-        f.fixed_split(64, 0)
+        f.fixed_deal(16, 64, 64, 0)
 
 
-def test_workspace_and_reduction_grid():
+def test_planes_match_a_count_over_all_tiles():
+    import random
+    rng = random.Random(7)
+    for _ in range(2000):
+        d = smallm.Deal(rng.randint(1, 300), rng.randint(1, 200), rng.randint(1, 500))
+        most = max(d.pieces(t) for t in range(d.tiles))
+        assert d.planes == (most if most > 1 else 0)
+        assert d.planes_bound >= d.planes
+        runs = _runs(d) if d.ctas <= 400 else []
+        assert all(len(r) <= d.segments for r in runs)
+
+
+def test_reduction_grid():
     f = smallm.FAMILIES["smallm"]
-    assert f.workspace_shape(16, 4096, 8) == (8, 16, 4096)
-    assert f.workspace_shape(16, 4096, 1) is None  # one split: the kernel writes C itself
     assert f.reduce_grid(16, 4096) == (16 * 4096 // 4 // smallm.REDUCE_THREADS, 1, 1)
     assert f.reduce_grid(1, 8) == (1, 1, 1)
 
 
-def test_split_cost_prices_the_workspace():
+def test_deal_cost_prices_the_workspace_and_the_waves():
     f = smallm.FAMILIES["smallm"]
-    one, eight = f.split_cost(16, 4096, 4096, H200_SMS, 1), f.split_cost(16, 4096, 4096, H200_SMS, 8)
-    assert eight < one
-    assert f.split_cost(128, 4096, 4096, H200_SMS, 4) > f.split_cost(1, 4096, 4096, H200_SMS, 4)
+    whole, split = f.make_deal(16, 4096, 4096, 64), f.make_deal(16, 4096, 4096, 8)
+    assert f.deal_cost(16, 4096, H200_SMS, split) < f.deal_cost(16, 4096, H200_SMS, whole)
+    assert f.deal_cost(128, 4096, H200_SMS, split) > f.deal_cost(1, 4096, H200_SMS, split)
 
 
 def test_selection_reads_the_entry():
     """runtime/select.py reads a candidate's geometry from its registry entry; the split is
-    per shape (split_plan), not a field."""
+    per shape (deal), not a field."""
     from gemm_ladder.runtime import select
     f = select.facts(steps.get_step("smallm"))
     assert (f.bm, f.bn, f.bk, f.cluster_m, f.persistent, f.swap_ab) == (64, 256, 64, 1, False, False)

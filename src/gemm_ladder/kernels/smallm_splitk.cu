@@ -1,38 +1,47 @@
-// Small M, split K: a family beside the ladder, for decode-like shapes (M <= 128).
+// Small M, split K: a family beside the ladder, for decode-like shapes (M <= 128-256).
 // Forced move: at small M the ladder's tiles leave the machine idle. A 128-row tile wastes
 // most of each MMA (7/8 at M = 16), and C has too few tiles for 132 SMs: at 16 x 4096 a
 // 128x128 grid is 32 CTAs, so the weights B (N x K), which are nearly all the bytes, stream
 // through a quarter of the SMs. At M <= 16 the problem is memory-bound; what matters is that
 // every SM streams B at its share of HBM bandwidth.
 //
-// So: the tile is one wgmma row block, BM = 64 (rows >= M arrive as zeros from TMA), by
-// BN = 128 or 256 (m64nBNk16), and the K dimension is split over the grid's z: CTA
-// (x, y, z) computes the 64 x BN tile (y, x) over k-tiles [z * kt_per_split, ...), so
-// n_tiles x m_tiles x splits CTAs cover the SMs. Each writes its fp32 partial tile to a
-// workspace ws[split][M][N] with plain stores straight from the accumulator fragment, and a
-// second kernel (gemm_smallm_reduce, below) sums the splits in order 0, 1, 2, ... and rounds
-// once to 16 bits: no atomics, so the same inputs give bit-identical outputs. With one split
-// the main kernel writes the 16-bit C itself and the second pass is skipped.
+// So: the tile is BM = 64 x CONSUMERS rows (one m64 row block per consumer warpgroup; rows
+// >= M arrive as zeros from TMA) by BN = 128 or 256 (m64nBNk16), and the work is split
+// along K, stream-K style: the (tile, k-tile) units, tile-major, are dealt out in equal
+// contiguous runs of `units` to the CTAs of a one-dimensional grid, so every CTA streams the
+// same number of k-tiles whatever the tile count (no ragged last wave). A CTA's run crosses
+// tile boundaries; each piece of a tile it computes is a segment. A segment covering a whole
+// tile is rounded to 16 bits into C directly; any other is written in fp32 (plain stores
+// straight from the accumulator fragment) to plane j of a workspace ws[plane][M][N], j being
+// the CTA's place among the CTAs sharing that tile. A second kernel (gemm_smallm_reduce,
+// below) sums a split tile's planes in order 0, 1, 2, ... and rounds once: no atomics, so the
+// same inputs give bit-identical outputs. When `units` is a multiple of the k-tiles per tile
+// no tile is split and the second pass is skipped.
 //
 // Organisation as step 7 (load_stage and the consumer's k-loop from gl_warpspec.cuh), without
 // its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
-// registers away (setmaxnreg.dec), its warp 0 is the TMA producer; warpgroup 1 takes them
-// (setmaxnreg.inc) and issues wgmma. One DEPTH-stage operand ring:
-//   tma2mma[s]  producer -> consumer  "stage s has landed"
-//   mma2tma[s]  consumer -> producer  "stage s may be refilled"
-// Not persistent: one tile and one K range per CTA (the grid is sized to about one wave).
+// registers away (setmaxnreg.dec), its warp 0 is the TMA producer; warpgroups 1..CONSUMERS
+// take them (setmaxnreg.inc) and issue wgmma, each on its 64 rows of the staged A and all of
+// the staged B (two consumers: B is loaded once for 128 rows). One DEPTH-stage operand ring:
+//   tma2mma[s]  producer -> consumers  "stage s has landed"
+//   mma2tma[s]  consumers -> producer  "stage s may be refilled" (every consumer warp arrives)
+// Not persistent over tiles: one run of units per CTA (the grid is sized to about one wave).
 // Shape: K and N multiples of 8 (TMA row strides; 8-byte workspace stores), any M.
 #include "gl_common.cuh"
 #include "gl_warpspec.cuh"
 
-#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_DYNAMIC_SMEM)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_DYNAMIC_SMEM"
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
+    !defined(GL_DYNAMIC_SMEM)
+#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM"
 #endif
-constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH;
-static_assert(BM == 64 && BK == 64 && (BN == 128 || BN == 256), "small M: one m64 row block, BN 128 or 256, BK 64");
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
+static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 128 || BN == 256),
+              "small M: one m64 row block per consumer, BN 128 or 256, BK 64");
+static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
 constexpr u32 CONSUMER_WARPS = 4;
+constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH>;
 
@@ -56,17 +65,18 @@ template <int N> GL_DEVICE void mma_k16(float (&d)[N / 2], u64 da, u64 db);
 template <> GL_DEVICE void mma_k16<128>(float (&d)[64], u64 da, u64 db) { wgmma_m64n128k16(d, da, db, 1); }
 template <> GL_DEVICE void mma_k16<256>(float (&d)[128], u64 da, u64 db) { wgmma_m64n256k16(d, da, db, 1); }
 
-// The accumulator fragment (gl_epilogue.cuh) -> global memory, rows >= M and columns >= N
-// masked. DIRECT: rounded to 16 bits into C; else fp32 into this split's workspace plane.
-// Each 4-lane group writes 32 contiguous bytes of a row (8 bytes each): whole sectors.
+// A consumer's 64 x BN accumulator fragment (gl_epilogue.cuh) at rows m0.. -> global memory,
+// rows >= M and columns >= N masked. DIRECT: rounded to 16 bits into C; else fp32 into
+// workspace plane `plane`. Each 4-lane group writes 32 contiguous bytes of a row (8 bytes
+// each): whole sectors.
 template <bool DIRECT>
-GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, int N, int m0, int n0, int split) {
+GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, int N, int m0, int n0, int plane) {
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = m0 + 16 * w + l / 4 + 8 * half;
     if (row >= M) continue;
-    const long long base = ((long long)split * M + row) * N;
+    const long long base = ((long long)plane * M + row) * N;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
       const int col = n0 + 8 * j + 2 * (l % 4);
@@ -81,19 +91,33 @@ GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+// The run of units of this CTA, as segments: tile t (tile-major over C: t = row block *
+// n_tiles + column block), its k-tiles [k0, k1), and the workspace plane of the piece.
+struct Segments {
+  int k_tiles, units, total, u, u1;
+  GL_DEVICE Segments(int tiles, int kt, int per_cta)
+      : k_tiles(kt), units(per_cta), total(tiles * kt), u(blockIdx.x * per_cta), u1(min(u + per_cta, total)) {}
+  GL_DEVICE bool more() const { return u < u1; }
+  GL_DEVICE int tile() const { return u / k_tiles; }
+  GL_DEVICE int k0() const { return u - tile() * k_tiles; }
+  GL_DEVICE int k1() const { return min(k_tiles, u1 - tile() * k_tiles); }
+  GL_DEVICE bool whole() const { return k0() == 0 && k1() == k_tiles; }  // C directly, no plane
+  GL_DEVICE int plane() const { return (int)blockIdx.x - tile() * k_tiles / units; }  // first CTA of the tile: 0
+  GL_DEVICE void next() { u = (tile() + 1) * k_tiles; }
+};
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                   float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int kt_per_split) {
+                   float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, split = blockIdx.z;
-  const int kt0 = split * kt_per_split;
-  const int kt_count = min(ceil_div(K, BK) - kt0, kt_per_split);  // the last split may be shorter
+  const int n_tiles = ceil_div(N, BN), k_tiles = ceil_div(K, BK);
+  const int tiles = ceil_div(M, BM) * n_tiles;
   const int warp = warp_idx();
 
   if (threadIdx.x == 0) {
-    OperandRing::init(s.tma2mma, 1,                // the producer's arrive.expect_tx
-                      s.mma2tma, CONSUMER_WARPS);  // one arrive per consumer warp
+    OperandRing::init(s.tma2mma, 1,                            // the producer's arrive.expect_tx
+                      s.mma2tma, CONSUMER_WARPS * CONSUMERS);  // one arrive per consumer warp
     fence_barrier_init();
   }
   __syncthreads();  // the only CTA-wide barrier: from here on the roles run apart
@@ -107,56 +131,71 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
       auto st = PipelineState<DEPTH>::producer();
-      for (int i = 0; i < kt_count; ++i) {  // one tile, this split's K range
-        ops.producer_acquire(st, i);
-        ops.producer_expect_tx(st, STAGE_BYTES);  // out-of-range rows/columns land as zeros and count too
-        load_stage<BM, BN, BK, 1>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt0 + i,
-                                  m0, n0, 0);
-        tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, i, split);
-        st.advance();
+      for (Segments seg(tiles, k_tiles, units); seg.more(); seg.next()) {  // the ring runs on across segments
+        const int t = seg.tile(), m0 = t / n_tiles * BM, n0 = t % n_tiles * BN;
+        for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
+          ops.producer_acquire(st, kt);
+          ops.producer_expect_tx(st, STAGE_BYTES);  // out-of-range rows/columns land as zeros and count too
+          load_stage<BM, BN, BK, 1>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt, m0, n0, 0);
+          tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);
+          st.advance();
+        }
       }
       tr.finish();
     }
-  } else {  // ── MMA CONSUMER (warpgroup 1) ──────────────────────────────────────────
+  } else {  // ── MMA CONSUMERS (warpgroups 1 .. CONSUMERS) ────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
-    Tracer tr(ROLE_CONSUMER, 1, threadIdx.x == 128);
+    const int cw = warpgroup_idx() - 1;  // which 64 rows of the tile
+    Tracer tr(ROLE_CONSUMER, 1 + cw, threadIdx.x % 128 == 0);
     const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
     const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
     float acc[BN / 2];
-    zero_acc(acc);
-    const auto last = mma_mainloop(ops, st, kt_count, split, warp_leader, [&](int stage) {
+    for (Segments seg(tiles, k_tiles, units); seg.more(); seg.next()) {
+      const int t = seg.tile(), m0 = t / n_tiles * BM + 64 * cw, n0 = t % n_tiles * BN;
+      const int count = seg.k1() - seg.k0();
+      zero_acc(acc);
+      const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) {
+        const u16* a = s.A[stage] + cw * 64 * BK;
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk)  // +32 bytes per 16-wide k slice
-        mma_k16<BN>(acc, desc_sw128(s.A[stage] + kk * 16), desc_sw128(s.B[stage] + kk * 16));
-    });
-    if (kt_count > 0) mma_drain(ops, last, kt_count, split, warp_leader);
-    fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
-    tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, split);
-    if (gridDim.z == 1)
-      store_tile<true>(acc, ws, c, M, N, m0, n0, split);
-    else
-      store_tile<false>(acc, ws, c, M, N, m0, n0, split);
-    tr.event(EV_EPI_END, 0, 0, 0, 0, split);
+        for (int kk = 0; kk < BK / 16; ++kk)  // +32 bytes per 16-wide k slice
+          mma_k16<BN>(acc, desc_sw128(a + kk * 16), desc_sw128(s.B[stage] + kk * 16));
+      });
+      mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
+      fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
+      tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
+      if (seg.whole())
+        store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
+      else
+        store_tile<false>(acc, ws, c, M, N, m0, n0, seg.plane());
+      tr.event(EV_EPI_END, 0, 0, 0, 0, t);
+    }
     tr.finish();
   }
 }
 
-// The second pass: C = round16(ws[0] + ws[1] + ... + ws[splits-1]), summed in that order in
-// fp32 (a fixed order: deterministic). One thread per 4 consecutive elements of C (N is a
-// multiple of 8): 16-byte loads from each split plane, one 8-byte store. 128-thread blocks of
-// <= 40 registers fit beside a split-K CTA (232 x 256 of the SM's 64K registers), so with
-// programmatic launch they wait on the SMs rather than launch after the split-K grid ends.
+// The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed
+// in that order in fp32 (a fixed order: deterministic); tiles one CTA computed whole were
+// written by it and are skipped. The tile of an element and its planes follow from the same
+// deal of units as the main kernel (Segments). One thread per 4 consecutive elements of C (N
+// is a multiple of 8, BN of 4: one tile): 16-byte loads from each plane, one 8-byte store.
+// 128-thread blocks of <= 40 registers fit beside a one-consumer CTA (232 x 256 of the SM's
+// 64K registers), so with programmatic launch they wait on the SMs rather than launch after
+// the split-K grid ends.
 extern "C" __global__ void __launch_bounds__(128)
-gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int splits) {
-  const long long plane = (long long)M * N / 4;  // float4s per split
+gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
+  const long long plane = (long long)M * N / 4;  // float4s per plane
   const long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   pdl_wait_for_previous();  // the partials are complete and visible
   if (q >= plane) return;
+  const int row = (int)(4 * q / N), col = (int)(4 * q % N), k_tiles = ceil_div(K, BK);
+  const int t = row / BM * ceil_div(N, BN) + col / BN;
+  const int first = t * k_tiles / units, pieces = (t * k_tiles + k_tiles - 1) / units - first + 1;
+  if (pieces == 1) return;  // computed whole, C written by the main kernel
   const float4* p = reinterpret_cast<const float4*>(ws) + q;
   float4 sum = p[0];
 #pragma unroll 4
-  for (int z = 1; z < splits; ++z) {
+  for (int z = 1; z < pieces; ++z) {
     const float4 v = p[z * plane];
     sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
   }

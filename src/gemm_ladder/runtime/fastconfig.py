@@ -279,27 +279,28 @@ class LadderConfig(_Fast):
 
 class SmallMConfig(_Fast):
     """The small-M split-K family (runtime/smallm.py): K-major operands only (others are
-    staged), C written packed (row stride N: else through a buffer), the K split fixed per
-    configuration, the fp32 workspace allocated per call from torch's caching allocator,
-    then the deterministic reduction (programmatic launch)."""
+    staged), C written packed (row stride N: else through a buffer), the deal of work fixed
+    per configuration, the fp32 workspace allocated per call from torch's caching allocator
+    when a tile is split, then the deterministic reduction (programmatic launch)."""
 
     def __init__(self, kind: str, a, b, out, fam: smallm.SmallM, lead: tuple, N: int, K: int):
         super().__init__(kind, a, b, out, fam, lead, N, K)
         M = self.M
         if not (self.c.direct and self.c.ld == N):
             self.c = layout.Output(M, N, N, False, self.c.why or f"the small-M kernel writes C with row stride {N}")
-        self.splits, self.kt_per_split = fam.split_plan(M, N, K, launch.num_sms(self.dev))
+        self.deal = fam.deal(M, N, K, launch.num_sms(self.dev))
+        self.planes = self.deal.planes
         self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb)
-        template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.kt_per_split, make_map=driver.MapSlot, **self.map_args)
+        template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.deal.units, make_map=driver.MapSlot, **self.map_args)
         with _building(self.dev):
             prep = prepare_kernel(fam, self.dev, self.bf16)
-            reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.splits > 1 else None
-        self.launch = driver.ReusableLaunch(prep.kernel, fam.grid(M, N, self.splits), (fam.threads, 1, 1), template,
+            reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
+        self.launch = driver.ReusableLaunch(prep.kernel, self.deal.grid, (fam.threads, 1, 1), template,
                                             dynamic_smem=fam.dynamic_smem)
         self.reduce = None
         if reduce is not None:
             self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, N), (smallm.REDUCE_THREADS, 1, 1),
-                                                fam.reduce_args(0, 0, M, N, self.splits), pdl=fam.pdl)
+                                                fam.reduce_args(0, 0, M, N, K, self.deal.units), pdl=fam.pdl)
 
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
         return self.step.shape_problems(M, N, layout.round_up(K, 8))  # C is packed: N itself
@@ -311,12 +312,12 @@ class SmallMConfig(_Fast):
             return
         # released once both launches are queued: the allocator hands it out again only to
         # work ordered after them on this stream
-        ws = torch.empty((self.splits, self.M, self.N), dtype=torch.float32, device=self.device)
+        ws = torch.empty((self.planes, self.M, self.N), dtype=torch.float32, device=self.device)
         self.launch(stream, maps[0], (ws.data_ptr(), pc))
         self.reduce(stream, (), (ws.data_ptr(), pc))
 
     def _encode(self, pa: int, pb: int) -> tuple:
-        args = self.step.kernel_args(pa, pb, 0, 0, self.M, self.N, self.K, self.kt_per_split, make_map=tensor_map,
+        args = self.step.kernel_args(pa, pb, 0, 0, self.M, self.N, self.K, self.deal.units, make_map=tensor_map,
                                      **self.map_args)
         maps = tuple(args[i] for i in self.launch._map_slots)
         return self._maps.put((pa, pb), (tuple(m.address() for m in maps), maps))

@@ -35,7 +35,7 @@ from .steps import Step, get_step
 # entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
 # 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
 # the model's traffic tie-break would otherwise pass over.
-CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm:n128", "smallm"]
+CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm:n128", "smallm", "smallm:c2n128", "smallm:c2"]
 TIE = 0.02
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 
@@ -158,8 +158,10 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
         s.padded = True
     s.accepted, s.shape = True, shape
     f = facts(step)
-    if callable(getattr(step, "split_plan", None)):  # a split-K family splits per shape
-        f = dataclasses.replace(f, split_k=step.split_plan(*shape, dev.sms)[0])
+    deal = None
+    if callable(getattr(step, "deal", None)):  # a split-K family deals out its work per shape
+        deal = step.deal(*shape, dev.sms)
+        f = dataclasses.replace(f, split_k=deal.splits)
     m, n, k = shape
     if f.swap_ab:  # the small dimension becomes the MMA's N
         m, n = n, m
@@ -173,12 +175,18 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     s.waves = _ceil(s.tiles, s.slots)
     s.wave_eff = s.tiles / (s.waves * s.slots)
     area = s.tiles // f.split_k * cm_rows * f.bn
+    if deal is not None:  # equal runs of k-tiles, one CTA each: the work, not the tile count, fills the waves
+        s.tiles = deal.ctas
+        s.waves = _ceil(deal.ctas, s.slots)
+        s.wave_eff = deal.total / (s.waves * s.slots * deal.units)
+        area = deal.tiles * cm_rows * f.bn
+        kp = deal.k_tiles * f.bk
     s.tile_eff = (m * n) / area
     s.padded_flop = 2.0 * area * kp
     peak = dev.peak_tflops * 1e12
     s.t_compute_us = s.padded_flop / peak * 1e6
     mem = compulsory_bytes(M, N, K) + (4 * M * N * f.split_k if f.split_k > 1 else 0)  # fp32 partials
-    if callable(getattr(step, "split_plan", None)):
+    if deal is not None:
         # The split-K family's CTAs of different row blocks stream all of B each, at once and
         # from HBM (B is far larger than L2 there): measured at half of cuBLAS for M = 128.
         mem += (_ceil(m, cm_rows) - 1) * N * K * ELEMENT_BYTES

@@ -1,42 +1,54 @@
-"""The small-M family (decode-like shapes, M <= 128): split K over the grid, a deterministic
-second pass. Its configuration and its launch live here together, as a step's do in steps.py
-and launch.py.
+"""The small-M family (decode-like shapes, M <= 128, or 256 with two consumers): K split
+stream-K style over a one-dimensional grid, a deterministic second pass. Its configuration
+and its launch live here together, as a step's do in steps.py and launch.py.
 
 Not a rung of the ladder: a kernel family beside it (kernels/smallm_splitk.cu). Its entries
-are reached by key through `steps.get_step("smallm")` / `"smallm:n128"` and are never listed by
-`steps.all_steps()`, so nothing that walks the ladder meets them by accident. An entry has
-the parts of a `Step` the shared machinery reads (key, label, source, entry, threads,
-kernel_defines(), dynamic_smem, barriers, compile(), shape_problems(), accepts(), claims), so
-`launch.prepare`, `launch.plan`/`run_step`, the compile report and the benchmark take it as
-they take a step; what differs (the split, the workspace, two launches) is here.
+are reached by key through `steps.get_step("smallm")` / `"smallm:n128"` / `"smallm:c2"` /
+`"smallm:c2n128"` and are never listed by `steps.all_steps()`, so nothing that walks the
+ladder meets them by accident. An entry has the parts of a `Step` the shared machinery reads
+(key, label, source, entry, threads, kernel_defines(), dynamic_smem, barriers, compile(),
+shape_problems(), accepts(), claims), so `launch.prepare`, `launch.plan`/`run_step`, the
+compile report and the benchmark take it as they take a step; what differs (the deal of
+work, the workspace, two launches) is here.
 
-The split rule (`split_plan`), for kernel selection to read: one CTA per SM (the ring fills
-~200 KB of shared memory), each CTA one 64 x BN tile over one K range. Among splits s with
-at least MIN_KT_PER_SPLIT k-tiles each, pick the s that minimizes the busiest SM's work in
-k-tile stages streamed (`split_cost`):
-    waves(s) * (ceil(k_tiles / s) + CTA_OVERHEAD_KT)                       the split-K kernel
-  + [s > 1] * (REDUCE_OVERHEAD_KT + s * M * N * 4 / (SMs * stage bytes))   the second pass
-with waves(s) = ceil(tiles * s / SMs); CTA_OVERHEAD_KT prices a CTA's ring fill and tile
-store, REDUCE_OVERHEAD_KT the second launch. Ties go to fewer splits. At 16 x 4096 x 4096
-with BN = 256: 16 tiles x 8 splits = 128 CTAs of 8 k-tiles each, one wave. `busiest_sm_bytes`
-puts the cost in bytes, comparable between tile widths.
+The deal (`deal`): C has `tiles` tiles of BM x BN (BM = 64 per consumer warpgroup), each
+`k_tiles` k-tiles long; the tiles x k_tiles units of work, tile-major, go in equal runs of
+`units` to ceil(total / units) CTAs, one per SM at a time (the ring fills ~200 KB of shared
+memory). A tile whose units fall to more than one CTA is "split": each CTA writes its piece
+in fp32 to one plane of the workspace and the second kernel sums the planes in order. Among
+runs of at least MIN_KT_PER_SPLIT k-tiles (or the whole K), pick the one that minimizes the
+busiest SM's work in k-tile stages streamed (`deal_cost`):
+    waves * (units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (segments - 1))    the main kernel
+  + [any tile split] * (REDUCE_OVERHEAD_KT + planes * M * N * 4 / (SMs * stage bytes))   second pass
+with waves = ceil(ctas / SMs) and `segments` the most tile pieces one run can touch;
+CTA_OVERHEAD_KT prices a CTA's ring fill and tile store, SEGMENT_OVERHEAD_KT each further
+piece's store, REDUCE_OVERHEAD_KT the second launch. Ties go to fewer planes, then longer
+runs. The candidate runs are ceil(total / g) for every grid size g up to four waves, and
+whole tiles (units = k_tiles): the equal runs are what removes a ragged last wave (at
+1 x 28672 x 8192 with BN = 128, 224 whole tiles are 1.7 waves; 132 runs of 218 k-tiles
+are one). `fixed_deal(M, N, K, splits)` is the plain split of earlier versions for experiments
+and tests: runs of ceil(k_tiles / splits) k-tiles.
 
 The reduction is our own second kernel, not torch's `ws.sum(0).to(dtype)`: one pass that
 reads the fp32 partials once and writes the 16-bit C straight into `out` (torch would
 write an fp32 M x N sum and then convert it in a second kernel), in an order we state
-(split 0, 1, 2, ... in fp32, rounded once), not one that depends on torch's reduction code.
+(plane 0, 1, 2, ... in fp32, rounded once), not one that depends on torch's reduction code.
 """
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
+import math
 from dataclasses import dataclass
 
 from . import driver, jit, launch
 from .steps import MAX_SMEM_PER_BLOCK, ConfigError, build
 
-MIN_KT_PER_SPLIT = 4  # k-tiles per split at least: a shorter K range never fills the ring
+MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills the ring
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
+SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
+MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
 REDUCE_OVERHEAD_KT = 2  # the second launch's fixed cost, in k-tiles of one SM
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
@@ -53,14 +65,14 @@ class SmallM:
     depth: int = 5  # operand ring stages
     name: str = "small M, split K"
     forced_move: str = "at small M, 128-row tiles waste the MMA and too few CTAs stream the weights"
-    mechanism: str = ("64 x BN tile (one m64 row block, rows >= M zero-filled by TMA), K split over the "
-                      "grid's z, fp32 partials to a workspace, a second kernel sums the splits in order; "
-                      "TMA producer warp + one wgmma consumer warpgroup, setmaxnreg 40/232")
+    mechanism: str = ("64 x BN tile per consumer warpgroup (rows >= M zero-filled by TMA), the (tile, k-tile) "
+                      "units dealt in equal runs to a one-wave grid (stream-K), split tiles' fp32 pieces to a "
+                      "workspace, a second kernel sums them in order; TMA producer warp + wgmma consumer "
+                      "warpgroups, setmaxnreg 40/232")
     source: str = "smallm_splitk.cu"
     entry: str = "gemm_smallm_splitk"
     reduce_entry: str = "gemm_smallm_reduce"
-    threads: int = 256
-    bm: int = 64
+    consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)
     bk: int = 64
     max_m: int = 128  # the family is for decode-like shapes; larger M belongs to the ladder
     # ... and programmatic launch: PREEXIT (griddepcontrol.launch_dependents), ACQBULK (.wait)
@@ -72,10 +84,18 @@ class SmallM:
     pdl: bool = True  # the reduction launches programmatically (waits on the SMs for the partials)
 
     def __post_init__(self) -> None:
-        if self.bm != 64 or self.bk != 64 or self.bn not in (128, 256):
-            raise ValueError(f"{self.key}: the kernel takes a 64 x 128 or 64 x 256 tile, k-tile 64")
+        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (128, 256):
+            raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 128 or 64 x 256, k-tile 64")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)  # producer warpgroup + consumers
 
     # -- what the shared machinery reads ----------------------------------------------------
     @property
@@ -110,7 +130,7 @@ class SmallM:
         return 2 * self.bm * self.bn * self.bk / self.stage_bytes
 
     def kernel_defines(self) -> dict[str, int]:
-        return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth,
+        return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
                     GL_DYNAMIC_SMEM=self.dynamic_smem)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
@@ -136,7 +156,7 @@ class SmallM:
     def accepts(self, M: int, N: int, K: int) -> bool:
         return not self.shape_problems(M, N, K)
 
-    # -- the split --------------------------------------------------------------------------
+    # -- the deal of work -------------------------------------------------------------------
     def tiles(self, M: int, N: int) -> tuple[int, int]:
         """(m_tiles, n_tiles) of C."""
         return _cdiv(M, self.bm), _cdiv(N, self.bn)
@@ -144,71 +164,78 @@ class SmallM:
     def k_tiles(self, K: int) -> int:
         return _cdiv(K, self.bk)
 
-    def fixed_split(self, K: int, splits: int) -> tuple[int, int]:
-        """(splits, k-tiles per split) for a requested split count: no split is left empty,
-        so fewer may result (e.g. 3 k-tiles asked to split 4 ways give 3 splits)."""
+    def make_deal(self, M: int, N: int, K: int, units: int) -> "Deal":
+        """The deal of runs of `units` k-tiles (clipped to 1 .. all the work)."""
+        m_tiles, n_tiles = self.tiles(M, N)
+        return Deal(m_tiles * n_tiles, self.k_tiles(K), units)
+
+    def fixed_deal(self, M: int, N: int, K: int, splits: int) -> "Deal":
+        """Runs of ceil(k_tiles / splits) k-tiles: K split `splits` ways (fewer if the k-tiles
+        run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile)."""
         if splits < 1:
             raise ValueError(f"splits must be >= 1, got {splits}")
         kt = self.k_tiles(K)
-        per = _cdiv(kt, min(splits, kt))
-        return _cdiv(kt, per), per
+        return self.make_deal(M, N, K, _cdiv(kt, min(splits, kt)))
 
-    def split_cost(self, M: int, N: int, K: int, num_sms: int, splits: int) -> float:
-        """The busiest SM's work for this split, in k-tile stages (module docstring)."""
-        splits, per = self.fixed_split(K, splits)
-        m_tiles, n_tiles = self.tiles(M, N)
-        cost = _cdiv(m_tiles * n_tiles * splits, num_sms) * (per + CTA_OVERHEAD_KT)
-        if splits > 1:
-            cost += REDUCE_OVERHEAD_KT + splits * M * N * 4 / (num_sms * self.stage_bytes)
+    def deal_cost(self, M: int, N: int, num_sms: int, d: "Deal") -> float:
+        """The busiest SM's work for this deal, in k-tile stages (module docstring)."""
+        cost = _cdiv(d.ctas, num_sms) * (d.units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1))
+        if d.planes_bound:  # (the exact count would cost a loop per candidate)
+            cost += REDUCE_OVERHEAD_KT + d.planes_bound * M * N * 4 / (num_sms * self.stage_bytes)
         return cost
 
     def busiest_sm_bytes(self, M: int, N: int, K: int, num_sms: int) -> float:
-        """The cost of the chosen split in bytes: comparable between tile widths."""
-        return self.split_cost(M, N, K, num_sms, self.split_plan(M, N, K, num_sms)[0]) * self.stage_bytes
+        """The cost of the chosen deal in bytes: comparable between tile widths."""
+        return self.deal_cost(M, N, num_sms, self.deal(M, N, K, num_sms)) * self.stage_bytes
 
-    def split_plan(self, M: int, N: int, K: int, num_sms: int) -> tuple[int, int]:
-        """(splits, k-tiles per split) by the rule in the module docstring."""
+    def deal(self, M: int, N: int, K: int, num_sms: int) -> "Deal":
+        """The deal by the rule in the module docstring."""
+        m_tiles, n_tiles = self.tiles(M, N)
+        kt = self.k_tiles(K)
+        total = m_tiles * n_tiles * kt
+        shortest = min(kt, MIN_KT_PER_SPLIT)
+        runs = {kt} | {_cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)}
         best = None
-        for s in range(1, max(1, self.k_tiles(K) // MIN_KT_PER_SPLIT) + 1):
-            splits, per = self.fixed_split(K, s)
-            cost = (self.split_cost(M, N, K, num_sms, splits), splits)
-            if best is None or cost < best[0]:
-                best = (cost, (splits, per))
+        for u in sorted(runs, reverse=True):
+            if u < shortest:
+                continue
+            d = Deal(m_tiles * n_tiles, kt, u)
+            key = (self.deal_cost(M, N, num_sms, d), d.planes_bound, -d.units)
+            if best is None or key < best[0]:
+                best = (key, d)
         return best[1]
 
-    def grid(self, M: int, N: int, splits: int) -> tuple[int, int, int]:
-        m_tiles, n_tiles = self.tiles(M, N)
-        return (n_tiles, m_tiles, splits)
-
-    def workspace_shape(self, M: int, N: int, splits: int) -> tuple[int, int, int] | None:
-        """fp32 partials ws[split][M][N]; None with one split (the kernel writes C itself)."""
-        return (splits, M, N) if splits > 1 else None
+    def workspace_shape(self, M: int, N: int, d: "Deal") -> tuple[int, int, int] | None:
+        """fp32 partials ws[plane][M][N]; None when no tile is split (the kernel writes C)."""
+        return (d.planes, M, N) if d.planes else None
 
     def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
         return (_cdiv(M * N // 4, REDUCE_THREADS), 1, 1)
 
     def kernel_args(self, a_ptr: int, b_ptr: int, ws_ptr: int, c_ptr: int, M: int, N: int, K: int,
-                    kt_per_split: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,
+                    units: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,
                     make_map=None) -> list:
         """The split-K kernel's arguments: A (M, K) and B (N, K) K-major (row strides lda, ldb
-        in elements; default packed), the fp32 workspace (0 with one split) and C, a packed
-        (M, N) matrix. make_map builds the tensor maps (default driver.TensorMap), as in
-        Step.kernel_args."""
+        in elements; default packed), the fp32 workspace (0 when no tile is split), C, a packed
+        (M, N) matrix, and the run length in k-tiles. make_map builds the tensor maps (default
+        driver.TensorMap), as in Step.kernel_args."""
         make_map = make_map or driver.TensorMap
         return [make_map(a_ptr, M, K, lda or K, self.bm, self.bk, bf16),
                 make_map(b_ptr, N, K, ldb or K, self.bn, self.bk, bf16),
-                ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, kt_per_split]
+                ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units]
 
     @staticmethod
-    def reduce_args(ws_ptr: int, c_ptr: int, M: int, N: int, splits: int) -> list:
-        """The second pass's arguments: the workspace, C (packed (M, N)), sizes and splits."""
-        return [ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, splits]
+    def reduce_args(ws_ptr: int, c_ptr: int, M: int, N: int, K: int, units: int) -> list:
+        """The second pass's arguments: the workspace, C (packed (M, N)), sizes and the run
+        length (it recomputes the deal to find each tile's planes)."""
+        return [ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units]
 
     # -- the launch -------------------------------------------------------------------------
     def plan(self, a, b, out=None, *, splits: int | None = None, debug: bool = False,
              pdl: bool | None = None) -> "SmallMPlan":
         """Validate, compile, load, allocate the workspace and build both launches of
         C = A @ B^T once; calling the plan launches them on the stream current now.
+        splits: K split that many ways (fixed_deal) instead of the rule's deal.
         pdl: launch the reduction programmatically (default: the entry's `pdl`)."""
         import torch
         if problem := self.smem_problem():
@@ -221,23 +248,87 @@ class SmallM:
         bf16 = a.dtype == torch.bfloat16
         with torch.cuda.device(dev):
             prep = launch.prepare(self, dev, bf16=bf16, debug=debug)
-            s, per = (self.fixed_split(K, splits) if splits is not None
-                      else self.split_plan(M, N, K, launch.num_sms(dev)))
-            shape = self.workspace_shape(M, N, s)
+            d = (self.fixed_deal(M, N, K, splits) if splits is not None
+                 else self.deal(M, N, K, launch.num_sms(dev)))
+            shape = self.workspace_shape(M, N, d)
             ws = torch.empty(shape, dtype=torch.float32, device=a.device) if shape else None
             ws_ptr = ws.data_ptr() if ws is not None else 0
             stream = torch.cuda.current_stream(dev).cuda_stream
-            args = self.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, per, bf16=bf16)
-            launches = [driver.PreparedLaunch(prep.kernel, self.grid(M, N, s), (self.threads, 1, 1), args,
+            args = self.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
+            launches = [driver.PreparedLaunch(prep.kernel, d.grid, (self.threads, 1, 1), args,
                                               stream=stream, dynamic_smem=self.dynamic_smem)]
             if ws is not None:
                 reduce = _reduce_kernel(prep.kernel, self.reduce_entry)
                 launches.append(driver.PreparedLaunch(
                     reduce, self.reduce_grid(M, N), (REDUCE_THREADS, 1, 1),
-                    self.reduce_args(ws_ptr, out.data_ptr(), M, N, s), stream=stream,
+                    self.reduce_args(ws_ptr, out.data_ptr(), M, N, K, d.units), stream=stream,
                     pdl=self.pdl if pdl is None else pdl))
-        return SmallMPlan(self, prep, _InOrder(launches), (a, b, out, ws), dev, debug, splits=s, kt_per_split=per,
-                          grid=self.grid(M, N, s))
+        return SmallMPlan(self, prep, _InOrder(launches), (a, b, out, ws), dev, debug, deal=d)
+
+
+@dataclass(frozen=True)
+class Deal:
+    """tiles x k_tiles units of work, tile-major, in runs of `units` per CTA (the kernel's
+    Segments walks the same deal; its reduction recomputes a tile's pieces from it)."""
+    tiles: int
+    k_tiles: int
+    units: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "units", max(1, min(self.units, self.total)))
+
+    @property
+    def total(self) -> int:
+        return self.tiles * self.k_tiles
+
+    @property
+    def ctas(self) -> int:
+        return _cdiv(self.total, self.units)
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.ctas, 1, 1)
+
+    def pieces(self, tile: int) -> int:
+        """How many CTAs compute a part of this tile (1: it is written whole)."""
+        first = tile * self.k_tiles // self.units
+        return (tile * self.k_tiles + self.k_tiles - 1) // self.units - first + 1
+
+    @functools.cached_property
+    def planes(self) -> int:
+        """Workspace planes: the most pieces of any split tile (0: no tile is split). Tile
+        starts repeat with period units / gcd(k_tiles, units): with at least that many tiles
+        every start occurs and the most is planes_bound; else the tiles are counted."""
+        if self.units % self.k_tiles == 0:
+            return 0
+        period = self.units // math.gcd(self.k_tiles, self.units)
+        if self.tiles >= period:
+            return self.planes_bound
+        most = max(self.pieces(t) for t in range(self.tiles))
+        return most if most > 1 else 0
+
+    @property
+    def planes_bound(self) -> int:
+        """At most this many pieces per tile: a tile starting g before a run's end (g =
+        gcd(k_tiles, units), the finest start offset) reaches furthest."""
+        if self.units % self.k_tiles == 0:
+            return 0
+        g = math.gcd(self.k_tiles, self.units)
+        return _cdiv(self.units - g + self.k_tiles, self.units)
+
+    @property
+    def segments(self) -> int:
+        """The most tile pieces one run touches."""
+        if self.units % self.k_tiles == 0:
+            return self.units // self.k_tiles
+        if self.k_tiles % self.units == 0:
+            return 1
+        return _cdiv(self.units, self.k_tiles) + 1
+
+    @property
+    def splits(self) -> int:
+        """Pieces per tile at most (1: every tile whole), as the selection model counts them."""
+        return max(1, self.planes)
 
 
 _REDUCE: dict[tuple, driver.LoadedKernel] = {}
@@ -264,9 +355,7 @@ class _InOrder:
 
 @dataclass
 class SmallMPlan(launch.Plan):
-    splits: int = 1
-    kt_per_split: int = 0
-    grid: tuple[int, int, int] = (1, 1, 1)  # of the split-K kernel: (n_tiles, m_tiles, splits)
+    deal: Deal | None = None  # how the split-K kernel's CTAs share the work
 
     @property
     def workspace(self):
@@ -277,6 +366,9 @@ class SmallMPlan(launch.Plan):
 FAMILIES: dict[str, SmallM] = {
     "smallm": SmallM("smallm"),
     "smallm:n128": SmallM("smallm:n128", bn=128, depth=8, variant="n128"),
+    # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 256)
+    "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, max_m=256, variant="c2"),
+    "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, max_m=256, variant="c2n128"),
 }
 
 
