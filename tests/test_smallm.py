@@ -117,13 +117,17 @@ def test_deal_examples():
     f = smallm.FAMILIES["smallm"]
     d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: 128 runs of 8, each tile in 8 pieces
     assert (d.ctas, d.units, d.planes) == (128, 8, 8)
-    d = f.deal(1, 28672, 8192, H200_SMS)  # 112 tiles x 128 k-tiles: one wave of 132 equal runs
-    assert (d.ctas, d.units) == (132, 109) and d.planes == 3
+    d = f.deal(1, 14336, 4096, H200_SMS)  # 56 tiles: split in two, 112 CTAs already draw full HBM bandwidth
+    assert (d.ctas, d.units, d.planes) == (112, 32, 2)
     d = f.deal(16, 264, 72, H200_SMS)  # 2 k-tiles: nothing to split
     assert (d.ctas, d.units, d.planes) == (2, 2, 0)
     g = smallm.FAMILIES["smallm:n128"]
-    d = g.deal(1, 28672, 8192, H200_SMS)  # 224 whole tiles would be 1.7 waves; 132 runs of 218 are one
-    assert (d.ctas, d.units, d.planes, d.segments) == (132, 218, 2, 3)
+    d = g.deal(1, 28672, 8192, H200_SMS)  # 224 whole tiles would be 1.7 waves; 112 runs of two tiles are one
+    assert (d.ctas, d.units, d.planes, d.segments) == (112, 256, 0, 2)
+    d = g.deal(1, 14336, 4096, H200_SMS)  # 112 whole tiles: one wave, no second pass
+    assert (d.ctas, d.planes) == (112, 0)
+    d = g.deal(16, 11008, 4096, H200_SMS)  # 86 tiles: runs of 48 k-tiles cross tiles, 115 CTAs
+    assert (d.ctas, d.units, d.planes, d.segments) == (115, 48, 2, 2)
     c2 = smallm.FAMILIES["smallm:c2n128"]
     d = c2.deal(128, 8192, 8192, H200_SMS)  # 128 rows in one tile: B streams once
     assert d.tiles == 64 and d.ctas == 128 and d.planes == 2
@@ -154,8 +158,9 @@ def test_planes_match_a_count_over_all_tiles():
 
 def test_reduction_grid():
     f = smallm.FAMILIES["smallm"]
-    assert f.reduce_grid(16, 4096) == (16 * 4096 // 4 // smallm.REDUCE_THREADS, 1, 1)
+    assert f.reduce_grid(16, 4096) == (4096 // 4 // smallm.REDUCE_THREADS, 16, 1)  # (along a row, rows)
     assert f.reduce_grid(1, 8) == (1, 1, 1)
+    assert f.reduce_grid(3, 520) == (2, 3, 1)  # 130 threads per row
 
 
 def test_deal_cost_prices_the_workspace_and_the_waves():

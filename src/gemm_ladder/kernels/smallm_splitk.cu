@@ -177,21 +177,20 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
 // The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed
 // in that order in fp32 (a fixed order: deterministic); tiles one CTA computed whole were
 // written by it and are skipped. The tile of an element and its planes follow from the same
-// deal of units as the main kernel (Segments). One thread per 4 consecutive elements of C (N
-// is a multiple of 8, BN of 4: one tile): 16-byte loads from each plane, one 8-byte store.
-// 128-thread blocks of <= 40 registers fit beside a one-consumer CTA (232 x 256 of the SM's
-// 64K registers), so with programmatic launch they wait on the SMs rather than launch after
-// the split-K grid ends.
+// deal of units as the main kernel (Segments). Block (x, row): one thread per 4 consecutive
+// elements of a row of C (N is a multiple of 8, BN of 4: one tile), all in 32-bit integer
+// arithmetic; 16-byte loads from each plane, one 8-byte store. 128-thread blocks of <= 40
+// registers fit beside a one-consumer CTA (232 x 256 of the SM's 64K registers), so with
+// programmatic launch they wait on the SMs rather than launch after the split-K grid ends.
 extern "C" __global__ void __launch_bounds__(128)
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
-  const long long plane = (long long)M * N / 4;  // float4s per plane
-  const long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const int row = blockIdx.y, col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
   pdl_wait_for_previous();  // the partials are complete and visible
-  if (q >= plane) return;
-  const int row = (int)(4 * q / N), col = (int)(4 * q % N), k_tiles = ceil_div(K, BK);
-  const int t = row / BM * ceil_div(N, BN) + col / BN;
+  if (col >= N) return;
+  const int k_tiles = ceil_div(K, BK), t = row / BM * ceil_div(N, BN) + col / BN;
   const int first = t * k_tiles / units, pieces = (t * k_tiles + k_tiles - 1) / units - first + 1;
   if (pieces == 1) return;  // computed whole, C written by the main kernel
+  const long long plane = (long long)M * N / 4, q = ((long long)row * N + col) / 4;  // float4s
   const float4* p = reinterpret_cast<const float4*>(ws) + q;
   float4 sum = p[0];
 #pragma unroll 4

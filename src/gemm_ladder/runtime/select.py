@@ -12,7 +12,9 @@ family is one entry in CANDIDATES. The model (docs/suite.md):
   tile eff       M * N / (tiles * cluster tile area)       rows/columns computed past C
   t_compute      2 M N K_padded / peak / tile eff          all SMs at the tensor-core peak
   t_memory       (A + B + C once) / HBM bandwidth          compulsory traffic
-  score          max(t_compute, t_memory) / wave eff       lower is better
+  mem wave eff   as wave eff, but a wave with HBM_SATURATION of the slots busy counts as full
+                 (that many SMs already draw the full HBM bandwidth)
+  score          max(t_compute / wave eff, t_memory / mem wave eff)       lower is better
 
 Scores within TIE of the best are treated as equal (the model is not finer than that);
 among those the pick is the candidate moving the fewest operand bytes from L2 into shared
@@ -37,6 +39,7 @@ from .steps import Step, get_step
 # the model's traffic tie-break would otherwise pass over.
 CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm:n128", "smallm", "smallm:c2n128", "smallm:c2"]
 TIE = 0.02
+HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 
 
@@ -131,6 +134,7 @@ class Score:
     slots: int = 0
     waves: int = 0
     wave_eff: float = math.nan
+    mem_wave_eff: float = math.nan
     tile_eff: float = math.nan
     t_compute_us: float = math.nan
     t_memory_us: float = math.nan
@@ -175,12 +179,18 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     s.waves = _ceil(s.tiles, s.slots)
     s.wave_eff = s.tiles / (s.waves * s.slots)
     area = s.tiles // f.split_k * cm_rows * f.bn
+    work = s.tiles  # in tile-sized pieces: what fills the waves
     if deal is not None:  # equal runs of k-tiles, one CTA each: the work, not the tile count, fills the waves
         s.tiles = deal.ctas
         s.waves = _ceil(deal.ctas, s.slots)
-        s.wave_eff = deal.total / (s.waves * s.slots * deal.units)
+        work = deal.total / deal.units
+        s.wave_eff = work / (s.waves * s.slots)
         area = deal.tiles * cm_rows * f.bn
         kp = deal.k_tiles * f.bk
+    # Streaming from HBM, a wave needs only HBM_SATURATION of the slots busy to draw the full
+    # bandwidth: a last wave that fills them is no loss to the memory time, one below is.
+    sat = max(1.0, HBM_SATURATION * s.slots)
+    s.mem_wave_eff = work / ((s.waves - 1) * s.slots + max(work - (s.waves - 1) * s.slots, sat))
     s.tile_eff = (m * n) / area
     s.padded_flop = 2.0 * area * kp
     peak = dev.peak_tflops * 1e12
@@ -191,7 +201,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
         # from HBM (B is far larger than L2 there): measured at half of cuBLAS for M = 128.
         mem += (_ceil(m, cm_rows) - 1) * N * K * ELEMENT_BYTES
     s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
-    s.score_us = max(s.t_compute_us, s.t_memory_us) / s.wave_eff
+    s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff)
     s.l2_bytes = operand_bytes(step, *shape)
     s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
     s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "

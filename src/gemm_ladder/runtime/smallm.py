@@ -1,4 +1,4 @@
-"""The small-M family (decode-like shapes, M <= 128, or 256 with two consumers): K split
+"""The small-M family (decode-like shapes, M <= 128): K split
 stream-K style over a one-dimensional grid, a deterministic second pass. Its configuration
 and its launch live here together, as a step's do in steps.py and launch.py.
 
@@ -17,17 +17,19 @@ The deal (`deal`): C has `tiles` tiles of BM x BN (BM = 64 per consumer warpgrou
 memory). A tile whose units fall to more than one CTA is "split": each CTA writes its piece
 in fp32 to one plane of the workspace and the second kernel sums the planes in order. Among
 runs of at least MIN_KT_PER_SPLIT k-tiles (or the whole K), pick the one that minimizes the
-busiest SM's work in k-tile stages streamed (`deal_cost`):
-    waves * (units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (segments - 1))    the main kernel
-  + [any tile split] * (REDUCE_OVERHEAD_KT + planes * M * N * 4 / (SMs * stage bytes))   second pass
-with waves = ceil(ctas / SMs) and `segments` the most tile pieces one run can touch;
-CTA_OVERHEAD_KT prices a CTA's ring fill and tile store, SEGMENT_OVERHEAD_KT each further
-piece's store, REDUCE_OVERHEAD_KT the second launch. Ties go to fewer planes, then longer
-runs. The candidate runs are ceil(total / g) for every grid size g up to four waves, and
-whole tiles (units = k_tiles): the equal runs are what removes a ragged last wave (at
-1 x 28672 x 8192 with BN = 128, 224 whole tiles are 1.7 waves; 132 runs of 218 k-tiles
-are one). `fixed_deal(M, N, K, splits)` is the plain split of earlier versions for experiments
-and tests: runs of ceil(k_tiles / splits) k-tiles.
+time in k-tile stages of the whole machine (`deal_cost`): a run costs
+    run = units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (segments - 1)
+(`segments`: the most tile pieces one run touches; CTA_OVERHEAD_KT prices a CTA's ring fill
+and tile store, SEGMENT_OVERHEAD_KT each further piece's store), a wave of `active` CTAs
+takes run * max(active, sat) / SMs, because one SM streams at most 1/sat of the HBM
+bandwidth (sat = HBM_SATURATION * SMs: a wave of 112 CTAs is as fast as one of 132, a
+ragged second wave of 10 as slow as one of 112), and a split adds the second launch
+(REDUCE_OVERHEAD_KT) and its fp32 round trip, 2 * planes * M * N * 4 bytes, in stages.
+Ties go to fewer planes, then longer runs. The candidate runs are ceil(k_tiles / s) (K split
+s ways) and ceil(total / g) for every grid size g up to MAX_WAVES waves. Equal runs remove a
+ragged last wave: at 1 x 28672 x 8192 with BN = 128, 224 whole tiles are 1.7 waves, 112
+runs of two whole tiles one (measured 144 -> 126 us with runs of 218 k-tiles over 132
+CTAs). `fixed_deal(M, N, K, splits)` is the plain split, for experiments and tests.
 
 The reduction is our own second kernel, not torch's `ws.sum(0).to(dtype)`: one pass that
 reads the fp32 partials once and writes the 16-bit C straight into `out` (torch would
@@ -49,7 +51,8 @@ MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills 
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
 MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
-REDUCE_OVERHEAD_KT = 2  # the second launch's fixed cost, in k-tiles of one SM
+HBM_SATURATION = 0.85  # this share of the SMs streaming at once already draws the full HBM bandwidth
+REDUCE_OVERHEAD_KT = 2  # the second launch's fixed cost, in k-tile stages of the whole machine
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
 
@@ -178,11 +181,14 @@ class SmallM:
         return self.make_deal(M, N, K, _cdiv(kt, min(splits, kt)))
 
     def deal_cost(self, M: int, N: int, num_sms: int, d: "Deal") -> float:
-        """The busiest SM's work for this deal, in k-tile stages (module docstring)."""
-        cost = _cdiv(d.ctas, num_sms) * (d.units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1))
+        """The deal's time in k-tile stages of the whole machine (module docstring)."""
+        sat = max(1, round(HBM_SATURATION * num_sms))
+        run = d.units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
+        full, rest = divmod(d.ctas, num_sms)
+        cost = full * run * max(num_sms, sat) + (run * max(rest, sat) if rest else 0)
         if d.planes_bound:  # (the exact count would cost a loop per candidate)
-            cost += REDUCE_OVERHEAD_KT + d.planes_bound * M * N * 4 / (num_sms * self.stage_bytes)
-        return cost
+            cost += REDUCE_OVERHEAD_KT * num_sms + 2 * d.planes_bound * M * N * 4 / self.stage_bytes
+        return cost / num_sms
 
     def busiest_sm_bytes(self, M: int, N: int, K: int, num_sms: int) -> float:
         """The cost of the chosen deal in bytes: comparable between tile widths."""
@@ -194,7 +200,8 @@ class SmallM:
         kt = self.k_tiles(K)
         total = m_tiles * n_tiles * kt
         shortest = min(kt, MIN_KT_PER_SPLIT)
-        runs = {kt} | {_cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)}
+        runs = ({_cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
+                | {_cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)})  # equal runs over g CTAs
         best = None
         for u in sorted(runs, reverse=True):
             if u < shortest:
@@ -210,7 +217,8 @@ class SmallM:
         return (d.planes, M, N) if d.planes else None
 
     def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
-        return (_cdiv(M * N // 4, REDUCE_THREADS), 1, 1)
+        """(blocks along a row, rows): 4 elements per thread."""
+        return (_cdiv(N // 4, REDUCE_THREADS), M, 1)
 
     def kernel_args(self, a_ptr: int, b_ptr: int, ws_ptr: int, c_ptr: int, M: int, N: int, K: int,
                     units: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,
@@ -366,9 +374,10 @@ class SmallMPlan(launch.Plan):
 FAMILIES: dict[str, SmallM] = {
     "smallm": SmallM("smallm"),
     "smallm:n128": SmallM("smallm:n128", bn=128, depth=8, variant="n128"),
-    # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 256)
-    "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, max_m=256, variant="c2"),
-    "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, max_m=256, variant="c2n128"),
+    # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 128; at 256,
+    # two row blocks, measured 0.63-0.92x cuBLAS: the ladder's tiles take those)
+    "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, variant="c2"),
+    "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, variant="c2n128"),
 }
 
 
