@@ -45,6 +45,15 @@ class FakeTensorMap:
         return _view(self.ptr, self.dtype, (self.rows, self.cols), self.ld)
 
 
+def _cluster_of(config) -> tuple:
+    """The cluster-dimension launch attribute's shape, (1, 1, 1) without one."""
+    for attr in list(config.attrs)[:config.numAttrs]:
+        if attr.id == driver._cu().CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+            d = attr.value.clusterDim
+            return (int(d.x), int(d.y), int(d.z))
+    return (1, 1, 1)
+
+
 def _view(ptr: int, dtype, shape: tuple, ld: int):
     rows, cols = shape
     n = (rows - 1) * ld + cols
@@ -120,7 +129,7 @@ class FakeGpu:
             return
         grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
         rec = SimpleNamespace(name=function.name, stream=int(config.hStream), defines=function.defines, grid=grid,
-                              attrs=config.numAttrs)
+                              attrs=config.numAttrs, cluster=_cluster_of(config))
         self.launches.append(rec)
         if function.name == smallm.SmallM.reduce_entry:
             return self._reduce(rec, args_ptr)
@@ -152,6 +161,7 @@ class FakeGpu:
         n_tiles, kt = -(-N // bn), -(-rec.K // bk)
         total = -(-M // bm) * n_tiles * kt
         assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
+        pieces = {}  # cluster reduction: tile -> its pieces in rank order
         for cta in range(rec.grid[0]):
             u, u1 = cta * units, min((cta + 1) * units, total)
             while u < u1:
@@ -160,7 +170,15 @@ class FakeGpu:
                 r0, c0 = t // n_tiles * bm, t % n_tiles * bn
                 rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
                 part = A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
-                if k0 == 0 and k1 == kt:
+                if rec.cluster[0] > 1:
+                    assert cta % rec.cluster[0] == len(pieces.setdefault(t, [])) and k1 - k0 == units
+                    pieces[t].append(part)
+                    if len(pieces[t]) == rec.cluster[0]:  # the last rank: sum in rank order
+                        total_t = pieces[t][0]
+                        for q in pieces[t][1:]:
+                            total_t = total_t + q
+                        _view(c, ma.dtype, (M, N), N)[rows, cols] = total_t.to(ma.dtype)
+                elif k0 == 0 and k1 == kt:
                     _view(c, ma.dtype, (M, N), N)[rows, cols] = part.to(ma.dtype)
                 else:
                     plane = cta - t * kt // units

@@ -180,29 +180,35 @@ def test_selection_per_shape(gpu):
     x, w2 = rnd(3, 1000), rnd(40, 1000, seed=2)  # decode-like: the small-M family
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
-    assert _small_m(key) and key == select.pick(3, 40, 1000) and gpu.launches[-1].name == "gemm_smallm_reduce"
+    assert _small_m(key) and key == select.pick(3, 40, 1000) and gpu.launches[-1].name == "gemm_smallm_splitk"
+    assert gpu.launches[-1].cluster == (4, 1, 1)  # 16 k-tiles in 4 pieces, summed in a cluster
     assert_product(gemm_ladder.matmul(x, w2.T), x, w2.T)  # a transposed view of w2: K-major, in place
-    assert gpu.prepared[-1][0] == key and gpu.launches[-2].maps[1].ptr == w2.data_ptr()
+    assert gpu.prepared[-1][0] == key and gpu.launches[-1].maps[1].ptr == w2.data_ptr()
     steps_before = len(gpu.prepared)
     gemm_ladder.matmul_nt(rnd(192, 32, seed=5), rnd(48, 32, seed=6))  # same configuration: no new choice
     assert len(gpu.prepared) == steps_before
 
 
+def _last_splitk(gpu):
+    """The latest launch of the small-M main kernel (a reduction may follow it, or not)."""
+    return next(r for r in reversed(gpu.launches) if r.name == "gemm_smallm_splitk")
+
+
 def test_small_m_family_splits_k_and_reduces(gpu):
-    x, w = rnd(3, 1000), rnd(40, 1000, seed=1)
+    x, w = rnd(3, 4096), rnd(1000, 4096, seed=1)  # 8 tiles of 64 k-tiles: runs of 4, through the workspace
     c = gemm_ladder.matmul_nt(x, w)
     assert_product(c, x, w.T)
     splitk, red = gpu.launches[-2:]
     fam = get_step(gpu.prepared[-1][0])
     assert _small_m(fam.key)
-    deal = fam.deal(3, 40, 1000, 132)
-    assert deal.planes > 1 and splitk.grid == deal.grid and splitk.units == deal.units
+    deal = fam.deal(3, 1000, 4096, 132)
+    assert deal.planes > 1 and splitk.grid == deal.grid and splitk.units == deal.units and splitk.cluster == (1, 1, 1)
     assert (splitk.maps[0].ptr, splitk.maps[1].ptr, splitk.c) == (x.data_ptr(), w.data_ptr(), c.data_ptr())
     assert red.ws == splitk.ws and red.c == c.data_ptr() and red.units == deal.units
     assert red.attrs == 1  # the reduction's programmatic dependent launch
-    y = rnd(3, 1024)[:, :1000]  # a row-strided slice: read in place
+    y = rnd(3, 4104)[:, :4096]  # a row-strided slice: read in place
     assert_product(gemm_ladder.matmul_nt(y, w), y, w.T)
-    assert gpu.launches[-2].maps[0].ptr == y.data_ptr() and gpu.launches[-2].maps[0].ld == 1024
+    assert gpu.launches[-2].maps[0].ptr == y.data_ptr() and gpu.launches[-2].maps[0].ld == 4104
     x1, w1 = rnd(2, 128), rnd(16, 128, seed=2)  # two k-tiles: every tile whole, no workspace, no reduction
     assert_product(gemm_ladder.matmul_nt(x1, w1, step="smallm"), x1, w1.T)
     assert gpu.launches[-1].name == "gemm_smallm_splitk" and gpu.launches[-1].ws == 0
@@ -217,12 +223,12 @@ def test_small_m_family_takes_k_major_only(gpu):
     assert _small_m(key) and key == api.step_for(16, 256, 1024).key
     assert_product(gemm_ladder.matmul(x, b), x, b)
     assert gpu.prepared[-1][0] == key
-    assert gpu.launches[-2].maps[1].ptr != b.data_ptr() and gpu.launches[-2].maps[1].ld == 1024
+    assert _last_splitk(gpu).maps[1].ptr != b.data_ptr() and _last_splitk(gpu).maps[1].ld == 1024
     assert api.step_for(1, 28672, 8192, b_mn=True).key == "9:c1"  # modelled: the copy would cost more
     assert _small_m(api.step_for(16, 4096, 4096, b_mn=True).key)  # 7.5 + 6 + 14 us against 58 us: copy
     assert _small_m(api.step_for(1, 28672, 8192).key)
     assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: copies too
-    assert gpu.prepared[-1][0] == "smallm" and gpu.launches[-2].maps[1].ptr != b.data_ptr()
+    assert gpu.prepared[-1][0] == "smallm" and _last_splitk(gpu).maps[1].ptr != b.data_ptr()
 
 
 def test_tiny_shapes_read_mn_major_in_place(gpu):

@@ -168,14 +168,15 @@ def test_small_m_copies_an_mn_major_operand_only():
     extra, res = _peak_extra(lambda: gemm_ladder.matmul(a, w.T))
     check(res, a, w.T)
     cfg = fastpath.config_for("mm", a, w.T)
-    assert _small_m(cfg.step) and cfg.a.direct and cfg.b.direct and cfg.planes > 1
-    assert extra == _block(M * N * 2) + _block(cfg.planes * M * N * 4)  # the result and the fp32 workspace
+    assert _small_m(cfg.step) and cfg.a.direct and cfg.b.direct and cfg.deal.splits > 1
+    ws = _block(cfg.planes * M * N * 4) if cfg.planes else 0  # a cluster reduction needs no workspace
+    assert extra == _block(M * N * 2) + ws  # the result and the fp32 workspace, if any
     b_kn = w.T.contiguous()
     extra, res = _peak_extra(lambda: gemm_ladder.matmul(a, b_kn))
     check(res, a, b_kn)
     cfg = fastpath.config_for("mm", a, b_kn)
     assert _small_m(cfg.step) and not cfg.b.direct
-    assert extra == _block(M * N * 2) + _block(cfg.planes * M * N * 4) + _block(N * K * 2)
+    assert extra == _block(M * N * 2) + ws + _block(N * K * 2)
     forced = gemm_ladder.matmul(a, b_kn, step="9:c1")  # reads it in place
     torch.cuda.synchronize()
     check(forced, a, b_kn)
@@ -226,13 +227,15 @@ def test_cuda_graph_capture_and_replay_with_new_inputs():
         check(c4.reshape(-1, N), x3.reshape(-1, K), w.T)
 
 
-def test_cuda_graph_of_the_small_m_family():
-    """Split-K kernel + programmatic reduction, workspace from the graph's pool."""
+@pytest.mark.parametrize("N,dsmem", [(5000, False), (512, True)], ids=["workspace", "cluster"])
+def test_cuda_graph_of_the_small_m_family(N, dsmem):
+    """Split-K kernel + programmatic reduction, workspace from the graph's pool; or one
+    launch of clusters that sum the pieces on chip."""
     torch = _torch()
     gemm_ladder.warmup(dtypes=(torch.bfloat16,), mn_major=False)
-    a, w = rnd(8, 2048, dtype=torch.bfloat16), rnd(512, 2048, dtype=torch.bfloat16, seed=1)
+    a, w = rnd(8, 2048, dtype=torch.bfloat16), rnd(N, 2048, dtype=torch.bfloat16, seed=1)
     cfg = fastpath.config_for("nt", a, w)
-    assert _small_m(cfg.step) and cfg.planes > 1
+    assert _small_m(cfg.step) and cfg.deal.dsmem == dsmem and (cfg.planes > 1 or dsmem)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -18,7 +18,7 @@ pytestmark = [needs_gpu, pytest.mark.gpu]
 
 KEYS = list(smallm.FAMILIES)
 MS = (1, 7, 16, 64, 100, 128)
-KEY_MS = [(k, m) for k in KEYS for m in MS if m <= smallm.FAMILIES[k].max_m]
+KEY_MS = [(k, m) for k in KEYS for m in MS if smallm.FAMILIES[k].min_m <= m <= smallm.FAMILIES[k].max_m]
 NKS = [(4096, 4096), (11008, 4096), (4096, 11008), (264, 72), (14336, 4096)]  # 14336: runs cross tiles
 DTYPES = ("float16", "bfloat16")
 _seed = itertools.count(500)
@@ -38,7 +38,11 @@ _CHILD = """
 import torch
 from gemm_ladder.runtime import smallm
 from gemm_ladder.measure.accuracy import check_product
-for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 11008, 4096, 3), (1, 4096, 1000, 5)]:
+fam = smallm.FAMILIES[{key!r}]
+for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 11008, 4096, 3), (1, 4096, 1000, 5),
+                          (96, 4096, 4096, 4), (80, 1000, 4096, 2), (70, 4096, 4096, 3)]:
+    if not fam.accepts(M, N, K):
+        continue
     g = torch.Generator(device="cuda").manual_seed(M)
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
@@ -75,18 +79,22 @@ def test_matches_reference(key, M, N, K, dtype):
 
 
 FORCED = [(16, 4096, 4096, 1),     # no split: the kernel writes C itself
-          (16, 4096, 4096, 3),     # 22 + 22 + 20 k-tiles
-          (1, 4096, 4096, 64),     # one k-tile per split
-          (7, 264, 1000, 5),       # K = 1000: the last k-tile is partial; 5 asked, 4 splits of 4
-          (100, 4096, 11008, 7),   # two m-tiles, rows 100..127 masked
+          (16, 4096, 4096, 3),     # 22 + 22 + 20 k-tiles, through the workspace
+          (1, 4096, 4096, 64),     # one k-tile per piece
+          (7, 264, 1000, 5),       # K = 1000: the last k-tile is partial; 5 asked, 4 pieces of 4: a cluster of 4
+          (100, 4096, 11008, 7),   # two m-tiles (one with two consumers), rows 100..127 masked
           (128, 264, 72, 2),       # N smaller than one 256-wide tile
-          (16, 14336, 4096, 5)]    # runs of 13 k-tiles cross tile boundaries
+          (16, 14336, 4096, 5),    # runs of 13 k-tiles cross tile boundaries
+          (16, 4096, 4096, 8),     # clusters of 8 sum the pieces through DSMEM
+          (80, 1000, 4096, 2),     # clusters of 2; N = 1000 clips the last tile
+          (96, 4096, 4096, 4)]     # clusters of 4, two consumers' rows
+FORCED_CASES = [(k, c) for k in KEYS for c in FORCED if smallm.FAMILIES[k].accepts(*c[:3])]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("M,N,K,splits", FORCED, ids=["x".join(map(str, c)) for c in FORCED])
-@pytest.mark.parametrize("key", KEYS)
-def test_forced_splits(key, M, N, K, splits, dtype):
+@pytest.mark.parametrize("key,case", FORCED_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in FORCED_CASES])
+def test_forced_splits(key, case, dtype):
+    M, N, K, splits = case
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
@@ -94,26 +102,31 @@ def test_forced_splits(key, M, N, K, splits, dtype):
     assert_matches(out, a, b)
 
 
-DET_SHAPES = [(16, 4096, 4096), (100, 11008, 4096), (1, 4096, 11008), (1, 14336, 4096)]
+# (M, N, K, splits, summed in a cluster)
+DET = [(16, 4096, 4096, 8, True), (100, 11008, 4096, 3, False), (1, 4096, 11008, 4, True),
+       (1, 14336, 4096, 5, False), (80, 4096, 4096, 2, True), (96, 4096, 4096, 5, False)]
+DET_CASES = [(k, c) for k in KEYS for c in DET if smallm.FAMILIES[k].accepts(*c[:3])]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("M,N,K", DET_SHAPES, ids=["x".join(map(str, s)) for s in DET_SHAPES])
-@pytest.mark.parametrize("key", KEYS)
-def test_bit_identical_over_20_runs(key, M, N, K, dtype):
-    """The same inputs give the same bits: fixed split order, no atomics. Every run gets a
-    fresh poisoned output and a fresh workspace."""
+@pytest.mark.parametrize("key,case", DET_CASES, ids=[f"{k}-{'x'.join(map(str, c[:4]))}" for k, c in DET_CASES])
+def test_bit_identical_over_20_runs(key, case, dtype):
+    """The same inputs give the same bits: fixed summation order (planes in order, or the
+    cluster's ranks in order), no atomics. Every run gets a fresh poisoned output and a
+    fresh workspace."""
     import torch
+    M, N, K, splits, dsmem = case
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
     fam = smallm.FAMILIES[key]
+    deal = fam.fixed_deal(M, N, K, splits)
+    assert deal.dsmem == dsmem and (deal.cluster[0] > 1 if dsmem else deal.planes > 1)
     runs = []
     for _ in range(20):
         out = _poisoned(M, N, dt)
-        smallm.run_smallm(a, b, out, family=key)
+        smallm.run_smallm(a, b, out, splits, family=key)
         runs.append(out.view(torch.int16))
     torch.cuda.synchronize()
-    assert fam.deal(M, N, K, torch.cuda.get_device_properties(0).multi_processor_count).planes > 1
     assert_matches(runs[0].view(dt), a, b)
     differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
     assert not differing, f"{fam.key}: runs {differing} differ from run 0"

@@ -29,9 +29,11 @@ def test_plan_covers_every_step_at_two_shapes_and_matmul(san):
     keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS)
     assert set(per) == {f"step:{k}" for k in keys} | {f"family:{k}" for k in FAMILIES} | {"matmul"}
     assert all(len(v) >= 2 for v in per.values()), per
-    # the family's cases include one whose K splits (so the reduction kernel runs too)
+    # the family's cases include one whose pieces go through the workspace (so the reduction
+    # kernel runs too) and one summed in a cluster (DSMEM)
     fam = FAMILIES["smallm"]
     assert any(fam.deal(*s, 132).planes for s in per["family:smallm"])
+    assert any(fam.deal(*s, 132).dsmem for s in per["family:smallm"])
     assert (129, 264, 72) in per["step:7:d4"] and (128, 128, 64) in per["step:2"]
     assert len(per["matmul"]) == 3
     # under initcheck matmul skips the shape whose output goes through an internal buffer

@@ -1,6 +1,7 @@
 """The small-M split-K family on the CPU: its registry entries, the split rule and workspace,
 the shapes it takes, and both kernels of its file compiled clean (NVRTC) with the SASS it
 claims. The GPU side is tests/test_gpu_smallm.py."""
+import dataclasses
 import re
 
 import pytest
@@ -59,7 +60,7 @@ def test_kernel_takes_configuration_only_from_defines():
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
 def test_accepts(fam):
     for shape in [(1, 8, 8), (7, 264, 72), (16, 4096, 4096), (128, 11008, 4096), (100, 4096, 11008)]:
-        assert fam.accepts(*shape), fam.shape_problems(*shape)
+        assert fam.accepts(*shape) == (shape[0] >= fam.min_m), fam.shape_problems(*shape)
     assert f"M={fam.max_m + 1}" in " ".join(fam.shape_problems(fam.max_m + 1, 4096, 4096))
     assert "K=" in " ".join(fam.shape_problems(16, 4096, 4100))
     assert "N=" in " ".join(fam.shape_problems(16, 4100, 4096))
@@ -103,34 +104,41 @@ def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
                 for k in range(k0, k1):
                     assert (t, k) not in covered  # no unit twice
                     covered[(t, k)] = plane
+                if d.dsmem:  # one piece per CTA; the CTAs of a tile are one cluster, rank = piece
+                    assert len(segs) == 1 and plane is not None and plane < d.cluster[0]
+                    assert d.ctas % d.cluster[0] == 0 and d.pieces(t) == d.cluster[0]
+                    continue
                 assert plane is None or 0 <= plane < d.planes  # a piece has a plane; one per CTA of the tile
                 assert (plane is None) == (d.pieces(t) == 1)   # the reduction skips exactly the whole tiles
         assert len(covered) == d.total  # none missing
         # the grid is one wave of equal runs where the work allows it, never a ragged second wave
         assert d.ctas <= smallm.MAX_WAVES * H200_SMS
         if d.tiles * 2 <= H200_SMS and d.k_tiles >= 4 * smallm.MIN_KT_PER_SPLIT:
-            assert d.planes, (M, N, K)  # few tiles and a long K: split
+            assert d.splits > 1, (M, N, K)  # few tiles and a long K: split
         assert fam.workspace_shape(M, N, d) == ((d.planes, M, N) if d.planes else None)
+        assert not (d.dsmem and d.planes)
 
 
 def test_deal_examples():
     f = smallm.FAMILIES["smallm"]
-    d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: 128 runs of 8, each tile in 8 pieces
-    assert (d.ctas, d.units, d.planes) == (128, 8, 8)
-    d = f.deal(1, 14336, 4096, H200_SMS)  # 56 tiles: split in two, 112 CTAs already draw full HBM bandwidth
-    assert (d.ctas, d.units, d.planes) == (112, 32, 2)
+    d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: clusters of 8 CTAs, one per tile
+    assert (d.ctas, d.units, d.planes, d.cluster) == (128, 8, 0, (8, 1, 1))
+    d = f.deal(1, 14336, 4096, H200_SMS)  # 56 tiles split in two: 112 CTAs draw ~full HBM bandwidth
+    assert (d.ctas, d.units, d.planes, d.cluster) == (112, 32, 0, (2, 1, 1))
     d = f.deal(16, 264, 72, H200_SMS)  # 2 k-tiles: nothing to split
-    assert (d.ctas, d.units, d.planes) == (2, 2, 0)
+    assert (d.ctas, d.units, d.planes, d.cluster) == (2, 2, 0, (1, 1, 1))
     g = smallm.FAMILIES["smallm:n128"]
-    d = g.deal(1, 28672, 8192, H200_SMS)  # 224 whole tiles would be 1.7 waves; 112 runs of two tiles are one
-    assert (d.ctas, d.units, d.planes, d.segments) == (112, 256, 0, 2)
     d = g.deal(1, 14336, 4096, H200_SMS)  # 112 whole tiles: one wave, no second pass
-    assert (d.ctas, d.planes) == (112, 0)
-    d = g.deal(16, 11008, 4096, H200_SMS)  # 86 tiles: runs of 48 k-tiles cross tiles, 115 CTAs
-    assert (d.ctas, d.units, d.planes, d.segments) == (115, 48, 2, 2)
+    assert (d.ctas, d.planes, d.cluster) == (112, 0, (1, 1, 1))
+    d = g.deal(16, 11008, 4096, H200_SMS)  # 86 tiles: runs of 43 k-tiles cross tiles (stream-K), 128 CTAs
+    assert (d.ctas, d.units, d.planes, d.segments, d.dsmem) == (128, 43, 3, 2, False)
+    d = g.deal(1, 28672, 8192, H200_SMS)  # 224 whole tiles would be 1.7 waves: equal runs over ~one wave
+    assert d.ctas <= H200_SMS and d.units % d.k_tiles and d.planes == 2
     c2 = smallm.FAMILIES["smallm:c2n128"]
-    d = c2.deal(128, 8192, 8192, H200_SMS)  # 128 rows in one tile: B streams once
-    assert d.tiles == 64 and d.ctas == 128 and d.planes == 2
+    d = c2.deal(128, 8192, 8192, H200_SMS)  # 128 rows in one tile: B streams once; pairs of CTAs per tile
+    assert (d.tiles, d.ctas, d.cluster) == (64, 128, (2, 1, 1))
+    no_dsmem = dataclasses.replace(f, cluster_reduce=False)
+    assert no_dsmem.deal(16, 4096, 4096, H200_SMS).planes == 8  # the workspace path instead
 
 
 def test_fixed_deal_splits_k():
@@ -138,8 +146,11 @@ def test_fixed_deal_splits_k():
     assert f.fixed_deal(16, 4096, 4096, 3).units == 22   # 64 k-tiles: 22 + 22 + 20 (runs cross tiles)
     assert f.fixed_deal(16, 256, 192, 4).units == 1      # 3 k-tiles cannot feed 4 splits: 3 pieces
     assert f.fixed_deal(16, 256, 192, 4).planes == 3
-    assert f.fixed_deal(16, 4096, 4096, 8).planes == 8
+    assert f.fixed_deal(16, 4096, 4096, 8).cluster == (8, 1, 1)  # aligned, P = 8: summed in the cluster
+    assert f.fixed_deal(16, 4096, 4096, 16).planes == 16          # P = 16 > 8: through the workspace
     assert f.fixed_deal(16, 4096, 4096, 1).planes == 0  # whole tiles: no workspace
+    with pytest.raises(ValueError):
+        smallm.Deal(16, 64, 5, dsmem=True)  # 5 does not divide 64
     with pytest.raises(ValueError):
         f.fixed_deal(16, 64, 64, 0)
 
@@ -209,7 +220,11 @@ def test_sass_holds_claims(fam):
     assert sass.count_class(ops, "USETMAXREG") >= 2, "producer dec + consumer inc"
     assert sass.mma_loop_full_waits(text) == 0, "the k-loop keeps one wgmma group in flight"
     bars = [t for _, t in sass.instructions(text) if t.startswith("BAR.")]
-    assert bars == ["BAR.SYNC.DEFER_BLOCKING 0x0"], "one CTA-wide barrier, after barrier init"
+    # after barrier init; the consumers' named barrier before a cluster reduction stages its
+    # piece over the ring; the two cluster barriers (ptxas pairs each with a CTA barrier)
+    assert bars == ["BAR.SYNC.DEFER_BLOCKING 0x0", f"BAR.SYNC.DEFER_BLOCKING 0x1, {hex(128 * fam.consumers)}",
+                    "BAR.SYNC.DEFER_BLOCKING 0x0", "BAR.SYNC.DEFER_BLOCKING 0x0"], bars
+    assert sass.count_class(ops, "UCGABAR_ARV") and sass.count_class(ops, "UCGABAR_WAIT")
 
 
 @pytest.mark.parametrize("extra", [{"GL_DEBUG_WAITS": 1}, {"GL_TRACE": 1}], ids=["debug", "trace"])

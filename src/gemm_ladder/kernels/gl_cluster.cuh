@@ -10,6 +10,13 @@ GL_DEVICE u32 cluster_ctarank() {
   return r;
 }
 
+// How many CTAs the cluster has (1 without a cluster launch).
+GL_DEVICE u32 cluster_size() {
+  u32 n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+}
+
 // Every thread of every CTA of the cluster meets here. arrive.release publishes this thread's
 // earlier writes (barrier inits, shared stores) to the cluster; wait.acquire sees the peers'.
 // Not .aligned: threads of one warp may reach it from different branches.
@@ -23,6 +30,15 @@ GL_DEVICE u32 map_to_cta(const void* smem, u32 rank) {
   u32 remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(smem)), "r"(rank));
   return remote;
+}
+
+// Read 16 bytes of a peer CTA's shared memory (address from map_to_cta): distributed shared
+// memory, ordered after the peer's writes by a cluster_sync in between.
+GL_DEVICE float4 ld_cluster_f4(u32 cluster_addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(cluster_addr) : "memory");
+  return v;
 }
 
 // Arrive on an mbarrier anywhere in the cluster (address from map_to_cta). Default semantics

@@ -17,6 +17,11 @@
 // below) sums a split tile's planes in order 0, 1, 2, ... and rounds once: no atomics, so the
 // same inputs give bit-identical outputs. When `units` is a multiple of the k-tiles per tile
 // no tile is split and the second pass is skipped.
+// Launched as clusters of P CTAs (P = 2, 4 or 8 pieces per tile, runs of k_tiles / P: each
+// cluster one tile), the pieces never leave the chip: each CTA stages its fp32 piece in its
+// own shared memory (the drained operand ring), and after a cluster barrier CTA r sums
+// column slice r of the tile over the P CTAs' shared memory (DSMEM), in rank order 0, 1, ...
+// (deterministic), and writes C. No workspace, no second launch.
 //
 // Organisation as step 7 (load_stage and the consumer's k-loop from gl_warpspec.cuh), without
 // its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
@@ -51,6 +56,10 @@ struct SharedStorage {
   u64 tma2mma[DEPTH];
   u64 mma2tma[DEPTH];
 };
+// Cluster reduction: the piece, BM x BN fp32 over the drained ring, rows padded by 8 floats
+// (the fragment's 8 rows of a store land in different banks).
+constexpr int PIECE_LD = BN + 8;
+static_assert(BM * PIECE_LD * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
 // Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
@@ -91,6 +100,40 @@ GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, 
   }
 }
 
+// Cluster reduction, step 1: a consumer's 64 x BN fragment (rows < `rows` only) into the
+// piece in this CTA's shared memory, rows r0...
+GL_DEVICE void stage_piece(const float (&acc)[BN / 2], float* piece, int r0, int rows) {
+  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = 16 * w + l / 4 + 8 * half;
+    if (row >= rows) continue;
+    float* dst = piece + (r0 + row) * PIECE_LD + 2 * (l % 4);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+      *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+  }
+}
+
+// Cluster reduction, step 2 (after a cluster barrier): this CTA's column slice of the tile,
+// summed over the pieces of every CTA of the cluster in rank order, rounded into C.
+GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
+  const int rows = min(BM, M - m0), cols = BN / (int)pieces, c0 = (int)rank * cols, per_row = cols / 4;
+  for (int e = threadIdx.x - 128; e < rows * per_row; e += 128 * CONSUMERS) {
+    const int row = e / per_row, col = c0 + 4 * (e % per_row);
+    if (n0 + col >= N) continue;  // N is a multiple of 8: col < N means col + 3 < N
+    const float* mine = piece + row * PIECE_LD + col;
+    float4 sum = ld_cluster_f4(map_to_cta(mine, 0));
+    for (u32 q = 1; q < pieces; ++q) {
+      const float4 v = ld_cluster_f4(map_to_cta(mine, q));
+      sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
+    }
+    const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
+    u16* dst = c + (long long)(m0 + row) * N + n0 + col;
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
+  }
+}
+
 // The run of units of this CTA, as segments: tile t (tile-major over C: t = row block *
 // n_tiles + column block), its k-tiles [k0, k1), and the workspace plane of the piece.
 struct Segments {
@@ -114,6 +157,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const int n_tiles = ceil_div(N, BN), k_tiles = ceil_div(K, BK);
   const int tiles = ceil_div(M, BM) * n_tiles;
   const int warp = warp_idx();
+  const u32 pieces = cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
+  float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1,                            // the producer's arrive.expect_tx
@@ -164,13 +209,25 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
       fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
       tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
-      if (seg.whole())
+      if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
+        named_barrier_sync(1, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
+        stage_piece(acc, piece, 64 * cw, M - m0);
+      } else if (seg.whole()) {
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
-      else
+      } else {
         store_tile<false>(acc, ws, c, M, N, m0, n0, seg.plane());
+      }
       tr.event(EV_EPI_END, 0, 0, 0, 0, t);
     }
     tr.finish();
+  }
+  if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
+    cluster_sync();  // all pieces staged and visible cluster-wide
+    if (warpgroup_idx() > 0) {
+      const int t = blockIdx.x / (int)pieces;
+      reduce_slice(piece, c, M, N, t / n_tiles * BM, t % n_tiles * BN, cluster_ctarank(), pieces);
+    }
+    cluster_sync();  // the peers have read this CTA's piece: it may exit
   }
 }
 

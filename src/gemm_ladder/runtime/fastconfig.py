@@ -296,7 +296,7 @@ class SmallMConfig(_Fast):
             prep = prepare_kernel(fam, self.dev, self.bf16)
             reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
         self.launch = driver.ReusableLaunch(prep.kernel, self.deal.grid, (fam.threads, 1, 1), template,
-                                            dynamic_smem=fam.dynamic_smem)
+                                            dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster)
         self.reduce = None
         if reduce is not None:
             self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, N), (smallm.REDUCE_THREADS, 1, 1),

@@ -51,8 +51,10 @@ MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills 
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
 MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
-HBM_SATURATION = 0.85  # this share of the SMs streaming at once already draws the full HBM bandwidth
-REDUCE_OVERHEAD_KT = 2  # the second launch's fixed cost, in k-tile stages of the whole machine
+HBM_SATURATION = 0.92  # this share of the SMs streaming at once draws (nearly) the full HBM bandwidth
+CLUSTER_PIECES = (2, 4, 8)  # cluster reduction: pieces per tile (portable cluster sizes dividing BN / 4)
+DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluster barriers, in k-tiles
+REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
 
@@ -78,6 +80,7 @@ class SmallM:
     consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)
     bk: int = 64
     max_m: int = 128  # the family is for decode-like shapes; larger M belongs to the ladder
+    min_m: int = 1  # two consumers: M > 64 (below, one consumer's 64 rows hold all of M)
     # ... and programmatic launch: PREEXIT (griddepcontrol.launch_dependents), ACQBULK (.wait)
     sass_claims: tuple[str, ...] = ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "PREEXIT", "ACQBULK")
     sass_absent: tuple[str, ...] = ("FFMA",)
@@ -85,6 +88,7 @@ class SmallM:
     persistent: bool = False  # one tile and one K range per CTA; the split sizes the grid
     variant: str = ""
     pdl: bool = True  # the reduction launches programmatically (waits on the SMs for the partials)
+    cluster_reduce: bool = True  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
 
     def __post_init__(self) -> None:
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (128, 256):
@@ -148,6 +152,8 @@ class SmallM:
             p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
         if M > self.max_m:
             p.append(f"M={M} is over {self.max_m}: the small-M family is for decode-like shapes")
+        if M < self.min_m:
+            p.append(f"M={M} is under {self.min_m}: {self.key}'s second consumer would compute only padding")
         if K % 8:
             p.append(f"K={K} must be a multiple of 8 (TMA needs 16-byte row strides for A and B)")
         if N % 8:
@@ -178,16 +184,24 @@ class SmallM:
         if splits < 1:
             raise ValueError(f"splits must be >= 1, got {splits}")
         kt = self.k_tiles(K)
-        return self.make_deal(M, N, K, _cdiv(kt, min(splits, kt)))
+        units = _cdiv(kt, min(splits, kt))
+        d = self.make_deal(M, N, K, units)
+        if self.cluster_reduce and kt % units == 0 and kt // units in CLUSTER_PIECES and d.units == units:
+            return Deal(d.tiles, kt, units, dsmem=True)
+        return d
 
     def deal_cost(self, M: int, N: int, num_sms: int, d: "Deal") -> float:
         """The deal's time in k-tile stages of the whole machine (module docstring)."""
+        slots = num_sms
+        if d.dsmem:  # clusters sit inside a GPC: count GPCs of 16 SMs (2-CTA clusters pair any SMs)
+            slots = num_sms - num_sms % (2 if d.cluster[0] == 2 else 16) or num_sms
         sat = max(1, round(HBM_SATURATION * num_sms))
         run = d.units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
-        full, rest = divmod(d.ctas, num_sms)
-        cost = full * run * max(num_sms, sat) + (run * max(rest, sat) if rest else 0)
+        run += DSMEM_EXCHANGE_KT if d.dsmem else 0
+        full, rest = divmod(d.ctas, slots)
+        cost = full * run * max(slots, sat) + (run * max(rest, sat) if rest else 0)
         if d.planes_bound:  # (the exact count would cost a loop per candidate)
-            cost += REDUCE_OVERHEAD_KT * num_sms + 2 * d.planes_bound * M * N * 4 / self.stage_bytes
+            cost += (REDUCE_OVERHEAD_BYTES + 2 * d.planes_bound * M * N * 4) / self.stage_bytes
         return cost / num_sms
 
     def busiest_sm_bytes(self, M: int, N: int, K: int, num_sms: int) -> float:
@@ -202,15 +216,11 @@ class SmallM:
         shortest = min(kt, MIN_KT_PER_SPLIT)
         runs = ({_cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
                 | {_cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)})  # equal runs over g CTAs
-        best = None
-        for u in sorted(runs, reverse=True):
-            if u < shortest:
-                continue
-            d = Deal(m_tiles * n_tiles, kt, u)
-            key = (self.deal_cost(M, N, num_sms, d), d.planes_bound, -d.units)
-            if best is None or key < best[0]:
-                best = (key, d)
-        return best[1]
+        deals = [Deal(m_tiles * n_tiles, kt, u) for u in runs if u >= shortest]
+        if self.cluster_reduce:
+            deals += [Deal(m_tiles * n_tiles, kt, kt // p, dsmem=True) for p in CLUSTER_PIECES
+                      if kt % p == 0 and kt // p >= shortest]
+        return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, not d.dsmem, -d.units))
 
     def workspace_shape(self, M: int, N: int, d: "Deal") -> tuple[int, int, int] | None:
         """fp32 partials ws[plane][M][N]; None when no tile is split (the kernel writes C)."""
@@ -263,8 +273,8 @@ class SmallM:
             ws_ptr = ws.data_ptr() if ws is not None else 0
             stream = torch.cuda.current_stream(dev).cuda_stream
             args = self.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
-            launches = [driver.PreparedLaunch(prep.kernel, d.grid, (self.threads, 1, 1), args,
-                                              stream=stream, dynamic_smem=self.dynamic_smem)]
+            launches = [driver.PreparedLaunch(prep.kernel, d.grid, (self.threads, 1, 1), args, stream=stream,
+                                              dynamic_smem=self.dynamic_smem, cluster=d.cluster)]
             if ws is not None:
                 reduce = _reduce_kernel(prep.kernel, self.reduce_entry)
                 launches.append(driver.PreparedLaunch(
@@ -277,13 +287,19 @@ class SmallM:
 @dataclass(frozen=True)
 class Deal:
     """tiles x k_tiles units of work, tile-major, in runs of `units` per CTA (the kernel's
-    Segments walks the same deal; its reduction recomputes a tile's pieces from it)."""
+    Segments walks the same deal; its reduction recomputes a tile's pieces from it). dsmem:
+    runs of k_tiles / P with P in CLUSTER_PIECES, launched as clusters of P CTAs (one tile
+    each) that sum the pieces through distributed shared memory instead of a workspace."""
     tiles: int
     k_tiles: int
     units: int
+    dsmem: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "units", max(1, min(self.units, self.total)))
+        if self.dsmem and (self.k_tiles % self.units or self.k_tiles // self.units not in CLUSTER_PIECES):
+            raise ValueError(f"a cluster reduction needs runs of k_tiles / P, P in {CLUSTER_PIECES} "
+                             f"(k_tiles {self.k_tiles}, units {self.units})")
 
     @property
     def total(self) -> int:
@@ -297,6 +313,11 @@ class Deal:
     def grid(self) -> tuple[int, int, int]:
         return (self.ctas, 1, 1)
 
+    @property
+    def cluster(self) -> tuple[int, int, int]:
+        """The launch's cluster shape: (P, 1, 1) for a cluster reduction, else (1, 1, 1)."""
+        return (self.k_tiles // self.units, 1, 1) if self.dsmem else (1, 1, 1)
+
     def pieces(self, tile: int) -> int:
         """How many CTAs compute a part of this tile (1: it is written whole)."""
         first = tile * self.k_tiles // self.units
@@ -304,10 +325,11 @@ class Deal:
 
     @functools.cached_property
     def planes(self) -> int:
-        """Workspace planes: the most pieces of any split tile (0: no tile is split). Tile
-        starts repeat with period units / gcd(k_tiles, units): with at least that many tiles
-        every start occurs and the most is planes_bound; else the tiles are counted."""
-        if self.units % self.k_tiles == 0:
+        """Workspace planes: the most pieces of any split tile (0: no tile is split, or the
+        cluster sums them). Tile starts repeat with period units / gcd(k_tiles, units): with
+        at least that many tiles every start occurs and the most is planes_bound; else the
+        tiles are counted."""
+        if self.dsmem or self.units % self.k_tiles == 0:
             return 0
         period = self.units // math.gcd(self.k_tiles, self.units)
         if self.tiles >= period:
@@ -319,7 +341,7 @@ class Deal:
     def planes_bound(self) -> int:
         """At most this many pieces per tile: a tile starting g before a run's end (g =
         gcd(k_tiles, units), the finest start offset) reaches furthest."""
-        if self.units % self.k_tiles == 0:
+        if self.dsmem or self.units % self.k_tiles == 0:
             return 0
         g = math.gcd(self.k_tiles, self.units)
         return _cdiv(self.units - g + self.k_tiles, self.units)
@@ -336,7 +358,7 @@ class Deal:
     @property
     def splits(self) -> int:
         """Pieces per tile at most (1: every tile whole), as the selection model counts them."""
-        return max(1, self.planes)
+        return self.cluster[0] if self.dsmem else max(1, self.planes)
 
 
 _REDUCE: dict[tuple, driver.LoadedKernel] = {}
@@ -376,8 +398,8 @@ FAMILIES: dict[str, SmallM] = {
     "smallm:n128": SmallM("smallm:n128", bn=128, depth=8, variant="n128"),
     # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 128; at 256,
     # two row blocks, measured 0.63-0.92x cuBLAS: the ladder's tiles take those)
-    "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, variant="c2"),
-    "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, variant="c2n128"),
+    "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2"),
+    "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128"),
 }
 
 
