@@ -59,6 +59,7 @@ struct SharedStorage {
 // Cluster reduction: the piece, BM x BN fp32 over the drained ring, rows padded by 8 floats
 // (the fragment's 8 rows of a store land in different banks).
 constexpr int PIECE_LD = BN + 8;
+constexpr u32 MAX_PIECES = 8;  // the portable cluster size
 static_assert(BM * PIECE_LD * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
@@ -116,18 +117,24 @@ GL_DEVICE void stage_piece(const float (&acc)[BN / 2], float* piece, int r0, int
 }
 
 // Cluster reduction, step 2 (after a cluster barrier): this CTA's column slice of the tile,
-// summed over the pieces of every CTA of the cluster in rank order, rounded into C.
+// summed over the pieces of every CTA of the cluster in rank order, rounded into C. Each
+// thread has all its pieces' loads in flight at once (DSMEM latency), then adds in order.
 GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
   const int rows = min(BM, M - m0), cols = BN / (int)pieces, c0 = (int)rank * cols, per_row = cols / 4;
   for (int e = threadIdx.x - 128; e < rows * per_row; e += 128 * CONSUMERS) {
     const int row = e / per_row, col = c0 + 4 * (e % per_row);
     if (n0 + col >= N) continue;  // N is a multiple of 8: col < N means col + 3 < N
     const float* mine = piece + row * PIECE_LD + col;
-    float4 sum = ld_cluster_f4(map_to_cta(mine, 0));
-    for (u32 q = 1; q < pieces; ++q) {
-      const float4 v = ld_cluster_f4(map_to_cta(mine, q));
-      sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
-    }
+    float4 part[MAX_PIECES];
+#pragma unroll
+    for (u32 q = 0; q < MAX_PIECES; ++q)
+      if (q < pieces) part[q] = ld_cluster_f4(map_to_cta(mine, q));
+    float4 sum = part[0];
+#pragma unroll
+    for (u32 q = 1; q < MAX_PIECES; ++q)
+      if (q < pieces) {
+        sum.x += part[q].x; sum.y += part[q].y; sum.z += part[q].z; sum.w += part[q].w;
+      }
     const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
     u16* dst = c + (long long)(m0 + row) * N + n0 + col;
     asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
@@ -188,6 +195,13 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       }
       tr.finish();
     }
+    // Cluster reduction: this warpgroup only meets the cluster barriers (the consumers' two
+    // below). In their own branch: code after the roles join would be held to this
+    // warpgroup's 40 registers.
+    if (pieces > 1) {
+      cluster_sync();
+      cluster_sync();
+    }
   } else {  // ── MMA CONSUMERS (warpgroups 1 .. CONSUMERS) ────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;  // which 64 rows of the tile
@@ -219,15 +233,13 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       }
       tr.event(EV_EPI_END, 0, 0, 0, 0, t);
     }
-    tr.finish();
-  }
-  if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
-    cluster_sync();  // all pieces staged and visible cluster-wide
-    if (warpgroup_idx() > 0) {
+    if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
+      cluster_sync();  // all pieces staged and visible cluster-wide
       const int t = blockIdx.x / (int)pieces;
       reduce_slice(piece, c, M, N, t / n_tiles * BM, t % n_tiles * BN, cluster_ctarank(), pieces);
+      cluster_sync();  // the peers have read this CTA's piece: it may exit
     }
-    cluster_sync();  // the peers have read this CTA's piece: it may exit
+    tr.finish();
   }
 }
 
