@@ -180,10 +180,12 @@ def test_selection_per_shape(gpu):
     x, w2 = rnd(3, 1000), rnd(40, 1000, seed=2)  # decode-like: the small-M family
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
-    assert _small_m(key) and key == select.pick(3, 40, 1000) and gpu.launches[-1].name == "gemm_smallm_splitk"
-    assert gpu.launches[-1].cluster == (4, 1, 1)  # 16 k-tiles in 4 pieces, summed in a cluster
+    assert _small_m(key) and key == select.pick(3, 40, 1000) and gpu.launches[-1].name == "gemm_smallm_reduce"
     assert_product(gemm_ladder.matmul(x, w2.T), x, w2.T)  # a transposed view of w2: K-major, in place
-    assert gpu.prepared[-1][0] == key and gpu.launches[-1].maps[1].ptr == w2.data_ptr()
+    assert gpu.prepared[-1][0] == key and _last_splitk(gpu).maps[1].ptr == w2.data_ptr()
+    c = gemm_ladder.matmul_nt(x, w2, step="smallm:dsmem")  # 16 k-tiles in 4 pieces, summed in a cluster
+    assert_product(c, x, w2.T)
+    assert gpu.launches[-1].name == "gemm_smallm_splitk" and gpu.launches[-1].cluster == (4, 1, 1)
     steps_before = len(gpu.prepared)
     gemm_ladder.matmul_nt(rnd(192, 32, seed=5), rnd(48, 32, seed=6))  # same configuration: no new choice
     assert len(gpu.prepared) == steps_before

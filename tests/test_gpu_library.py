@@ -227,23 +227,24 @@ def test_cuda_graph_capture_and_replay_with_new_inputs():
         check(c4.reshape(-1, N), x3.reshape(-1, K), w.T)
 
 
-@pytest.mark.parametrize("N,dsmem", [(5000, False), (512, True)], ids=["workspace", "cluster"])
-def test_cuda_graph_of_the_small_m_family(N, dsmem):
+@pytest.mark.parametrize("N,step", [(5000, None), (512, "smallm:dsmem")], ids=["workspace", "cluster"])
+def test_cuda_graph_of_the_small_m_family(N, step):
     """Split-K kernel + programmatic reduction, workspace from the graph's pool; or one
     launch of clusters that sum the pieces on chip."""
     torch = _torch()
     gemm_ladder.warmup(dtypes=(torch.bfloat16,), mn_major=False)
     a, w = rnd(8, 2048, dtype=torch.bfloat16), rnd(N, 2048, dtype=torch.bfloat16, seed=1)
-    cfg = fastpath.config_for("nt", a, w)
+    cfg = fastpath.config_for("nt", a, w, step=step)
+    dsmem = step is not None
     assert _small_m(cfg.step) and cfg.deal.dsmem == dsmem and (cfg.planes > 1 or dsmem)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        gemm_ladder.matmul_nt(a, w)
+        gemm_ladder.matmul_nt(a, w, step=step)
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        c = gemm_ladder.matmul_nt(a, w)
+        c = gemm_ladder.matmul_nt(a, w, step=step)
     for i in range(3):
         a.copy_(rnd(8, 2048, dtype=torch.bfloat16, seed=50 + i))
         c.fill_(float("nan"))

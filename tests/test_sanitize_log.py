@@ -33,7 +33,7 @@ def test_plan_covers_every_step_at_two_shapes_and_matmul(san):
     # kernel runs too) and one summed in a cluster (DSMEM)
     fam = FAMILIES["smallm"]
     assert any(fam.deal(*s, 132).planes for s in per["family:smallm"])
-    assert any(fam.deal(*s, 132).dsmem for s in per["family:smallm"])
+    assert any(FAMILIES["smallm:dsmem"].deal(*s, 132).dsmem for s in per["family:smallm:dsmem"])
     assert (129, 264, 72) in per["step:7:d4"] and (128, 128, 64) in per["step:2"]
     assert len(per["matmul"]) == 3
     # under initcheck matmul skips the shape whose output goes through an internal buffer

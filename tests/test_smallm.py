@@ -121,24 +121,27 @@ def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
 
 def test_deal_examples():
     f = smallm.FAMILIES["smallm"]
-    d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: clusters of 8 CTAs, one per tile
-    assert (d.ctas, d.units, d.planes, d.cluster) == (128, 8, 0, (8, 1, 1))
-    d = f.deal(1, 14336, 4096, H200_SMS)  # 56 tiles split in two: 112 CTAs draw ~full HBM bandwidth
-    assert (d.ctas, d.units, d.planes, d.cluster) == (112, 32, 0, (2, 1, 1))
+    d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: 128 runs of 8, each tile in 8 pieces
+    assert (d.ctas, d.units, d.planes, d.cluster) == (128, 8, 8, (1, 1, 1))
+    d = f.deal(1, 14336, 4096, H200_SMS)  # 56 tiles of 64 k-tiles: split, one wave
+    assert d.ctas <= H200_SMS and d.planes > 1
     d = f.deal(16, 264, 72, H200_SMS)  # 2 k-tiles: nothing to split
-    assert (d.ctas, d.units, d.planes, d.cluster) == (2, 2, 0, (1, 1, 1))
+    assert (d.ctas, d.units, d.planes) == (2, 2, 0)
     g = smallm.FAMILIES["smallm:n128"]
     d = g.deal(1, 14336, 4096, H200_SMS)  # 112 whole tiles: one wave, no second pass
-    assert (d.ctas, d.planes, d.cluster) == (112, 0, (1, 1, 1))
+    assert (d.ctas, d.planes) == (112, 0)
     d = g.deal(16, 11008, 4096, H200_SMS)  # 86 tiles: runs of 43 k-tiles cross tiles (stream-K), 128 CTAs
-    assert (d.ctas, d.units, d.planes, d.segments, d.dsmem) == (128, 43, 3, 2, False)
+    assert (d.ctas, d.units, d.planes, d.segments) == (128, 43, 3, 2)
     d = g.deal(1, 28672, 8192, H200_SMS)  # 224 whole tiles would be 1.7 waves: equal runs over ~one wave
     assert d.ctas <= H200_SMS and d.units % d.k_tiles and d.planes == 2
     c2 = smallm.FAMILIES["smallm:c2n128"]
-    d = c2.deal(128, 8192, 8192, H200_SMS)  # 128 rows in one tile: B streams once; pairs of CTAs per tile
-    assert (d.tiles, d.ctas, d.cluster) == (64, 128, (2, 1, 1))
-    no_dsmem = dataclasses.replace(f, cluster_reduce=False)
-    assert no_dsmem.deal(16, 4096, 4096, H200_SMS).planes == 8  # the workspace path instead
+    d = c2.deal(128, 8192, 8192, H200_SMS)  # 128 rows in one tile: B streams once
+    assert (d.tiles, d.ctas) == (64, 128)
+    ds = smallm.FAMILIES["smallm:dsmem"]
+    d = ds.deal(64, 14336, 4096, H200_SMS)  # pairs of CTAs (66 fit at once) sum each tile on chip
+    assert (d.ctas, d.cluster, d.planes) == (112, (2, 1, 1), 0)
+    d = ds.deal(16, 4096, 4096, H200_SMS)  # 16 clusters of 8 would be two waves (15 fit): the workspace
+    assert not d.dsmem and d.planes == 8
 
 
 def test_fixed_deal_splits_k():
@@ -146,8 +149,10 @@ def test_fixed_deal_splits_k():
     assert f.fixed_deal(16, 4096, 4096, 3).units == 22   # 64 k-tiles: 22 + 22 + 20 (runs cross tiles)
     assert f.fixed_deal(16, 256, 192, 4).units == 1      # 3 k-tiles cannot feed 4 splits: 3 pieces
     assert f.fixed_deal(16, 256, 192, 4).planes == 3
-    assert f.fixed_deal(16, 4096, 4096, 8).cluster == (8, 1, 1)  # aligned, P = 8: summed in the cluster
-    assert f.fixed_deal(16, 4096, 4096, 16).planes == 16          # P = 16 > 8: through the workspace
+    assert f.fixed_deal(16, 4096, 4096, 8).planes == 8
+    ds = smallm.FAMILIES["smallm:dsmem"]
+    assert ds.fixed_deal(16, 4096, 4096, 8).cluster == (8, 1, 1)   # aligned, P = 8: summed in the cluster
+    assert ds.fixed_deal(16, 4096, 4096, 16).planes == 16          # P = 16 > 8: through the workspace
     assert f.fixed_deal(16, 4096, 4096, 1).planes == 0  # whole tiles: no workspace
     with pytest.raises(ValueError):
         smallm.Deal(16, 64, 5, dsmem=True)  # 5 does not divide 64

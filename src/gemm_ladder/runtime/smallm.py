@@ -53,6 +53,9 @@ SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, resta
 MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
 HBM_SATURATION = 0.92  # this share of the SMs streaming at once draws (nearly) the full HBM bandwidth
 CLUSTER_PIECES = (2, 4, 8)  # cluster reduction: pieces per tile (portable cluster sizes dividing BN / 4)
+# clusters of P of this kernel resident at once on the H200 (cuOccupancyMaxActiveClusters):
+# clusters sit inside a GPC, so 4 and 8 fit 120 CTAs, not 128
+CLUSTER_SLOTS = {2: 66, 4: 30, 8: 15}
 DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluster barriers, in k-tiles
 REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
@@ -88,7 +91,7 @@ class SmallM:
     persistent: bool = False  # one tile and one K range per CTA; the split sizes the grid
     variant: str = ""
     pdl: bool = True  # the reduction launches programmatically (waits on the SMs for the partials)
-    cluster_reduce: bool = True  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
+    cluster_reduce: bool = False  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
 
     def __post_init__(self) -> None:
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (128, 256):
@@ -193,8 +196,9 @@ class SmallM:
     def deal_cost(self, M: int, N: int, num_sms: int, d: "Deal") -> float:
         """The deal's time in k-tile stages of the whole machine (module docstring)."""
         slots = num_sms
-        if d.dsmem:  # clusters sit inside a GPC: count GPCs of 16 SMs (2-CTA clusters pair any SMs)
-            slots = num_sms - num_sms % (2 if d.cluster[0] == 2 else 16) or num_sms
+        if d.dsmem:  # clusters sit inside a GPC (measured capacity, scaled to this SM count)
+            p = d.cluster[0]
+            slots = max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // 132 // p * p))
         sat = max(1, round(HBM_SATURATION * num_sms))
         run = d.units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
         run += DSMEM_EXCHANGE_KT if d.dsmem else 0
@@ -396,6 +400,9 @@ class SmallMPlan(launch.Plan):
 FAMILIES: dict[str, SmallM] = {
     "smallm": SmallM("smallm"),
     "smallm:n128": SmallM("smallm:n128", bn=128, depth=8, variant="n128"),
+    # the pieces summed on chip by clusters of 2, 4 or 8 CTAs: measured no faster than the
+    # workspace and its programmatically launched second pass (docs/perf-notes.md, item 18)
+    "smallm:dsmem": SmallM("smallm:dsmem", cluster_reduce=True, variant="dsmem"),
     # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 128; at 256,
     # two row blocks, measured 0.63-0.92x cuBLAS: the ladder's tiles take those)
     "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2"),

@@ -1,0 +1,40 @@
+"""Compile every kernel strictly (no spills, no wgmma serialization warnings), with the
+NVRTC this Python finds: every ladder step and variant and every small-M family entry, fp16
+and bf16, plus the debug (bounded waits) and trace builds. Needs no GPU and no torch:
+
+    PYTHONPATH=src python scripts/compile_all.py
+
+CI runs it a second time under the oldest NVRTC the package allows (13.0, the one on the
+H200 machine): ptxas changes between releases, and a kernel clean under one may spill under
+another.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    from cuda.bindings import nvrtc
+    from gemm_ladder.runtime import steps
+    from gemm_ladder.runtime.smallm import FAMILIES
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    targets = list(steps.all_steps()) + list(FAMILIES.values())
+    failures = []
+    for st in targets:
+        for extra in ({}, {"GL_DEBUG_WAITS": 1}, {"GL_TRACE": 1}):
+            if extra and not getattr(st, "barriers", 0):
+                continue  # nothing to bound or trace in the lockstep steps
+            for bf16 in (False, True):
+                try:
+                    st.compile(bf16=bf16, extra_defines=extra, use_cache=False, strict=True)
+                except Exception as e:  # report every failure, not only the first
+                    failures.append(f"{st.key} bf16={bf16} {extra}: {str(e).splitlines()[0]}")
+    print(f"NVRTC {major}.{minor}: {len(targets)} kernels, {len(failures)} failed builds")
+    for f in failures:
+        print("  " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
