@@ -39,7 +39,7 @@ from .steps import Step, get_step
 # the model's traffic tie-break would otherwise pass over.
 CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm:n128", "smallm", "smallm:c2n128", "smallm:c2"]
 TIE = 0.02
-HBM_SATURATION = 0.92  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
+HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 
 
@@ -196,7 +196,8 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     peak = dev.peak_tflops * 1e12
     s.t_compute_us = s.padded_flop / peak * 1e6
     partials = deal.planes if deal is not None else (f.split_k if f.split_k > 1 else 0)
-    mem = compulsory_bytes(M, N, K) + 4 * M * N * partials  # fp32 partials through HBM (a cluster sums on chip)
+    # fp32 partials through memory, written and read back (a cluster sums them on chip)
+    mem = compulsory_bytes(M, N, K) + 2 * 4 * M * N * partials
     if deal is not None:
         # The split-K family's CTAs of different row blocks stream all of B each, at once and
         # from HBM (B is far larger than L2 there): measured at half of cuBLAS for M = 128.

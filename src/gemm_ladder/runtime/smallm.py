@@ -51,7 +51,7 @@ MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills 
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
 MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
-HBM_SATURATION = 0.92  # this share of the SMs streaming at once draws (nearly) the full HBM bandwidth
+HBM_SATURATION = 0.85  # this share of the SMs streaming at once draws (nearly) the full HBM bandwidth
 CLUSTER_PIECES = (2, 4, 8)  # cluster reduction: pieces per tile (portable cluster sizes dividing BN / 4)
 # clusters of P of this kernel resident at once on the H200 (cuOccupancyMaxActiveClusters):
 # clusters sit inside a GPC, so 4 and 8 fit 120 CTAs, not 128
