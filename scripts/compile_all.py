@@ -4,9 +4,9 @@ and bf16, plus the debug (bounded waits) and trace builds. Needs no GPU and no t
 
     PYTHONPATH=src python scripts/compile_all.py
 
-CI runs it a second time under the oldest NVRTC the package allows (13.0, the one on the
-H200 machine): ptxas changes between releases, and a kernel clean under one may spill under
-another.
+CI runs it a second time under the oldest NVRTC the package allows (13.0, the version
+beside the H200): ptxas changes between releases, and a kernel clean under one may spill
+under another.
 """
 from __future__ import annotations
 
