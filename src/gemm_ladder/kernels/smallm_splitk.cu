@@ -142,17 +142,24 @@ GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, in
 }
 
 // The run of units of this CTA, as segments: tile t (tile-major over C: t = row block *
-// n_tiles + column block), its k-tiles [k0, k1), and the workspace plane of the piece.
+// n_tiles + column block), its k-tiles [k0, k1), and the workspace plane of the piece. The
+// run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
+// cluster needs them side by side, blocks are launched piece-major (block b runs piece
+// b / tiles of tile b % tiles), so the CTAs that start together read different tiles, as a
+// grid of (tiles, pieces) does.
 struct Segments {
-  int k_tiles, units, total, u, u1;
-  GL_DEVICE Segments(int tiles, int kt, int per_cta)
-      : k_tiles(kt), units(per_cta), total(tiles * kt), u(blockIdx.x * per_cta), u1(min(u + per_cta, total)) {}
+  int k_tiles, units, total, cta, u, u1;
+  GL_DEVICE Segments(int tiles, int kt, int per_cta, bool clustered)
+      : k_tiles(kt), units(per_cta), total(tiles * kt),
+        cta(!clustered && kt % per_cta == 0 ? (int)blockIdx.x % tiles * (kt / per_cta) + (int)blockIdx.x / tiles
+                                            : (int)blockIdx.x),
+        u(cta * per_cta), u1(min(u + per_cta, total)) {}
   GL_DEVICE bool more() const { return u < u1; }
   GL_DEVICE int tile() const { return u / k_tiles; }
   GL_DEVICE int k0() const { return u - tile() * k_tiles; }
   GL_DEVICE int k1() const { return min(k_tiles, u1 - tile() * k_tiles); }
   GL_DEVICE bool whole() const { return k0() == 0 && k1() == k_tiles; }  // C directly, no plane
-  GL_DEVICE int plane() const { return (int)blockIdx.x - tile() * k_tiles / units; }  // first CTA of the tile: 0
+  GL_DEVICE int plane() const { return cta - tile() * k_tiles / units; }  // first CTA of the tile: 0
   GL_DEVICE void next() { u = (tile() + 1) * k_tiles; }
 };
 
@@ -183,7 +190,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
       auto st = PipelineState<DEPTH>::producer();
-      for (Segments seg(tiles, k_tiles, units); seg.more(); seg.next()) {  // the ring runs on across segments
+      for (Segments seg(tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
         const int t = seg.tile(), m0 = t / n_tiles * BM, n0 = t % n_tiles * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           ops.producer_acquire(st, kt);
@@ -210,7 +217,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
     float acc[BN / 2];
-    for (Segments seg(tiles, k_tiles, units); seg.more(); seg.next()) {
+    for (Segments seg(tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
       const int t = seg.tile(), m0 = t / n_tiles * BM + 64 * cw, n0 = t % n_tiles * BN;
       const int count = seg.k1() - seg.k0();
       zero_acc(acc);
@@ -235,7 +242,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     }
     if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
       cluster_sync();  // all pieces staged and visible cluster-wide
-      const int t = blockIdx.x / (int)pieces;
+      const int t = blockIdx.x / (int)pieces;  // clustered: a tile's pieces are consecutive blocks
       reduce_slice(piece, c, M, N, t / n_tiles * BM, t % n_tiles * BN, cluster_ctarank(), pieces);
       cluster_sync();  // the peers have read this CTA's piece: it may exit
     }
