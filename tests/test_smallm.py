@@ -252,3 +252,16 @@ def test_ptxas_report_is_per_entry():
     assert (first.registers, first.spill_bytes, first.barriers) == (232, 0, 1)
     assert (second.registers, second.spill_bytes) == (34, 16)
     assert set(jit.ptxas_sections(log)) == {"", "first", "second"}
+
+
+def test_selection_explains_the_deal():
+    """`gemm-ladder explain` says how a split-K family deals out its work."""
+    from gemm_ladder.runtime import select
+    ch = select.choose(16, 4096, 4096)
+    assert ch.pick.key.startswith("smallm")
+    d = steps.get_step(ch.pick.key).deal(16, 4096, 4096, 132)
+    assert f"in runs of {d.units} over {d.ctas} CTAs" in ch.reason
+    whole = select.choose(1, 28672, 8192)
+    assert "every tile whole" in whole.reason
+    ds = smallm.FAMILIES["smallm:dsmem"].deal(64, 14336, 4096, H200_SMS)
+    assert select.describe_deal(ds).endswith("2 pieces per tile summed in a cluster")

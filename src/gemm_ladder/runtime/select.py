@@ -209,8 +209,18 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "
              f"{s.tiles} tiles of {cm_rows}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
-             + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else ""))
+             + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else "")
+             + (f"; {describe_deal(deal)}" if deal is not None else ""))
     return s
+
+
+def describe_deal(deal) -> str:
+    """A split-K family's deal of work in words (runtime/smallm.py, Deal)."""
+    how = ("every tile whole" if deal.splits == 1
+           else f"{deal.cluster[0]} pieces per tile summed in a cluster" if deal.dsmem
+           else f"up to {deal.planes} pieces per tile through the workspace")
+    return (f"deal: {deal.tiles} tiles x {deal.k_tiles} k-tiles in runs of {deal.units} over "
+            f"{deal.ctas} CTAs, {how}")
 
 
 @dataclass
