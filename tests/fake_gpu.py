@@ -146,7 +146,7 @@ class FakeGpu:
 
     def _splitk(self, rec, args_ptr):
         """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,
-        tile-major, in runs of `units` per CTA of a 1-D grid (the kernel's Segments): a whole
+        tile-major (tiles column-major over C), in runs of `units` per CTA of a 1-D grid (the kernel's Segments): a whole
         tile goes to C, a piece to plane (CTA - first CTA of the tile) of ws."""
         slots = (ctypes.c_void_p * 8).from_address(args_ptr)
         ma, mb = (FakeTensorMap.registry[slots[i]] for i in range(2))
@@ -158,8 +158,8 @@ class FakeGpu:
         assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K)
         bm, bn, bk = ma.box[0], mb.box[0], smallm.SmallM.bk
         M, N = rec.M, rec.N
-        n_tiles, kt = -(-N // bn), -(-rec.K // bk)
-        total = -(-M // bm) * n_tiles * kt
+        m_tiles, kt = -(-M // bm), -(-rec.K // bk)
+        total = m_tiles * -(-N // bn) * kt
         assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
         pieces = {}  # cluster reduction: tile -> its pieces in rank order
         for cta in range(rec.grid[0]):
@@ -167,7 +167,7 @@ class FakeGpu:
             while u < u1:
                 t = u // kt
                 k0, k1 = u - t * kt, min(kt, u1 - t * kt)
-                r0, c0 = t // n_tiles * bm, t % n_tiles * bn
+                r0, c0 = t % m_tiles * bm, t // m_tiles * bn  # column-major tiles
                 rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
                 part = A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
                 if rec.cluster[0] > 1:
@@ -194,13 +194,13 @@ class FakeGpu:
         rec.ws, rec.c, rec.M, rec.N, rec.K, rec.units = ws, c, M, N, K, units
         main = next(r for r in reversed(self.launches) if r.name == smallm.SmallM.entry)
         bm, bn, kt = main.bm, main.bn, -(-K // smallm.SmallM.bk)
-        n_tiles = -(-N // bn)
-        for t in range(-(-M // bm) * n_tiles):
+        m_tiles = -(-M // bm)
+        for t in range(m_tiles * -(-N // bn)):
             first = t * kt // units
             pieces = (t * kt + kt - 1) // units - first + 1
             if pieces == 1:
                 continue
-            r0, c0 = t // n_tiles * bm, t % n_tiles * bn
+            r0, c0 = t % m_tiles * bm, t // m_tiles * bn
             rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
             total = sum(_view(ws + 4 * z * M * N, torch.float32, (M, N), N)[rows, cols] for z in range(pieces))
             _view(c, main.dtype, (M, N), N)[rows, cols] = total.to(main.dtype)

@@ -176,7 +176,7 @@ def test_selection_per_shape(gpu):
     """The kernel is the selection's pick for the shape (select.pick), adjusted for layouts."""
     a, w = rnd(192, 32), rnd(48, 32, seed=1)
     gemm_ladder.matmul_nt(a, w)
-    assert gpu.prepared[-1][0] == "7:d4" == api.step_for(192, 48, 32).key == select.pick(192, 48, 32)
+    assert gpu.prepared[-1][0] == "8:c1" == api.step_for(192, 48, 32).key == select.pick(192, 48, 32)
     x, w2 = rnd(3, 1000), rnd(40, 1000, seed=2)  # decode-like: the small-M family
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
@@ -259,7 +259,7 @@ def test_small_m_family_writes_c_packed(gpu):
     assert_product(dense, x, w.T)
     w60 = rnd(60, 512, seed=2)  # N=60 is not a multiple of 8: C cannot be packed, the ladder runs
     assert_product(gemm_ladder.matmul_nt(x, w60), x, w60.T)
-    assert gpu.prepared[-1][0] == api.step_for(4, 60, 512).key == "7:d4"
+    assert gpu.prepared[-1][0] == api.step_for(4, 60, 512).key == "8:c1"
 
 
 def test_batched_a_folds_into_rows(gpu):
@@ -435,10 +435,10 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
     monkeypatch.setattr(bench_api.launch, "plan", FakePlan)
     rows = bench_api.device_rows([(192, 48, 40)], "bfloat16", log=lambda m: None)
-    # a kernel row per step the calls run: K-major b -> 7:d4, row-major b -> 9:c1 (mn_major)
+    # a kernel row per step the calls run: K-major b -> 8:c1, row-major b -> 9:c1 (mn_major)
     assert [(r["call"], r["step"]) for r in rows] == [
-        ("kernel (launch.plan)", "7:d4"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "7:d4"),
-        (bench_api.CALLS[1], "9:c1"), (bench_api.CALLS[2], "7:d4")]
+        ("kernel (launch.plan)", "8:c1"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "8:c1"),
+        (bench_api.CALLS[1], "9:c1"), (bench_api.CALLS[2], "8:c1")]
     assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
     # call rows: three-way interleave, the kernel's time from that same run
     assert FakeBench.calls == [2, 2] * 2 + [3, 3] * 3

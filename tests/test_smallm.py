@@ -121,8 +121,8 @@ def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
 
 def test_deal_examples():
     f = smallm.FAMILIES["smallm"]
-    d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: 128 runs of 8, each tile in 8 pieces
-    assert (d.ctas, d.units, d.planes, d.cluster) == (128, 8, 8, (1, 1, 1))
+    d = f.deal(16, 4096, 4096, H200_SMS)  # 16 tiles x 64 k-tiles: 86 CTAs (HBM saturated) in runs of 12
+    assert (d.ctas, d.units, d.planes, d.cluster) == (86, 12, 6, (1, 1, 1))
     d = f.deal(1, 14336, 4096, H200_SMS)  # 56 tiles of 64 k-tiles: split, one wave
     assert d.ctas <= H200_SMS and d.planes > 1
     d = f.deal(16, 264, 72, H200_SMS)  # 2 k-tiles: nothing to split
@@ -130,8 +130,10 @@ def test_deal_examples():
     g = smallm.FAMILIES["smallm:n128"]
     d = g.deal(1, 14336, 4096, H200_SMS)  # 112 whole tiles: one wave, no second pass
     assert (d.ctas, d.planes) == (112, 0)
-    d = g.deal(16, 11008, 4096, H200_SMS)  # 86 tiles: runs of 48 k-tiles cross tiles (stream-K), 115 CTAs
-    assert (d.ctas, d.units, d.planes, d.segments) == (115, 48, 2, 2)
+    d = g.deal(16, 11008, 4096, H200_SMS)  # 86 whole tiles already saturate HBM: no split, no second pass
+    assert (d.ctas, d.units, d.planes, d.segments) == (86, 64, 0, 1)
+    d = g.deal(16, 4096, 14336, H200_SMS)  # 32 tiles x 224 k-tiles: runs cross tiles (stream-K)
+    assert d.units % d.k_tiles and d.k_tiles % d.units and d.planes > 1
     d = g.deal(1, 28672, 8192, H200_SMS)  # 224 whole tiles would be 1.7 waves: 112 runs of two tiles are one
     assert (d.ctas, d.units, d.planes, d.segments) == (112, 256, 0, 2)
     c2 = smallm.FAMILIES["smallm:c2n128"]
@@ -140,8 +142,8 @@ def test_deal_examples():
     ds = smallm.FAMILIES["smallm:dsmem"]
     d = ds.deal(64, 14336, 4096, H200_SMS)  # pairs of CTAs (66 fit at once) sum each tile on chip
     assert (d.ctas, d.cluster, d.planes) == (112, (2, 1, 1), 0)
-    d = ds.deal(16, 4096, 4096, H200_SMS)  # 16 clusters of 8 would be two waves (15 fit): the workspace
-    assert not d.dsmem and d.planes == 8
+    d = ds.deal(16, 4096, 4096, H200_SMS)  # 16 clusters of 8 would be two waves (15 fit): clusters of 4
+    assert d.dsmem and d.cluster == (4, 1, 1) and d.ctas == 64
 
 
 def test_fixed_deal_splits_k():

@@ -169,7 +169,7 @@ def _cli(*args):
 def test_cli_explain():
     r = _cli("explain", "3000", "5000", "4000", "--dtype", "bf16")
     assert r.returncode == 0, r.stderr
-    assert "pick:" in r.stdout and "7:d4" in r.stdout
+    assert "pick:" in r.stdout and "8:c1" in r.stdout
     r = _cli("explain", "127", "8191", "255", "--json")
     d = json.loads(r.stdout)
     assert d["pick"] and [c["padded"] for c in d["candidates"] if c["key"] == d["pick"]] == [True]

@@ -6,9 +6,10 @@
 // every SM streams B at its share of HBM bandwidth.
 //
 // So: the tile is BM = 64 x CONSUMERS rows (one m64 row block per consumer warpgroup; rows
-// >= M arrive as zeros from TMA) by BN = 128 or 256 (m64nBNk16), and the work is split
-// along K, stream-K style: the (tile, k-tile) units, tile-major, are dealt out in equal
-// contiguous runs of `units` to the CTAs of a one-dimensional grid, so every CTA streams the
+// >= M arrive as zeros from TMA) by BN = 64, 128 or 256 (m64nBNk16), and the work is split
+// along K, stream-K style: the (tile, k-tile) units, tile-major (tiles column-major over C,
+// so CTAs that run together share B's tiles), are dealt out in equal contiguous runs of
+// `units` to the CTAs of a one-dimensional grid, so every CTA streams the
 // same number of k-tiles whatever the tile count (no ragged last wave). A CTA's run crosses
 // tile boundaries; each piece of a tile it computes is a segment. A segment covering a whole
 // tile is rounded to 16 bits into C directly; any other is written in fp32 (plain stores
@@ -40,8 +41,8 @@
 #error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
-static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 128 || BN == 256),
-              "small M: one m64 row block per consumer, BN 128 or 256, BK 64");
+static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 64 || BN == 128 || BN == 256),
+              "small M: one m64 row block per consumer, BN 64, 128 or 256, BK 64");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
@@ -72,6 +73,7 @@ GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" :::
 
 // One 16-wide k slice of the 64 x BN tile: the generated wrapper of that width.
 template <int N> GL_DEVICE void mma_k16(float (&d)[N / 2], u64 da, u64 db);
+template <> GL_DEVICE void mma_k16<64>(float (&d)[32], u64 da, u64 db) { wgmma_m64n64k16(d, da, db, 1); }
 template <> GL_DEVICE void mma_k16<128>(float (&d)[64], u64 da, u64 db) { wgmma_m64n128k16(d, da, db, 1); }
 template <> GL_DEVICE void mma_k16<256>(float (&d)[128], u64 da, u64 db) { wgmma_m64n256k16(d, da, db, 1); }
 
@@ -141,9 +143,9 @@ GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, in
   }
 }
 
-// The run of units of this CTA, as segments: tile t (tile-major over C: t = row block *
-// n_tiles + column block), its k-tiles [k0, k1), and the workspace plane of the piece. The
-// run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
+// The run of units of this CTA, as segments: tile t (column-major over C: t = column block *
+// m_tiles + row block, so the CTAs running at once share B's column tiles, B being the big
+// operand), its k-tiles [k0, k1), and the workspace plane of the piece. The run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
 // cluster needs them side by side, blocks are launched piece-major (block b runs piece
 // b / tiles of tile b % tiles), so the CTAs that start together read different tiles, as a
 // grid of (tiles, pieces) does.
@@ -168,8 +170,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
                    float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const int n_tiles = ceil_div(N, BN), k_tiles = ceil_div(K, BK);
-  const int tiles = ceil_div(M, BM) * n_tiles;
+  const int m_tiles = ceil_div(M, BM), k_tiles = ceil_div(K, BK);
+  const int tiles = m_tiles * ceil_div(N, BN);
   const int warp = warp_idx();
   const u32 pieces = cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
@@ -191,7 +193,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       tma_prefetch_descriptor(&tmap_b);
       auto st = PipelineState<DEPTH>::producer();
       for (Segments seg(tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
-        const int t = seg.tile(), m0 = t / n_tiles * BM, n0 = t % n_tiles * BN;
+        const int t = seg.tile(), m0 = t % m_tiles * BM, n0 = t / m_tiles * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           ops.producer_acquire(st, kt);
           ops.producer_expect_tx(st, STAGE_BYTES);  // out-of-range rows/columns land as zeros and count too
@@ -218,7 +220,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     auto st = PipelineState<DEPTH>::consumer();
     float acc[BN / 2];
     for (Segments seg(tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
-      const int t = seg.tile(), m0 = t / n_tiles * BM + 64 * cw, n0 = t % n_tiles * BN;
+      const int t = seg.tile(), m0 = t % m_tiles * BM + 64 * cw, n0 = t / m_tiles * BN;
       const int count = seg.k1() - seg.k0();
       zero_acc(acc);
       const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) {
@@ -243,7 +245,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
       cluster_sync();  // all pieces staged and visible cluster-wide
       const int t = blockIdx.x / (int)pieces;  // clustered: a tile's pieces are consecutive blocks
-      reduce_slice(piece, c, M, N, t / n_tiles * BM, t % n_tiles * BN, cluster_ctarank(), pieces);
+      reduce_slice(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
       cluster_sync();  // the peers have read this CTA's piece: it may exit
     }
     tr.finish();
@@ -263,7 +265,7 @@ gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int
   const int row = blockIdx.y, col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
   pdl_wait_for_previous();  // the partials are complete and visible
   if (col >= N) return;
-  const int k_tiles = ceil_div(K, BK), t = row / BM * ceil_div(N, BN) + col / BN;
+  const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
   const int first = t * k_tiles / units, pieces = (t * k_tiles + k_tiles - 1) / units - first + 1;
   if (pieces == 1) return;  // computed whole, C written by the main kernel
   const long long plane = (long long)M * N / 4, q = ((long long)row * N + col) / 4;  // float4s

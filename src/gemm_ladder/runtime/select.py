@@ -15,6 +15,7 @@ family is one entry in CANDIDATES. The model (docs/suite.md):
   mem wave eff   as wave eff, but a wave with HBM_SATURATION of the slots busy counts as full
                  (that many SMs already draw the full HBM bandwidth)
   score          max(t_compute / wave eff, t_memory / mem wave eff)       lower is better
+                 (+ the second launch's fixed cost for a split-K deal with split tiles)
 
 Scores within TIE of the best are treated as equal (the model is not finer than that);
 among those the pick is the candidate moving the fewest operand bytes from L2 into shared
@@ -36,8 +37,9 @@ from .steps import Step, get_step
 # registry is listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md,
 # entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
 # 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
-# the model's traffic tie-break would otherwise pass over.
-CANDIDATES: list[str] = ["9:c1", "7:d4", "smallm:n128", "smallm", "smallm:c2n128", "smallm:c2"]
+# the model's traffic tie-break would otherwise pass over. 8:c1 (128 x 128, depth 5) stands
+# for its geometry: measured 1-6 % ahead of 7:d4 at every M = 128 .. 2048 suite shape (item 21).
+CANDIDATES: list[str] = ["9:c1", "8:c1", "smallm:n128", "smallm", "smallm:c2n128", "smallm:c2", "smallm:c2n64"]
 TIE = 0.02
 HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
@@ -204,6 +206,8 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
         mem += (_ceil(m, cm_rows) - 1) * N * K * ELEMENT_BYTES
     s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
     s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff)
+    if deal is not None and deal.planes:  # the second launch, a fixed cost (~4 % at 1 x 14336 x 4096)
+        s.score_us += getattr(step, "split_overhead_bytes", 0.0) / (dev.hbm_tbs * 1e12) * 1e6
     s.l2_bytes = operand_bytes(step, *shape)
     s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
     s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "

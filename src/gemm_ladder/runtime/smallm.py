@@ -22,9 +22,11 @@ time in k-tile stages of the whole machine (`deal_cost`): a run costs
 (`segments`: the most tile pieces one run touches; CTA_OVERHEAD_KT prices a CTA's ring fill
 and tile store, SEGMENT_OVERHEAD_KT each further piece's store), a wave of `active` CTAs
 takes run * max(active, sat) / SMs, because one SM streams at most 1/sat of the HBM
-bandwidth (sat = HBM_SATURATION * SMs: a wave of 112 CTAs is as fast as one of 132, a
-ragged second wave of 10 as slow as one of 112), and a split adds the second launch
-(REDUCE_OVERHEAD_KT) and its fp32 round trip, 2 * planes * M * N * 4 bytes, in stages.
+bandwidth (sat = HBM_SATURATION * SMs: a wave of 86 CTAs is as fast as one of 132, a
+ragged second wave of 10 as slow as one of 86), and a split adds the second launch
+(REDUCE_OVERHEAD_BYTES) and its fp32 round trip, 2 * planes * M * N * 4 bytes written and
+read, priced at WORKSPACE_COST times their streaming time (scattered 8-byte stores, a second
+kernel), in stages.
 Ties go to fewer planes, then longer runs. The candidate runs are ceil(k_tiles / s) (K split
 s ways) and ceil(total / g) for every grid size g up to MAX_WAVES waves. Equal runs remove a
 ragged last wave: at 1 x 28672 x 8192 with BN = 128, 224 whole tiles are 1.7 waves, 112
@@ -51,7 +53,10 @@ MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills 
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
 MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
-HBM_SATURATION = 0.85  # this share of the SMs streaming at once draws (nearly) the full HBM bandwidth
+# The deal model's two measured constants (an entry may carry its own; docs/perf-notes.md,
+# item 21): this share of the SMs streaming at once draws (nearly) the full HBM bandwidth ...
+HBM_SATURATION = 0.65
+WORKSPACE_COST = 2.0  # ... and the fp32 pieces cost this many times their bytes' streaming time
 CLUSTER_PIECES = (2, 4, 8)  # cluster reduction: pieces per tile (portable cluster sizes dividing BN / 4)
 # clusters of P of this kernel resident at once on the H200 (cuOccupancyMaxActiveClusters):
 # clusters sit inside a GPC, so 4 and 8 fit 120 CTAs, not 128
@@ -92,10 +97,15 @@ class SmallM:
     variant: str = ""
     pdl: bool = True  # the reduction launches programmatically (waits on the SMs for the partials)
     cluster_reduce: bool = False  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
+    # the deal model's constants for this entry (None: the module's). Two consumers re-read a
+    # 128-row A from L2 for every tile, so more of their SMs are needed before HBM saturates.
+    hbm_saturation: float | None = None
+    workspace_cost: float | None = None
 
     def __post_init__(self) -> None:
-        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (128, 256):
-            raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 128 or 64 x 256, k-tile 64")
+        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (64, 128, 256):
+            raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 64, 64 x 128 or 64 x 256, "
+                             "k-tile 64")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
 
@@ -199,14 +209,22 @@ class SmallM:
         if d.dsmem:  # clusters sit inside a GPC (measured capacity, scaled to this SM count)
             p = d.cluster[0]
             slots = max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // 132 // p * p))
-        sat = max(1, round(HBM_SATURATION * num_sms))
+        saturation = HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
+        sat = max(1, round(saturation * num_sms))
         run = d.units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
         run += DSMEM_EXCHANGE_KT if d.dsmem else 0
         full, rest = divmod(d.ctas, slots)
         cost = full * run * max(slots, sat) + (run * max(rest, sat) if rest else 0)
         if d.planes_bound:  # (the exact count would cost a loop per candidate)
-            cost += (REDUCE_OVERHEAD_BYTES + 2 * d.planes_bound * M * N * 4) / self.stage_bytes
+            ws_cost = WORKSPACE_COST if self.workspace_cost is None else self.workspace_cost
+            cost += (REDUCE_OVERHEAD_BYTES + ws_cost * 2 * d.planes_bound * M * N * 4) / self.stage_bytes
         return cost / num_sms
+
+    @property
+    def split_overhead_bytes(self) -> float:
+        """What a deal with split tiles pays for its second launch, in bytes of streaming
+        (the selection adds it to the memory time of such a deal)."""
+        return REDUCE_OVERHEAD_BYTES
 
     def busiest_sm_bytes(self, M: int, N: int, K: int, num_sms: int) -> float:
         """The cost of the chosen deal in bytes: comparable between tile widths."""
@@ -396,6 +414,9 @@ class SmallMPlan(launch.Plan):
         return self.tensors[3]
 
 
+# The deal constants the two-consumer entries measured best with (item 21).
+TWO_CONSUMER_DEAL = dict(hbm_saturation=0.75, workspace_cost=1.5)
+
 # The family's entries, by key (steps.get_step looks here).
 FAMILIES: dict[str, SmallM] = {
     "smallm": SmallM("smallm"),
@@ -405,8 +426,13 @@ FAMILIES: dict[str, SmallM] = {
     "smallm:dsmem": SmallM("smallm:dsmem", cluster_reduce=True, variant="dsmem"),
     # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 128; at 256,
     # two row blocks, measured 0.63-0.92x cuBLAS: the ladder's tiles take those)
-    "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2"),
-    "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128"),
+    "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2", **TWO_CONSUMER_DEAL),
+    "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128",
+                            **TWO_CONSUMER_DEAL),
+    # 128 x 64 (cuBLAS runs 64 x 64 tiles at 128 x 4096 x 4096): twice the tiles of c2n128,
+    # so narrow outputs fill the SMs with fewer pieces per tile
+    "smallm:c2n64": SmallM("smallm:c2n64", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64",
+                           **TWO_CONSUMER_DEAL),
 }
 
 
