@@ -172,3 +172,78 @@ def test_plan_reuse_and_workspace():
     p.synchronize()
     assert torch.equal(first.view(torch.int16), p.out.view(torch.int16))
     assert_matches(p.out, a, b)
+
+
+# Stream-K fixup (GL_FIXUP): split tiles summed in the kernel from per-CTA slots. Built from
+# the entries with fixup on and no M limit; runs of `units` k-tiles, one wave of CTAs.
+FIXUP_BASES = ("smallm:c2", "smallm:c2n128", "smallm:n128")
+# (M, N, K, units): crossing pieces and ragged edges (M, N, K off the tile), runs shorter than
+# a tile (a tile in many pieces), runs of several tiles, aligned splits
+FIXUP_CASES = [(300, 264, 1000, 5), (300, 264, 1000, 21), (1000, 1000, 1000, None), (512, 4096, 4096, None),
+               (16, 4096, 4096, 12), (130, 4096, 4096, 16), (2048, 1024, 512, None)]
+
+
+def _fixup_family(base):
+    return smallm.with_fields(smallm.FAMILIES[base], "fixup", fixup=True, max_m=1 << 30, min_m=1)
+
+
+def _fixup_units(fam, M, N, K, units):
+    """`units`, but at least the runs of one full wave of 132 CTAs (None: exactly those)."""
+    m_t, n_t = fam.tiles(M, N)
+    wave = -(-m_t * n_t * fam.k_tiles(K) // 132)
+    return wave if units is None else max(units, wave)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", FIXUP_CASES, ids=["x".join(map(str, c)) for c in FIXUP_CASES])
+@pytest.mark.parametrize("base", FIXUP_BASES)
+def test_fixup_matches_reference_and_is_deterministic(base, case, dtype):
+    """Every split tile's pieces summed by its owner in CTA order: correct against fp32 on
+    poisoned outputs, the same bits over 20 runs of one plan (the flags lower themselves)."""
+    import torch
+    M, N, K, units = case
+    dt = _dtype(dtype)
+    fam = _fixup_family(base)
+    a, b = fresh(M, N, K, dt, next(_seed))
+    out = _poisoned(M, N, dt)
+    p = fam.plan(a, b, out, units=_fixup_units(fam, M, N, K, units))
+    assert p.deal.fixup and p.deal.ctas <= 132 and len(p.launcher.launches) == 1  # no second pass
+    runs = []
+    for _ in range(20):
+        out.fill_(float("nan"))
+        p()
+        runs.append(out.view(torch.int16).clone())
+    p.synchronize()
+    assert_matches(runs[0].view(dt), a, b)
+    differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
+    assert not differing, f"{fam.key} {case}: runs {differing} differ from run 0"
+    if p.deal.split_tiles:  # every flag lowered again by its owner
+        flags = p.workspace[:smallm.fixup_flag_floats(p.deal.ctas, fam.consumers)].view(torch.int32)
+        assert int(flags.abs().sum()) == 0
+
+
+_FIXUP_CHILD = """
+import torch
+from gemm_ladder.runtime import smallm
+from gemm_ladder.measure.accuracy import check_product
+fam = smallm.with_fields(smallm.FAMILIES["smallm:c2"], "fixup", fixup=True, max_m=1 << 30, min_m=1)
+for (M, N, K, units) in [(300, 264, 1000, 5), (512, 4096, 4096, 125)]:
+    g = torch.Generator(device="cuda").manual_seed(M)
+    a = torch.randn((M, K), device="cuda", generator=g).half()
+    b = torch.randn((N, K), device="cuda", generator=g).half()
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    p = fam.plan(a, b, out, units=units, debug=True)
+    p()
+    p.synchronize()
+    ok, mx, rel, msg = check_product(out, a, b)
+    assert ok, (M, N, K, units, msg)
+print("ok")
+"""
+
+
+def test_fixup_debug_build_in_a_child():
+    """The fixup's flag waits are bounded in the debug build like the mbarrier waits."""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-c", _FIXUP_CHILD], capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]

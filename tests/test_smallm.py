@@ -34,7 +34,8 @@ def test_reached_by_key_but_not_a_rung():
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
 def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
-                                        GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem)
+                                        GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
+                                        GL_FIXUP=int(fam.fixup))
     assert fam.threads == 128 * (1 + fam.consumers)
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
@@ -267,3 +268,23 @@ def test_selection_explains_the_deal():
     assert "every tile whole" in whole.reason
     ds = smallm.FAMILIES["smallm:dsmem"].deal(64, 14336, 4096, H200_SMS)
     assert select.describe_deal(ds).endswith("2 pieces per tile summed in a cluster")
+
+
+def test_fixup_deal_is_data_parallel_then_stream_k():
+    """A fixup deal on G CTAs: floor(tiles / G) rounds of whole tiles, then the rest's units
+    in equal runs; flags + one slot per CTA, only when some tile is split."""
+    fam = smallm.with_fields(smallm.FAMILIES["smallm:c2"], "fixup", fixup=True, max_m=1 << 30)
+    assert fam.kernel_defines()["GL_FIXUP"] == 1
+    d = smallm.Deal.hybrid(288, 48, 132)  # 3072^3 in 128 x 256 tiles
+    assert (d.ctas, d.dp_rounds, d.units, d.planes, d.split_tiles) == (132, 2, 9, 0, True)
+    assert d.run == 2 * 48 + 9 and d.grid == (132, 1, 1) and d.cluster == (1, 1, 1)
+    assert 132 * d.units >= (288 - 264) * 48  # the stream-K runs cover the rest
+    assert fam.workspace_shape(3072, 3072, d) == (smallm.fixup_flag_floats(132, 2) + 132 * 128 * 256,)
+    whole = smallm.Deal.hybrid(264, 48, 132)  # two full rounds: nothing to split, no buffer
+    assert not whole.split_tiles and fam.workspace_shape(3072, 2816, whole) is None
+    assert smallm.fixup_flag_floats(132, 2) * 4 >= 132 * 2 * 4 and smallm.fixup_flag_floats(132, 2) % 64 == 0
+    for splits in (1, 3, 8):  # a fixed split on a fixup entry stays a fixup deal of one wave at most
+        f = fam.fixed_deal(1024, 4096, 4096, splits)
+        assert f.fixup and f.ctas <= smallm.MAX_FIXUP_CTAS
+    best = fam.deal(512, 11008, 4096, H200_SMS)
+    assert best.fixup and best.ctas <= H200_SMS

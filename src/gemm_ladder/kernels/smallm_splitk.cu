@@ -18,6 +18,20 @@
 // below) sums a split tile's planes in order 0, 1, 2, ... and rounds once: no atomics, so the
 // same inputs give bit-identical outputs. When `units` is a multiple of the k-tiles per tile
 // no tile is split and the second pass is skipped.
+// With GL_FIXUP (one wave of CTAs, all resident at once) there is no workspace of planes and
+// no second pass: a run's pieces are summed in the kernel, stream-K's "fixup". Runs are
+// contiguous and tile-major, so only a CTA's first segment can start inside a tile (k0 > 0):
+// it stores that piece in fp32 to its own slot and raises its flag; the CTA holding the
+// tile's first k-tiles (the "owner", whose piece is the last segment of its run, computed
+// last) waits for the flags of the CTAs after it that share the tile, adds their slots in
+// CTA order (deterministic) and writes C. The owner waits only at the end of its run, for
+// pieces computed at the start of the others', so in one resident wave nobody waits long
+// and nothing can deadlock. Runs crossing many tiles would scatter the CTAs over C (each
+// reading its own A and B panels: L2 thrashes at large M), so a fixup grid of G CTAs first
+// takes floor(tiles / G) rounds of whole tiles, data-parallel (CTA c: tiles c, c + G, ...,
+// neighbours at once), and deals only the remaining tiles' units in runs of `units`, as
+// CUTLASS's data-parallel + stream-K hybrid does. Flags reset themselves (the owner lowers them after reading), so
+// a zeroed buffer stays valid launch after launch on one stream.
 // Launched as clusters of P CTAs (P = 2, 4 or 8 pieces per tile, runs of k_tiles / P: each
 // cluster one tile), the pieces never leave the chip: each CTA stages its fp32 piece in its
 // own shared memory (the drained operand ring), and after a cluster barrier CTA r sums
@@ -37,10 +51,11 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP)
+#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
+constexpr bool FIXUP = GL_FIXUP;
 static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 64 || BN == 128 || BN == 256),
               "small M: one m64 row block per consumer, BN 64, 128 or 256, BK 64");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
@@ -143,6 +158,47 @@ GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, in
   }
 }
 
+// Fixup (GL_FIXUP): the buffer `ws` starts with one flag per (CTA, consumer), padded to
+// 256 bytes, followed by one BM x BN fp32 slot per CTA. A consumer's 64 x BN fragment is
+// stored in fragment order (float4 i of thread t at (i * 128 + t) * 4): every warp's access
+// is 512 contiguous bytes, and the owner reads it back with the same indexing.
+GL_DEVICE int* fixup_flags(float* ws) { return reinterpret_cast<int*>(ws); }
+GL_DEVICE float* fixup_slot(float* ws, int cta, int cw) {
+  const int flag_floats = (gridDim.x * CONSUMERS * 4 + 255) / 256 * 64;
+  return ws + flag_floats + (long long)cta * BM * BN + cw * 64 * BN;
+}
+GL_DEVICE void store_slot(const float (&acc)[BN / 2], float* slot) {
+  const int t = threadIdx.x % 128;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i)
+    __stcg(reinterpret_cast<float4*>(slot) + i * 128 + t,
+           make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+}
+GL_DEVICE void add_slot(float (&acc)[BN / 2], const float* slot) {
+  const int t = threadIdx.x % 128;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(slot) + i * 128 + t);  // L2: written by another SM
+    acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
+  }
+}
+GL_DEVICE void flag_raise(int* flag) { asm volatile("st.release.gpu.global.b32 [%0], 1;" ::"l"(flag) : "memory"); }
+GL_DEVICE void flag_lower(int* flag) { asm volatile("st.relaxed.gpu.global.b32 [%0], 0;" ::"l"(flag) : "memory"); }
+GL_DEVICE void flag_wait(const int* flag, u32 cta) {
+  int v = 0;
+#if GL_DEBUG_WAITS
+  const u64 t0 = globaltimer_ns();
+#endif
+  while (true) {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+    if (v) return;
+#if GL_DEBUG_WAITS
+    const u64 waited = globaltimer_ns() - t0;
+    if (waited > GL_WAIT_TIMEOUT_NS) gl_report_stuck(ROLE_CONSUMER, BAR_FIXUP, cta, 1, waited);
+#endif
+  }
+}
+
 // The run of units of this CTA, as segments: tile t (column-major over C: t = column block *
 // m_tiles + row block, so the CTAs running at once share B's column tiles, B being the big
 // operand), its k-tiles [k0, k1), and the workspace plane of the piece. The run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
@@ -150,19 +206,30 @@ GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, in
 // b / tiles of tile b % tiles), so the CTAs that start together read different tiles, as a
 // grid of (tiles, pieces) does.
 struct Segments {
-  int k_tiles, units, total, cta, u, u1;
+  int k_tiles, units, total, cta;
+  int dp_rounds, round;  // fixup: whole tiles cta, cta + grid, ... first (see below); before u (init order)
+  int u, u1;
   GL_DEVICE Segments(int tiles, int kt, int per_cta, bool clustered)
       : k_tiles(kt), units(per_cta), total(tiles * kt),
-        cta(!clustered && kt % per_cta == 0 ? (int)blockIdx.x % tiles * (kt / per_cta) + (int)blockIdx.x / tiles
-                                            : (int)blockIdx.x),
-        u(cta * per_cta), u1(min(u + per_cta, total)) {}
-  GL_DEVICE bool more() const { return u < u1; }
-  GL_DEVICE int tile() const { return u / k_tiles; }
-  GL_DEVICE int k0() const { return u - tile() * k_tiles; }
-  GL_DEVICE int k1() const { return min(k_tiles, u1 - tile() * k_tiles); }
+        cta(!FIXUP && !clustered && kt % per_cta == 0 ? (int)blockIdx.x % tiles * (kt / per_cta) + (int)blockIdx.x / tiles
+                                                      : (int)blockIdx.x),
+        dp_rounds(FIXUP ? tiles / (int)gridDim.x : 0), round(0),
+        u(dp_rounds * (int)gridDim.x * kt + cta * per_cta), u1(min(u + per_cta, total)) {}
+  GL_DEVICE bool dp() const { return round < dp_rounds; }
+  GL_DEVICE bool more() const { return dp() || u < u1; }
+  GL_DEVICE int tile() const { return dp() ? cta + round * (int)gridDim.x : u / k_tiles; }
+  GL_DEVICE int k0() const { return dp() ? 0 : u - tile() * k_tiles; }
+  GL_DEVICE int k1() const { return dp() ? k_tiles : min(k_tiles, u1 - tile() * k_tiles); }
   GL_DEVICE bool whole() const { return k0() == 0 && k1() == k_tiles; }  // C directly, no plane
   GL_DEVICE int plane() const { return cta - tile() * k_tiles / units; }  // first CTA of the tile: 0
-  GL_DEVICE void next() { u = (tile() + 1) * k_tiles; }
+  // fixup: the CTA holding the tile's last piece (the stream-K part starts after the DP tiles)
+  GL_DEVICE int last_cta() const {
+    return (tile() * k_tiles + k_tiles - 1 - dp_rounds * (int)gridDim.x * k_tiles) / units;
+  }
+  GL_DEVICE void next() {
+    if (dp()) ++round;
+    else u = (tile() + 1) * k_tiles;
+  }
 };
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -236,6 +303,21 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         named_barrier_sync(1, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
         stage_piece(acc, piece, 64 * cw, M - m0);
       } else if (seg.whole()) {
+        store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
+      } else if (FIXUP && seg.k0() > 0) {  // a later piece: to this CTA's slot, then the flag
+        store_slot(acc, fixup_slot(ws, seg.cta, cw));
+        __threadfence();
+        named_barrier_sync(2 + cw, 128);
+        if (threadIdx.x % 128 == 0) flag_raise(fixup_flags(ws) + seg.cta * CONSUMERS + cw);
+      } else if (FIXUP) {  // the owner: the later pieces in CTA order, then C
+        for (int q = seg.cta + 1; q <= seg.last_cta(); ++q) {
+          int* flag = fixup_flags(ws) + q * CONSUMERS + cw;
+          if (threadIdx.x % 128 == 0) flag_wait(flag, q);
+          named_barrier_sync(2 + cw, 128);
+          add_slot(acc, fixup_slot(ws, q, cw));
+          named_barrier_sync(2 + cw, 128);  // all have read: the flag goes down for the next launch
+          if (threadIdx.x % 128 == 0) flag_lower(flag);
+        }
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
       } else {
         store_tile<false>(acc, ws, c, M, N, m0, n0, seg.plane());

@@ -53,6 +53,8 @@ MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills 
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
 MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
+MAX_FIXUP_CTAS = 132  # fixup deals: one resident wave (an owner waits for CTAs after it)
+FIXUP_SLOT_READS = 2  # fixup: the owner's slot reads, in slots (~a k-tile's worth of L2 bytes each)
 # The deal model's two measured constants (an entry may carry its own; docs/perf-notes.md,
 # item 21): this share of the SMs streaming at once draws (nearly) the full HBM bandwidth ...
 HBM_SATURATION = 0.65
@@ -101,6 +103,9 @@ class SmallM:
     # 128-row A from L2 for every tile, so more of their SMs are needed before HBM saturates.
     hbm_saturation: float | None = None
     workspace_cost: float | None = None
+    # stream-K fixup (GL_FIXUP): one resident wave; split tiles summed in the kernel from
+    # per-CTA slots (no planes, no second pass); see the kernel's header
+    fixup: bool = False
 
     def __post_init__(self) -> None:
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (64, 128, 256):
@@ -151,7 +156,7 @@ class SmallM:
 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
-                    GL_DYNAMIC_SMEM=self.dynamic_smem)
+                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup))
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -199,6 +204,8 @@ class SmallM:
         kt = self.k_tiles(K)
         units = _cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
+        if self.fixup:  # the kernel sums split tiles itself: always a fixup deal, one wave at most
+            return Deal.hybrid(d.tiles, kt, min(d.ctas, MAX_FIXUP_CTAS))
         if self.cluster_reduce and kt % units == 0 and kt // units in CLUSTER_PIECES and d.units == units:
             return Deal(d.tiles, kt, units, dsmem=True)
         return d
@@ -211,10 +218,12 @@ class SmallM:
             slots = max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // 132 // p * p))
         saturation = HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
         sat = max(1, round(saturation * num_sms))
-        run = d.units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
+        run = d.run + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
         run += DSMEM_EXCHANGE_KT if d.dsmem else 0
         full, rest = divmod(d.ctas, slots)
         cost = full * run * max(slots, sat) + (run * max(rest, sat) if rest else 0)
+        if d.fixup and d.split_tiles:  # the owner reads the later pieces' slots
+            cost += FIXUP_SLOT_READS * self.bm * self.bn * 4 / self.stage_bytes * num_sms
         if d.planes_bound:  # (the exact count would cost a loop per candidate)
             ws_cost = WORKSPACE_COST if self.workspace_cost is None else self.workspace_cost
             cost += (REDUCE_OVERHEAD_BYTES + ws_cost * 2 * d.planes_bound * M * N * 4) / self.stage_bytes
@@ -238,14 +247,22 @@ class SmallM:
         shortest = min(kt, MIN_KT_PER_SPLIT)
         runs = ({_cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
                 | {_cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)})  # equal runs over g CTAs
+        if self.fixup:  # one resident wave: whole tiles round by round, the rest stream-K
+            deals = [Deal.hybrid(m_tiles * n_tiles, kt, g) for g in range(1, min(num_sms, MAX_FIXUP_CTAS) + 1)]
+            deals = [d for d in deals if d.units >= shortest or not d.split_tiles]
+            return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), -d.ctas))
         deals = [Deal(m_tiles * n_tiles, kt, u) for u in runs if u >= shortest]
         if self.cluster_reduce:
             deals += [Deal(m_tiles * n_tiles, kt, kt // p, dsmem=True) for p in CLUSTER_PIECES
                       if kt % p == 0 and kt // p >= shortest]
         return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, not d.dsmem, -d.units))
 
-    def workspace_shape(self, M: int, N: int, d: "Deal") -> tuple[int, int, int] | None:
-        """fp32 partials ws[plane][M][N]; None when no tile is split (the kernel writes C)."""
+    def workspace_shape(self, M: int, N: int, d: "Deal") -> tuple[int, ...] | None:
+        """fp32 partials ws[plane][M][N]; None when no tile is split (the kernel writes C).
+        Fixup: flags (one int per CTA and consumer, padded to 256 bytes) and a BM x BN slot
+        per CTA, flat; it must start zeroed."""
+        if d.fixup:
+            return (fixup_flag_floats(d.ctas, self.consumers) + d.ctas * self.bm * self.bn,) if d.split_tiles else None
         return (d.planes, M, N) if d.planes else None
 
     def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
@@ -271,11 +288,12 @@ class SmallM:
         return [ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units]
 
     # -- the launch -------------------------------------------------------------------------
-    def plan(self, a, b, out=None, *, splits: int | None = None, debug: bool = False,
-             pdl: bool | None = None) -> "SmallMPlan":
+    def plan(self, a, b, out=None, *, splits: int | None = None, units: int | None = None,
+             wave: int | None = None, debug: bool = False, pdl: bool | None = None) -> "SmallMPlan":
         """Validate, compile, load, allocate the workspace and build both launches of
         C = A @ B^T once; calling the plan launches them on the stream current now.
-        splits: K split that many ways (fixed_deal) instead of the rule's deal.
+        splits: K split that many ways (fixed_deal) instead of the rule's deal; units: runs
+        of that many k-tiles (make_deal); wave: a fixup entry's deal on that many CTAs.
         pdl: launch the reduction programmatically (default: the entry's `pdl`)."""
         import torch
         if problem := self.smem_problem():
@@ -288,16 +306,29 @@ class SmallM:
         bf16 = a.dtype == torch.bfloat16
         with torch.cuda.device(dev):
             prep = launch.prepare(self, dev, bf16=bf16, debug=debug)
-            d = (self.fixed_deal(M, N, K, splits) if splits is not None
-                 else self.deal(M, N, K, launch.num_sms(dev)))
+            if wave is not None and self.fixup:  # a fixup deal on `wave` CTAs (experiments, tests)
+                m_tiles, n_tiles = self.tiles(M, N)
+                d = Deal.hybrid(m_tiles * n_tiles, self.k_tiles(K), wave)
+            elif units is not None:  # runs of `units` k-tiles (experiments, tests); fixup: on that many CTAs
+                d = self.make_deal(M, N, K, units)
+                if self.fixup:
+                    d = Deal.hybrid(d.tiles, d.k_tiles, min(d.ctas, MAX_FIXUP_CTAS))
+            elif splits is not None:
+                d = self.fixed_deal(M, N, K, splits)
+            else:
+                d = self.deal(M, N, K, launch.num_sms(dev))
+            if d.fixup and d.ctas > launch.num_sms(dev):
+                raise ConfigError(f"{self.key}: a fixup deal must fit one wave ({d.ctas} CTAs > "
+                                  f"{launch.num_sms(dev)} SMs)")
             shape = self.workspace_shape(M, N, d)
-            ws = torch.empty(shape, dtype=torch.float32, device=a.device) if shape else None
+            alloc = torch.zeros if d.fixup else torch.empty  # fixup flags start lowered
+            ws = alloc(shape, dtype=torch.float32, device=a.device) if shape else None
             ws_ptr = ws.data_ptr() if ws is not None else 0
             stream = torch.cuda.current_stream(dev).cuda_stream
             args = self.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
             launches = [driver.PreparedLaunch(prep.kernel, d.grid, (self.threads, 1, 1), args, stream=stream,
                                               dynamic_smem=self.dynamic_smem, cluster=d.cluster)]
-            if ws is not None:
+            if ws is not None and not d.fixup:
                 reduce = _reduce_kernel(prep.kernel, self.reduce_entry)
                 launches.append(driver.PreparedLaunch(
                     reduce, self.reduce_grid(M, N), (REDUCE_THREADS, 1, 1),
@@ -316,6 +347,15 @@ class Deal:
     k_tiles: int
     units: int
     dsmem: bool = False
+    fixup: bool = False  # split tiles summed in the kernel (GL_FIXUP entries): no planes
+    wave: int = 0  # fixup: the CTAs of its one wave (whole tiles round by round, then runs of `units`)
+
+    @classmethod
+    def hybrid(cls, tiles: int, k_tiles: int, grid: int) -> "Deal":
+        """A fixup deal on `grid` CTAs: floor(tiles / grid) rounds of whole tiles, then the
+        remaining tiles' units in equal runs (the kernel's Segments under GL_FIXUP)."""
+        rest = (tiles - tiles // grid * grid) * k_tiles
+        return cls(tiles, k_tiles, _cdiv(rest, grid) if rest else k_tiles, fixup=True, wave=grid)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "units", max(1, min(self.units, self.total)))
@@ -329,7 +369,17 @@ class Deal:
 
     @property
     def ctas(self) -> int:
-        return _cdiv(self.total, self.units)
+        return self.wave if self.wave else _cdiv(self.total, self.units)
+
+    @property
+    def dp_rounds(self) -> int:
+        """Fixup: rounds of whole tiles before the stream-K part."""
+        return self.tiles // self.wave if self.wave else 0
+
+    @property
+    def run(self) -> int:
+        """k-tiles of the longest run."""
+        return self.dp_rounds * self.k_tiles + (self.units if not self.wave or self.tiles % self.wave else 0)
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -351,7 +401,7 @@ class Deal:
         cluster sums them). Tile starts repeat with period units / gcd(k_tiles, units): with
         at least that many tiles every start occurs and the most is planes_bound; else the
         tiles are counted."""
-        if self.dsmem or self.units % self.k_tiles == 0:
+        if self.dsmem or self.fixup or self.units % self.k_tiles == 0:
             return 0
         period = self.units // math.gcd(self.k_tiles, self.units)
         if self.tiles >= period:
@@ -363,10 +413,16 @@ class Deal:
     def planes_bound(self) -> int:
         """At most this many pieces per tile: a tile starting g before a run's end (g =
         gcd(k_tiles, units), the finest start offset) reaches furthest."""
-        if self.dsmem or self.units % self.k_tiles == 0:
+        if self.dsmem or self.fixup or self.units % self.k_tiles == 0:
             return 0
         g = math.gcd(self.k_tiles, self.units)
         return _cdiv(self.units - g + self.k_tiles, self.units)
+
+    @property
+    def split_tiles(self) -> bool:
+        """Some tile falls to more than one CTA."""
+        rest = self.total - self.dp_rounds * self.ctas * self.k_tiles if self.wave else self.total
+        return not self.dsmem and rest > 0 and self.units % self.k_tiles != 0 and rest > self.units
 
     @property
     def segments(self) -> int:
@@ -434,6 +490,12 @@ FAMILIES: dict[str, SmallM] = {
     "smallm:c2n64": SmallM("smallm:c2n64", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64",
                            **TWO_CONSUMER_DEAL),
 }
+
+
+def fixup_flag_floats(ctas: int, consumers: int) -> int:
+    """The flags' share of a fixup buffer, in floats: one int per (CTA, consumer), padded to
+    256 bytes (the kernel's fixup_slot computes the same from its grid)."""
+    return _cdiv(ctas * consumers * 4, 256) * 64
 
 
 def get_family(key: str = "smallm") -> SmallM:

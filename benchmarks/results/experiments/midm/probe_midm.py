@@ -20,6 +20,8 @@ ap.add_argument("--json", default=None)
 ap.add_argument("--fams", default="c2,c2n128,c2n64")
 ap.add_argument("--splits", default="1,2,3,4")
 ap.add_argument("--ladder", default="7:d4,9:c1")
+ap.add_argument("--skwaves", default="132,128", help="grid sizes of the fixup deals")
+ap.add_argument("--sk", default="", help="stream-K fixup entries (c2,c2n128,...): one wave of 132 and of 128 CTAs")
 ap.add_argument("--models", default="", help="deal-model constants to compare, e.g. old:0.85:1.0,new:0.65:2.0 "
                 "(name:HBM_SATURATION:WORKSPACE_COST); each adds <fam>:<name> with the deal picked under them")
 args = ap.parse_args()
@@ -68,6 +70,13 @@ for M in map(int, args.ms.split(",")):
                 add(f"{fk}:{name}", planned)
             for sp in SPLITS:
                 add(f"{fk}:s{sp}", lambda o, fam=fam, sp=sp: fam.plan(a, b, o, splits=sp))
+        for fk in filter(None, args.sk.split(",")):
+            fam = smallm.with_fields(F[fk] if fk in F else F[f"smallm:{fk}"], "sk", fixup=True, max_m=BIG)
+            if M < fam.min_m:
+                continue
+            for g in [int(x) for x in args.skwaves.split(",")]:
+                add(f"{fk}:sk{g}", lambda o, fam=fam, g=g: fam.plan(a, b, o, wave=g))
+            add(f"{fk}:skmodel", lambda o, fam=fam: fam.plan(a, b, o))
         names.append("cublas"); fns.append(lambda: torch.matmul(a, b.T)); oks.append(True); info.append(None)
         times = bench.time_interleaved(fns, args.reps)
         med = [statistics.median(t) * 1e3 for t in times]
