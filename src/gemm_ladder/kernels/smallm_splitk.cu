@@ -86,11 +86,6 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dyn
 GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
-// One 16-wide k slice of the 64 x BN tile: the generated wrapper of that width.
-template <int N> GL_DEVICE void mma_k16(float (&d)[N / 2], u64 da, u64 db);
-template <> GL_DEVICE void mma_k16<64>(float (&d)[32], u64 da, u64 db) { wgmma_m64n64k16(d, da, db, 1); }
-template <> GL_DEVICE void mma_k16<128>(float (&d)[64], u64 da, u64 db) { wgmma_m64n128k16(d, da, db, 1); }
-template <> GL_DEVICE void mma_k16<256>(float (&d)[128], u64 da, u64 db) { wgmma_m64n256k16(d, da, db, 1); }
 
 // A consumer's 64 x BN accumulator fragment (gl_epilogue.cuh) at rows m0.. -> global memory,
 // rows >= M and columns >= N masked. DIRECT: rounded to 16 bits into C; else fp32 into
@@ -294,7 +289,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         const u16* a = s.A[stage] + cw * 64 * BK;
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)  // +32 bytes per 16-wide k slice
-          mma_k16<BN>(acc, desc_sw128(a + kk * 16), desc_sw128(s.B[stage] + kk * 16));
+          wgmma_m64k16<BN>(acc, desc_sw128(a + kk * 16), desc_sw128(s.B[stage] + kk * 16), 1);
       });
       mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
       fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired

@@ -17,6 +17,9 @@
 // Layouts: besides K-major A and B, this kernel reads an M-major A (GL_A_MN) and an N-major B
 // (GL_B_MN, B given as a row-major (K, N) matrix): TMA then loads 64-wide MN blocks of k-rows
 // and wgmma reads them through its transpose bits, so no operand is ever copied.
+// Tile width: 256, or 192 in the 9:n192 variant (m64n192k16, three epilogue chunks), which
+// the selection takes where 256-wide tiles leave a ragged last wave (3072^3: 288 tiles of
+// 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9).
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_warpspec.cuh"
 
@@ -26,11 +29,13 @@
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
-static_assert(BK == 64 && BN == 256 && BM == 64 * CONSUMERS, "step 9: each consumer owns 64 x 256 (m64n256k16)");
+static_assert(BK == 64 && (BN == 256 || BN == 192) && BM == 64 * CONSUMERS,
+              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 192 for the 9:n192 variant");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
 constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN;
+static_assert(!B_MN || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
 constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
 constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
@@ -116,7 +121,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           const u64 da = A_MN ? desc_sw128_mn(a + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES) : desc_sw128(a + kk * 16);
           const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
                               : desc_sw128(s.B[stage] + kk * 16);
-          wgmma_m64n256k16<A_MN, B_MN>(acc, da, db, 1);
+          wgmma_m64k16<BN, A_MN, B_MN>(acc, da, db, 1);
         }
       });
       mma_drain(ops, last, k_tiles, t.id, warp_leader);

@@ -400,6 +400,9 @@ VARIANTS: dict[str, Step] = {
     "8:d4": variant(STEPS[8], "d4", depth=4),       # the course's depth
     "8:c1": variant(STEPS[8], "c1", cluster=(1, 1, 1)),  # cluster off: no multicast
     "9:c1": variant(STEPS[9], "c1", cluster=(1, 1, 1)),
+    # a 192-wide tile (no cluster) for shapes whose 256-wide tiles leave a ragged last wave
+    "9:n192": variant(STEPS[9], "n192", bn=192, cluster=(1, 1, 1),
+                      sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x192x16")),
     "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
 }
 # What `gemm-ladder bench` runs by default: the ladder plus its ablations (ring depth, cluster).
