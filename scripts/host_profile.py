@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     res = profile(args.size, args.calls, args.rounds)
     print(f"host µs per call, {args.size}³ fp16, {args.calls} back-to-back calls, median of {args.rounds} rounds "
-          f"({res['gpu']}, launch: {res['launch']}); steps: "
+          f"({res['gpu']}, launch: cuda-bindings cuLaunchKernelEx); steps: "
           + ", ".join(f"{k} -> {v}" for k, v in res["steps"].items()))
     width = max(map(len, res["us_per_call"]))
     for name, us in res["us_per_call"].items():

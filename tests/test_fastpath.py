@@ -495,6 +495,12 @@ def test_host_profile_plumbing(gpu, monkeypatch):
         assert any(k.startswith(f"{form}: ReusableLaunch call") for k in us), us
     assert res["steps"]["matmul(a, b_kn)"] == api.step_for(16, 16, 16, b_mn=True).key
     assert fastpath.cache_info()["configs_built"] == 3  # the profile's lookups found the calls' entries
+    # the report (main): its summary line names every field it reads
+    monkeypatch.setattr(hp, "profile", lambda size, calls, rounds: res)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    from gemm_ladder.runtime import launch as launch_mod
+    monkeypatch.setattr(launch_mod, "check_device", lambda d: None)
+    assert hp.main(["--calls", "3", "--rounds", "2", "--size", "16"]) == 0
 
 
 def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch):
