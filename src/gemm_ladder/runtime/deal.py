@@ -1,0 +1,122 @@
+"""How the small-M family's CTAs share the work: the deal of (tile, k-tile) units
+(runtime/smallm.py explains the rule that picks one; kernels/smallm_splitk.cu's Segments
+walks the same deal)."""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+CLUSTER_PIECES = (2, 4, 8)  # cluster reduction: pieces per tile (portable cluster sizes dividing BN / 4)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Deal:
+    """tiles x k_tiles units of work, tile-major, in runs of `units` per CTA (the kernel's
+    Segments walks the same deal; its reduction recomputes a tile's pieces from it). dsmem:
+    runs of k_tiles / P with P in CLUSTER_PIECES, launched as clusters of P CTAs (one tile
+    each) that sum the pieces through distributed shared memory instead of a workspace."""
+    tiles: int
+    k_tiles: int
+    units: int
+    dsmem: bool = False
+    fixup: bool = False  # split tiles summed in the kernel (GL_FIXUP entries): no planes
+    wave: int = 0  # fixup: the CTAs of its one wave (whole tiles round by round, then runs of `units`)
+
+    @classmethod
+    def hybrid(cls, tiles: int, k_tiles: int, grid: int) -> "Deal":
+        """A fixup deal on `grid` CTAs: floor(tiles / grid) rounds of whole tiles, then the
+        remaining tiles' units in equal runs (the kernel's Segments under GL_FIXUP)."""
+        rest = (tiles - tiles // grid * grid) * k_tiles
+        return cls(tiles, k_tiles, _cdiv(rest, grid) if rest else k_tiles, fixup=True, wave=grid)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "units", max(1, min(self.units, self.total)))
+        if self.dsmem and (self.k_tiles % self.units or self.k_tiles // self.units not in CLUSTER_PIECES):
+            raise ValueError(f"a cluster reduction needs runs of k_tiles / P, P in {CLUSTER_PIECES} "
+                             f"(k_tiles {self.k_tiles}, units {self.units})")
+
+    @property
+    def total(self) -> int:
+        return self.tiles * self.k_tiles
+
+    @property
+    def ctas(self) -> int:
+        return self.wave if self.wave else _cdiv(self.total, self.units)
+
+    @property
+    def dp_rounds(self) -> int:
+        """Fixup: rounds of whole tiles before the stream-K part."""
+        return self.tiles // self.wave if self.wave else 0
+
+    @property
+    def run(self) -> int:
+        """k-tiles of the longest run."""
+        return self.dp_rounds * self.k_tiles + (self.units if not self.wave or self.tiles % self.wave else 0)
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.ctas, 1, 1)
+
+    @property
+    def cluster(self) -> tuple[int, int, int]:
+        """The launch's cluster shape: (P, 1, 1) for a cluster reduction, else (1, 1, 1)."""
+        return (self.k_tiles // self.units, 1, 1) if self.dsmem else (1, 1, 1)
+
+    def pieces(self, tile: int) -> int:
+        """How many CTAs compute a part of this tile (1: it is written whole)."""
+        first = tile * self.k_tiles // self.units
+        return (tile * self.k_tiles + self.k_tiles - 1) // self.units - first + 1
+
+    @functools.cached_property
+    def planes(self) -> int:
+        """Workspace planes: the most pieces of any split tile (0: no tile is split, or the
+        cluster sums them). Tile starts repeat with period units / gcd(k_tiles, units): with
+        at least that many tiles every start occurs and the most is planes_bound; else the
+        tiles are counted."""
+        if self.dsmem or self.fixup or self.units % self.k_tiles == 0:
+            return 0
+        period = self.units // math.gcd(self.k_tiles, self.units)
+        if self.tiles >= period:
+            return self.planes_bound
+        most = max(self.pieces(t) for t in range(self.tiles))
+        return most if most > 1 else 0
+
+    @property
+    def planes_bound(self) -> int:
+        """At most this many pieces per tile: a tile starting g before a run's end (g =
+        gcd(k_tiles, units), the finest start offset) reaches furthest."""
+        if self.dsmem or self.fixup or self.units % self.k_tiles == 0:
+            return 0
+        g = math.gcd(self.k_tiles, self.units)
+        return _cdiv(self.units - g + self.k_tiles, self.units)
+
+    @property
+    def split_tiles(self) -> bool:
+        """Some tile falls to more than one CTA."""
+        rest = self.total - self.dp_rounds * self.ctas * self.k_tiles if self.wave else self.total
+        return not self.dsmem and rest > 0 and self.units % self.k_tiles != 0 and rest > self.units
+
+    @property
+    def segments(self) -> int:
+        """The most tile pieces one run touches."""
+        if self.units % self.k_tiles == 0:
+            return self.units // self.k_tiles
+        if self.k_tiles % self.units == 0:
+            return 1
+        return _cdiv(self.units, self.k_tiles) + 1
+
+    @property
+    def splits(self) -> int:
+        """Pieces per tile at most (1: every tile whole), as the selection model counts them."""
+        return self.cluster[0] if self.dsmem else max(1, self.planes)
+
+
+def fixup_flag_floats(ctas: int, consumers: int) -> int:
+    """The flags' share of a fixup buffer, in floats: one int per (CTA, consumer), padded to
+    256 bytes (the kernel's fixup_slot computes the same from its grid)."""
+    return _cdiv(ctas * consumers * 4, 256) * 64
