@@ -18,7 +18,37 @@ from types import SimpleNamespace
 
 import torch
 
-from gemm_ladder.runtime import driver, fastconfig, fastpath, launch, smallm
+from gemm_ladder.runtime import driver, fastconfig, fastpath, launch, smallm, steps
+
+
+def tile_coords(t: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
+    """The kernels' TileScheduler::coords (gl_scheduler.cuh): tile t of the grouped order ->
+    (tile row, tile column)."""
+    per_group = group_m * tiles_n
+    first_m = t // per_group * group_m
+    rows = min(tiles_m - first_m, group_m)
+    return first_m + t % per_group % rows, t % per_group // rows
+
+
+def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, ctas: int, cta: int) -> list[tuple[int, int, int]]:
+    """The kernels' for_each_segment with STREAM_K (gl_warpspec.cuh), for one CTA: its
+    (tile, k0, k1) in the order it computes them — whole tiles cta, cta + ctas, ... below
+    tiles - sk_tiles, then its run of the split tiles' units."""
+    dp_end = tiles - sk_tiles
+    out = [(t, 0, k_tiles) for t in range(cta, dp_end, ctas)]
+    units = sk_tiles * k_tiles
+    u, u1 = units * cta // ctas, units * (cta + 1) // ctas
+    while u < u1:
+        s = u // k_tiles
+        out.append((dp_end + s, u - s * k_tiles, min(k_tiles, u1 - s * k_tiles)))
+        u = (s + 1) * k_tiles
+    return out
+
+
+def stream_k_last_cta(tile: int, tiles: int, sk_tiles: int, k_tiles: int, ctas: int) -> int:
+    """StreamKRun::last_cta: the CTA holding a split tile's last unit."""
+    last = (tile - (tiles - sk_tiles)) * k_tiles + k_tiles - 1
+    return ((last + 1) * ctas - 1) // (sk_tiles * k_tiles)
 
 
 class FakeTensorMap:
@@ -106,6 +136,7 @@ class FakeGpu:
         monkeypatch.setattr(fastconfig, "_device_index", lambda device: 0)
         monkeypatch.setattr(fastconfig, "_current_device", lambda: 0)
         monkeypatch.setattr(fastconfig, "_raw_stream", lambda dev: self.stream)
+        monkeypatch.setattr(fastconfig, "_capturing", lambda: False)
         monkeypatch.setattr(launch, "num_sms", lambda dev: 132)
         monkeypatch.setattr(launch, "run_step", self._run_step)
         monkeypatch.setattr(launch, "check_device", lambda device: None)
@@ -115,7 +146,7 @@ class FakeGpu:
         return SimpleNamespace(kernel=self._kernel(st.entry, st.key, dict(defines or {})))
 
     def _kernel(self, name, key, defines):
-        fn = SimpleNamespace(name=name, defines=defines)
+        fn = SimpleNamespace(name=name, defines=defines, key=key)
         return SimpleNamespace(function=fn, device_index=0, compiled=SimpleNamespace(name=name, key=key),
                                sibling=lambda entry: self._kernel(entry, key, defines))
 
@@ -135,14 +166,61 @@ class FakeGpu:
             return self._reduce(rec, args_ptr)
         if function.name == smallm.SmallM.entry:
             return self._splitk(rec, args_ptr)
-        slots = (ctypes.c_void_p * 6).from_address(args_ptr)
+        st = steps.get_step(function.key)
+        slots = (ctypes.c_void_p * (8 if st.stream_k else 6)).from_address(args_ptr)
         rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3)]
         rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3, 6))
         ma, mb, mc = rec.maps
         A = ma.view().t() if function.defines.get("GL_A_MN") else ma.view()
         B = mb.view().t() if function.defines.get("GL_B_MN") else mb.view()
         assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K) and (mc.rows, mc.cols) == (rec.M, rec.N)
+        if st.stream_k:
+            rec.ws = ctypes.c_uint64.from_address(slots[6]).value
+            rec.sk_tiles = ctypes.c_int32.from_address(slots[7]).value
+            if rec.sk_tiles:
+                return self._stream_k(rec, st, A, B, mc)
         mc.view().copy_((A.float() @ B.float().T).to(mc.dtype))
+
+    def _stream_k(self, rec, st, A, B, mc):
+        """Step 9 with stream-K: every CTA's segments (whole tiles, then its run of units);
+        a later piece goes to its CTA's slot (checked: one per CTA), the owner adds the later
+        CTAs' slots in CTA order and writes C; every unit is computed exactly once."""
+        M, N, K, G = rec.M, rec.N, rec.K, rec.grid[0]
+        assert rec.ws, "a stream-K launch with split tiles needs its workspace"
+        assert rec.sk_tiles * -(-K // st.bk) >= G, "every CTA needs a unit of its own"
+        tm, tn, kt, bk = -(-M // st.bm), -(-N // st.bn), -(-K // st.bk), st.bk
+        tiles = tm * tn
+        flag_ints = -(-G * st.consumers * 4 // 256) * 64
+        flags = _view(rec.ws, torch.float32, (1, flag_ints), flag_ints).view(torch.int32)[0]
+        assert int(flags.abs().sum()) == 0, "stream-K flags must start lowered"
+        C, slot, owners, covered = mc.view(), {}, [], []
+
+        def part(t, k0, k1):
+            r, c = tile_coords(t, tm, tn, st.group_m)
+            rows = slice(r * st.bm, min((r + 1) * st.bm, M))
+            cols = slice(c * st.bn, min((c + 1) * st.bn, N))
+            return (rows, cols), A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
+
+        for cta in range(G):
+            for t, k0, k1 in stream_k_segments(tiles, rec.sk_tiles, kt, G, cta):
+                covered += [(t, k) for k in range(k0, k1)]
+                where, p = part(t, k0, k1)
+                if k0 > 0:  # a later piece: this CTA's slot
+                    assert cta not in slot, "a CTA stores at most one later piece"
+                    slot[cta] = p
+                elif k1 == kt:  # whole
+                    C[where] = p.to(mc.dtype)
+                else:  # an owner: sums once every CTA ran (on the GPU it waits on the flags)
+                    owners.append((cta, t, where, p))
+        rec.owners = []
+        for cta, t, where, acc in owners:
+            later = range(cta + 1, stream_k_last_cta(t, tiles, rec.sk_tiles, kt, G) + 1)
+            rec.owners.append((cta, t, list(later)))
+            for q in later:
+                acc = acc + slot.pop(q)
+            C[where] = acc.to(mc.dtype)
+        assert not slot, "every later piece is summed by its owner"
+        assert sorted(covered) == [(t, k) for t in range(tiles) for k in range(kt)], "every unit exactly once"
 
     def _splitk(self, rec, args_ptr):
         """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,

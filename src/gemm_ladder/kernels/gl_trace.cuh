@@ -36,19 +36,19 @@ __device__ u32 gl_trace_events;  // capacity per slot, in events
 struct Tracer {
   u32 role;
 #if GL_TRACE
-  u64* slot;    // this recorder's slot (nullptr on threads that do not record)
-  u64* cursor;  // next free event
-  u64* end;     // one past the last event the slot holds
+  u64* cursor;  // next free event of this recorder's slot (nullptr on threads that do not record)
+  u32 left;     // events the slot still holds (the slot's start follows from these: fewer live registers)
 #endif
   GL_DEVICE Tracer(u32 role_id, int slot_idx, bool recorder) : role(role_id) {
 #if GL_TRACE
-    slot = cursor = end = nullptr;
+    cursor = nullptr;
+    left = 0;
     if (recorder && gl_trace_buf != nullptr) {
       const u64 events = gl_trace_events;
       const u64 block = blockIdx.x + (u64)gridDim.x * blockIdx.y;
-      slot = gl_trace_buf + (block * GL_TRACE_SLOTS_PER_CTA + slot_idx) * (GL_TRACE_HEADER_WORDS + 2 * events);
+      u64* slot = gl_trace_buf + (block * GL_TRACE_SLOTS_PER_CTA + slot_idx) * (GL_TRACE_HEADER_WORDS + 2 * events);
       cursor = slot + GL_TRACE_HEADER_WORDS;
-      end = cursor + 2 * events;
+      left = (u32)events;
       slot[0] = globaltimer_ns();
       slot[1] = clock64();
       slot[5] = block;
@@ -62,11 +62,12 @@ struct Tracer {
   GL_DEVICE void event(u32 kind, u32 barrier = 0, u32 stage = 0, u32 phase = 0, u32 k = 0,
                        u32 tile = 0) {
 #if GL_TRACE
-    if (cursor < end) {
+    if (left > 0) {
       const u64 info = (u64)(kind & 0xff) | ((u64)(barrier & 0xff) << 8) | ((u64)(stage & 0xff) << 16) |
                        ((u64)(phase & 1) << 24) | ((u64)(k & 0xffff) << 32) | ((u64)(tile & 0xffff) << 48);
       asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(cursor), "l"((u64)clock64()), "l"(info) : "memory");
       cursor += 2;
+      --left;
     }
 #else
     (void)kind; (void)barrier; (void)stage; (void)phase; (void)k; (void)tile;
@@ -74,10 +75,12 @@ struct Tracer {
   }
   GL_DEVICE void finish() {
 #if GL_TRACE
-    if (slot != nullptr) {
+    if (cursor != nullptr) {
+      const u64 written = gl_trace_events - left;
+      u64* slot = cursor - 2 * written - GL_TRACE_HEADER_WORDS;
       slot[2] = globaltimer_ns();
       slot[3] = clock64();
-      slot[4] = (u64)smid() | ((u64)((cursor - slot - GL_TRACE_HEADER_WORDS) / 2) << 32);
+      slot[4] = (u64)smid() | (written << 32);
     }
 #endif
   }

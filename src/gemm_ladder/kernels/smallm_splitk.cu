@@ -48,6 +48,7 @@
 // Not persistent over tiles: one run of units per CTA (the grid is sized to about one wave).
 // Shape: K and N multiples of 8 (TMA row strides; 8-byte workspace stores), any M.
 #include "gl_common.cuh"
+#include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
@@ -153,46 +154,8 @@ GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, in
   }
 }
 
-// Fixup (GL_FIXUP): the buffer `ws` starts with one flag per (CTA, consumer), padded to
-// 256 bytes, followed by one BM x BN fp32 slot per CTA. A consumer's 64 x BN fragment is
-// stored in fragment order (float4 i of thread t at (i * 128 + t) * 4): every warp's access
-// is 512 contiguous bytes, and the owner reads it back with the same indexing.
-GL_DEVICE int* fixup_flags(float* ws) { return reinterpret_cast<int*>(ws); }
-GL_DEVICE float* fixup_slot(float* ws, int cta, int cw) {
-  const int flag_floats = (gridDim.x * CONSUMERS * 4 + 255) / 256 * 64;
-  return ws + flag_floats + (long long)cta * BM * BN + cw * 64 * BN;
-}
-GL_DEVICE void store_slot(const float (&acc)[BN / 2], float* slot) {
-  const int t = threadIdx.x % 128;
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i)
-    __stcg(reinterpret_cast<float4*>(slot) + i * 128 + t,
-           make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
-}
-GL_DEVICE void add_slot(float (&acc)[BN / 2], const float* slot) {
-  const int t = threadIdx.x % 128;
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
-    const float4 v = __ldcg(reinterpret_cast<const float4*>(slot) + i * 128 + t);  // L2: written by another SM
-    acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
-  }
-}
-GL_DEVICE void flag_raise(int* flag) { asm volatile("st.release.gpu.global.b32 [%0], 1;" ::"l"(flag) : "memory"); }
-GL_DEVICE void flag_lower(int* flag) { asm volatile("st.relaxed.gpu.global.b32 [%0], 0;" ::"l"(flag) : "memory"); }
-GL_DEVICE void flag_wait(const int* flag, u32 cta) {
-  int v = 0;
-#if GL_DEBUG_WAITS
-  const u64 t0 = globaltimer_ns();
-#endif
-  while (true) {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-    if (v) return;
-#if GL_DEBUG_WAITS
-    const u64 waited = globaltimer_ns() - t0;
-    if (waited > GL_WAIT_TIMEOUT_NS) gl_report_stuck(ROLE_CONSUMER, BAR_FIXUP, cta, 1, waited);
-#endif
-  }
-}
+// Fixup (GL_FIXUP): slots and flags as gl_fixup.cuh lays them out.
+using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 
 // The run of units of this CTA, as segments: tile t (column-major over C: t = column block *
 // m_tiles + row block, so the CTAs running at once share B's column tiles, B being the big
@@ -300,19 +263,9 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       } else if (seg.whole()) {
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
       } else if (FIXUP && seg.k0() > 0) {  // a later piece: to this CTA's slot, then the flag
-        store_slot(acc, fixup_slot(ws, seg.cta, cw));
-        __threadfence();
-        named_barrier_sync(2 + cw, 128);
-        if (threadIdx.x % 128 == 0) flag_raise(fixup_flags(ws) + seg.cta * CONSUMERS + cw);
+        fixup_publish(acc, Fixup{ws}, seg.cta, cw, 2 + cw);
       } else if (FIXUP) {  // the owner: the later pieces in CTA order, then C
-        for (int q = seg.cta + 1; q <= seg.last_cta(); ++q) {
-          int* flag = fixup_flags(ws) + q * CONSUMERS + cw;
-          if (threadIdx.x % 128 == 0) flag_wait(flag, q);
-          named_barrier_sync(2 + cw, 128);
-          add_slot(acc, fixup_slot(ws, q, cw));
-          named_barrier_sync(2 + cw, 128);  // all have read: the flag goes down for the next launch
-          if (threadIdx.x % 128 == 0) flag_lower(flag);
-        }
+        fixup_collect(acc, Fixup{ws}, seg.cta, seg.last_cta(), cw, 2 + cw);
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
       } else {
         store_tile<false>(acc, ws, c, M, N, m0, n0, seg.plane());

@@ -20,12 +20,21 @@
 // Tile width: 256, or 192 in the 9:n192 variant (m64n192k16, three epilogue chunks), which
 // the selection takes where 256-wide tiles leave a ragged last wave (3072^3: 288 tiles of
 // 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9).
+// Stream-K (GL_STREAM_K, the 9:sk variant, no cluster): the last wave of whole tiles is ragged
+// where the tile count is not a multiple of the CTAs (4096^3: 512 tiles on 132 SMs are 3.9
+// waves, 8192^3 15.5). The host names the last `sk_tiles` tiles of the order (the remainder);
+// their k-tiles are dealt to all CTAs in equal runs after the whole tiles (WorkSegments), and
+// a split tile is summed in the kernel (gl_fixup.cuh): a later piece goes from the registers
+// to its CTA's fp32 slot, the owner adds the slots in CTA order and runs the usual epilogue.
+// The writeback stores only what this CTA owns.
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
+#include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
-    !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM)
-#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM"
+    !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
+    !defined(GL_STREAM_K)
+#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
@@ -34,7 +43,8 @@ static_assert(BK == 64 && (BN == 256 || BN == 192) && BM == 64 * CONSUMERS,
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
-constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN;
+constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN, STREAM_K = GL_STREAM_K;
+static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K runs without a cluster");
 static_assert(!B_MN || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
 constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
 constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
@@ -44,6 +54,7 @@ constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH, CLUSTER_M>;
 using EpilogueRing = Ring<EPI_STAGES>;
+using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];          // rows 64c.. of each stage feed consumer c
@@ -58,7 +69,15 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_sme
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K) {
+                          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K
+#if GL_STREAM_K
+                          , float* __restrict__ ws, int sk_tiles  // stream-K: flags + slots, tiles split
+#endif
+) {
+#if !GL_STREAM_K
+  constexpr int sk_tiles = 0;
+  float* ws = nullptr;
+#endif
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
@@ -81,23 +100,24 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
-      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+      producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                                       tiles.rank);
-      });
+      }, sk_tiles);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
-      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, [&](int ct, int k0, int) {
+        if (k0 > 0) return;  // stream-K: a later piece of a split tile, summed by its owner
         const auto t = tiles.at(ct, BM, BN);
         for (int c = 0; c < BN / EPI_N; ++c) {  // two consumers: one 128x64 chunk at a time
           store_staged<BM, EPI_N>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
           chunk_st.advance();
         }
-      }
+      });
       tma_store_wait_all<0>();
       tr.finish();
     }
@@ -111,10 +131,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
     float acc[BN / 2];
-    for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
+      const int count = k1 - k0;  // >= 1
       zero_acc(acc);
-      const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+      const auto last = mma_mainloop(ops, st, count, t.id, warp_leader, [&](int stage) {
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows MN-major
           const u16* a = s.A[stage] + cw * 64 * BK;
@@ -124,7 +145,17 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           wgmma_m64k16<BN, A_MN, B_MN>(acc, da, db, 1);
         }
       });
-      mma_drain(ops, last, k_tiles, t.id, warp_leader);
+      mma_drain(ops, last, count, t.id, warp_leader);
+      if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
+        fence_acc(acc);
+        const int cta = tiles.cluster_id;
+        if (k0 > 0) {
+          fixup_publish(acc, Fixup{ws}, cta, cw, 1 + cw);
+          return;
+        }
+        const StreamKRun run(tiles.sched.num_tiles(), k_tiles, sk_tiles);  // built here: no registers held across tiles
+        fixup_collect(acc, Fixup{ws}, cta, run.last_cta(ct), cw, 1 + cw);
+      }
       // two consumers: the chunked epilogue; each consumer stages its 64 rows of the chunk.
 #pragma unroll
       for (int c = 0; c < BN / EPI_N; ++c) {
@@ -132,7 +163,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                          [&] { stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c); });
         chunk_st.advance();
       }
-    }
+    });
     tr.finish();
   }
   cluster_sync();  // as step 8: nobody leaves while the peer may still write into it

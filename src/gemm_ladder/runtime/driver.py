@@ -198,7 +198,7 @@ class PreparedLaunch:
                  args: list, *, stream: int, dynamic_smem: int = 0,
                  cluster: tuple[int, int, int] | None = None, pdl: bool = False):
         cu = _cu()
-        self.kernel = kernel
+        self.kernel, self.grid = kernel, grid
         self._holders = []
         addresses = []
         for a in args:

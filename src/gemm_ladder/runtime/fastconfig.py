@@ -29,6 +29,7 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
     lambda dev: torch.cuda.current_stream(dev).cuda_stream)
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or (lambda: torch.cuda.current_device())
 _Tensor = torch.Tensor
+_capturing = torch.cuda.is_current_stream_capturing
 
 
 class LRU:
@@ -248,25 +249,52 @@ class _Fast(Config):
         raise NotImplementedError
 
 
+# Stream-K workspaces (flags + slots), zeroed once per (device, stream): the kernel lowers
+# every flag it raised, and launches on one stream run in order. Never shared between
+# streams (two launches at once would meet on the same flags).
+_WORKSPACES: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def stream_k_workspace(dev: int, stream: int, floats: int, device) -> torch.Tensor:
+    """A zeroed stream-K workspace of at least `floats` for launches on `stream`. While a
+    CUDA graph is captured a fresh one (from the graph's pool, zeroed in the graph), so a
+    replay never shares flags with launches outside the graph."""
+    if _capturing():
+        return torch.zeros(floats, dtype=torch.float32, device=device)
+    ws = _WORKSPACES.get((dev, stream))
+    if ws is None or ws.numel() < floats:
+        # a smaller one still in use by queued launches on this stream is freed in stream order
+        ws = _WORKSPACES[(dev, stream)] = torch.zeros(floats, dtype=torch.float32, device=device)
+    return ws
+
+
 class LadderConfig(_Fast):
     """A ladder step (a `Step` with TMA): one launch; M-major A / N-major B read in place
-    when the step has `mn_major`."""
+    when the step has `mn_major`; a stream-K step's workspace per stream
+    (`stream_k_workspace`)."""
 
     def __init__(self, kind: str, a, b, out, st: Step, lead: tuple, N: int, K: int):
         super().__init__(kind, a, b, out, st, lead, N, K)
         a_mn, b_mn = mn_flags(self.a, self.b)
         self.map_args = dict(bf16=self.bf16, a_mn=a_mn, b_mn=b_mn, lda=self.lda, ldb=self.ldb, ldc=self.c.ld)
         self.defines = st.layout_defines(a_mn, b_mn)
-        template = st.kernel_args(0, 0, 0, self.M, N, K, make_map=driver.MapSlot, **self.map_args)
         with _building(self.dev):
             prep = prepare_kernel(st, self.dev, self.bf16, self.defines)
             grid = launch.launch_grid(st, prep.kernel, self.M, N, self.dev)
+        self.sk_tiles = st.stream_k_tiles(self.M, N, K, grid[0])
+        self.ws_floats = st.workspace_floats(grid[0]) if self.sk_tiles else 0
+        template = st.kernel_args(0, 0, 0, self.M, N, K, make_map=driver.MapSlot, sk_tiles=self.sk_tiles,
+                                  **self.map_args)
         self.launch = driver.ReusableLaunch(prep.kernel, grid, (st.threads, 1, 1), template,
                                             dynamic_smem=st.dynamic_smem, cluster=st.cluster)
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
         maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
-        self.launch(stream, maps[0])
+        if self.ws_floats:
+            ws = stream_k_workspace(self.dev, stream, self.ws_floats, self.device)
+            self.launch(stream, maps[0], (ws.data_ptr(),))
+        else:
+            self.launch(stream, maps[0])
 
     def _encode(self, pa: int, pb: int, pc: int) -> tuple:
         """(map addresses, maps) of a pointer triple: a small memo per configuration over the

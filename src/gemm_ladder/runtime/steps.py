@@ -92,6 +92,9 @@ class Step:
     sass_absent: tuple[str, ...] = ()  # instruction classes it must not hold
     variant: str = ""  # "" for the step's default configuration, e.g. "d4"
     ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
+    # stream-K (GL_STREAM_K): None for kernels without the switch; True: a ragged last wave's
+    # tiles are split along K over all CTAs and summed in the kernel (a workspace argument)
+    stream_k: bool | None = None
 
     def __post_init__(self) -> None:
         if self.style not in BARRIERS_PER_STAGE:
@@ -100,6 +103,8 @@ class Step:
             raise ValueError(f"step {self.key}: a TMA step needs depth >= 1")
         if self.persistent and self.group_m < 1:
             raise ValueError(f"step {self.key}: a persistent step needs group_m >= 1")
+        if self.stream_k and (self.cluster != (1, 1, 1) or not self.persistent):
+            raise ValueError(f"step {self.key}: stream-K needs a persistent grid without a cluster")
         if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
@@ -200,6 +205,8 @@ class Step:
             d.update(GL_CLUSTER_M=self.cluster_m, GL_CONSUMERS=self.consumers, GL_EPI_STAGES=self.epi_stages)
         if self.uses_tma:
             d["GL_DYNAMIC_SMEM"] = self.dynamic_smem
+        if self.stream_k is not None:
+            d["GL_STREAM_K"] = int(self.stream_k)
         return d
 
     @property
@@ -220,14 +227,17 @@ class Step:
 
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int, *,
                     bf16: bool, a_mn: bool = False, b_mn: bool = False, lda: int | None = None,
-                    ldb: int | None = None, ldc: int | None = None, make_map=None) -> list:
+                    ldb: int | None = None, ldc: int | None = None, make_map=None, ws_ptr: int = 0,
+                    sk_tiles: int = 0) -> list:
         """The kernel's arguments for C (M, N) = A (M, K) @ B (N, K)^T: tensor maps + sizes for
         TMA steps, raw pointers + sizes for the others. Row-major storage with row strides
         lda/ldb/ldc (elements; default: packed). a_mn: A is stored as a row-major (K, M)
         matrix (M-major); b_mn: B as a row-major (K, N) matrix (N-major) — steps with
         `mn_major` only, compiled with layout_defines(). make_map(ptr, rows, cols, row stride,
         box rows, box cols, bf16) builds each tensor map (default driver.TensorMap; the
-        library's fast path passes its cache of encoded maps)."""
+        library's fast path passes its cache of encoded maps). Stream-K steps also take their
+        workspace (ws_ptr: flags + slots, `workspace_floats`) and the tiles split
+        (`stream_k_tiles`; 0: none, and ws_ptr may be 0)."""
         if (a_mn or b_mn) and not self.mn_major:
             raise ConfigError(f"step {self.key} reads K-major operands only")
         if not self.uses_tma:
@@ -241,7 +251,49 @@ class Step:
                  else make_map(a_ptr, M, K, lda, *self.a_box, bf16))
         b_map = (make_map(b_ptr, K, N, ldb, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb, *self.b_box, bf16))
-        return [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
+        args = [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
+        if self.stream_k:
+            args += [ctypes.c_uint64(ws_ptr), sk_tiles]
+        return args
+
+    # -- stream-K ---------------------------------------------------------------------------
+    def stream_k_tiles(self, M: int, N: int, K: int, ctas: int) -> int:
+        """How many tiles at the end of the order a stream-K step splits along K over its
+        `ctas` CTAs: the remainder of a ragged last wave, if splitting it is predicted to pay
+        (stream_k_last_wave against one whole tile); else 0."""
+        if not self.stream_k:
+            return 0
+        tiles, kt = self.tiles(M, N), -(-K // self.bk)
+        rest = tiles % ctas
+        if tiles <= ctas or rest == 0 or self.stream_k_problem(M, N, K, ctas, rest):
+            return 0
+        return rest if self.stream_k_last_wave(rest, kt, ctas) < kt else 0
+
+    def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int) -> str:
+        """Why the kernel cannot split `sk_tiles` tiles on `ctas` CTAs ("" if it can): every
+        CTA needs a unit of its own (an owner waits for each CTA after it up to the tile's
+        last piece), and the units are counted in 32-bit integers."""
+        tiles, kt = self.tiles(M, N), -(-K // self.bk)
+        if not 0 <= sk_tiles <= tiles:
+            return f"sk_tiles={sk_tiles} is outside 0..{tiles} (the tiles of C)"
+        if sk_tiles and sk_tiles * kt < ctas:
+            return f"sk_tiles={sk_tiles} x {kt} k-tiles is fewer units than the {ctas} CTAs"
+        if sk_tiles * kt * ctas >= 2**63 or sk_tiles * kt >= 2**31:
+            return f"sk_tiles={sk_tiles} x {kt} k-tiles is too many units for 32-bit counts"
+        return ""
+
+    @staticmethod
+    def stream_k_last_wave(rest: int, k_tiles: int, ctas: int) -> float:
+        """The split wave's length in k-tiles: a CTA's run of the rest's units, plus the
+        owner's fixup (STREAM_K_PIECE_COST per piece of its tile: slots written, read back)."""
+        run = -(-rest * k_tiles // ctas)
+        pieces = -(-ctas // rest) + 1  # at most, per split tile
+        return run + STREAM_K_PIECE_COST * pieces
+
+    def workspace_floats(self, ctas: int) -> int:
+        """A stream-K launch's workspace on `ctas` CTAs, in floats: one flag per (CTA,
+        consumer), padded to 256 bytes, then a BM x BN fp32 slot per CTA (gl_fixup.cuh)."""
+        return -(-ctas * self.consumers * 4 // 256) * 64 + ctas * self.bm * self.bn
 
     @staticmethod
     def layout_defines(a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
@@ -311,6 +363,10 @@ class Step:
         return 2 * self.bm * self.bn * self.bk / (self.stage_bytes)
 
 
+# Stream-K's fixup cost per piece of a split tile, in k-tiles of MMA time: a 128 x 256 fp32
+# slot (128 KB) written by the later CTA and read back by the owner through L2.
+STREAM_K_PIECE_COST = 2.0
+
 _TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")
 
 STEPS: dict[int, Step] = {
@@ -367,7 +423,7 @@ STEPS.update({
                       "tile order in groups of 16 tile rows",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
             persistent=True, group_m=16, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
-            sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
+            stream_k=False, sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
              forced_move="the epilogue on the tensor core's critical path",
@@ -403,6 +459,8 @@ VARIANTS: dict[str, Step] = {
     # a 192-wide tile (no cluster) for shapes whose 256-wide tiles leave a ragged last wave
     "9:n192": variant(STEPS[9], "n192", bn=192, cluster=(1, 1, 1),
                       sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x192x16")),
+    # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
+    "9:sk": variant(STEPS[9], "sk", cluster=(1, 1, 1), stream_k=True),
     "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
 }
 # What `gemm-ladder bench` runs by default: the ladder plus its ablations (ring depth, cluster).

@@ -1,0 +1,149 @@
+"""Step 9 with stream-K (9:sk) on the GPU: split tiles summed in the kernel, correct against
+fp32 on poisoned outputs for every deal (none, the rule's, two waves' worth, every tile
+split), bit-identical over 20 runs of one plan, flags lowered after each launch; the debug
+build's flag waits bounded; the library's per-stream workspace under concurrent streams
+and inside a CUDA graph. Skipped without a Hopper GPU."""
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gemm_ladder
+from gemm_ladder.runtime import fastpath, launch, steps
+from gpu_util import assert_matches, fresh, needs_gpu
+
+pytestmark = [needs_gpu, pytest.mark.gpu]
+SK = steps.get_step("9:sk")
+_seed = itertools.count(7000)
+
+# ragged edges (M, N, K off the tile), few k-tiles (runs shorter than a tile), the suite's shapes
+SHAPES = [(4096, 4096, 4096), (2000, 3000, 4000), (512, 11008, 4096), (1000, 5000, 200), (4224, 4224, 72),
+          (3000, 5000, 4000)]
+
+
+def _deals(M, N, K):
+    tiles, G = SK.tiles(M, N), min(132, SK.tiles(M, N))
+    rule = SK.stream_k_tiles(M, N, K, G)
+    rest = tiles % G
+    return sorted(sk for sk in {0, rule, rest, min(tiles, rest + G), tiles}
+                  if not SK.stream_k_problem(M, N, K, G, sk))
+
+
+CASES = [(s, sk) for s in SHAPES for sk in _deals(*s)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape,sk", CASES, ids=[f"{'x'.join(map(str, s))}-sk{k}" for s, k in CASES])
+def test_stream_k_matches_reference_and_is_deterministic(shape, sk, dtype):
+    import torch
+    dt = getattr(torch, dtype)
+    M, N, K = shape
+    a, b = fresh(M, N, K, dt, next(_seed))
+    out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
+    p = launch.plan(SK, a, b, out, sk_tiles=sk)
+    ws = p.tensors[3]
+    assert (ws is not None) == (sk > 0)
+    runs = []
+    for _ in range(20):
+        out.fill_(float("nan"))
+        p()
+        runs.append(out.view(torch.int16).clone())
+    p.synchronize()
+    assert_matches(runs[0].view(dt), a, b)
+    differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
+    assert not differing, f"9:sk {shape} sk={sk}: runs {differing} differ from run 0"
+    if ws is not None:  # every flag lowered again by its owner
+        flags = ws[:SK.workspace_floats(p.launcher.grid[0]) - p.launcher.grid[0] * SK.bm * SK.bn].view(torch.int32)
+        assert int(flags.abs().sum()) == 0
+
+
+def test_split_tiles_out_of_range_is_a_clear_error():
+    import torch
+    a, b = fresh(512, 512, 256, torch.float16, 1)  # 8 tiles of 128 x 256 on 8 CTAs, 4 k-tiles each
+    with pytest.raises(steps.ConfigError, match="outside"):
+        launch.plan(SK, a, b, sk_tiles=SK.tiles(512, 512) + 1)
+    with pytest.raises(steps.ConfigError, match="fewer units"):
+        launch.plan(SK, a, b, sk_tiles=1)  # one tile's 4 k-tiles for 8 CTAs
+
+    with pytest.raises(steps.ConfigError, match="no stream-K"):
+        launch.plan("9:c1", a, b, sk_tiles=3)
+
+
+_DEBUG_CHILD = """
+import torch
+from gemm_ladder.runtime import launch, steps
+from gemm_ladder.measure.accuracy import check_product
+sk = steps.get_step("9:sk")
+for (M, N, K, tiles) in [(2000, 3000, 4000, None), (1000, 5000, 200, 100)]:
+    g = torch.Generator(device="cuda").manual_seed(M)
+    a = torch.randn((M, K), device="cuda", generator=g).half()
+    b = torch.randn((N, K), device="cuda", generator=g).half()
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles)
+    p()
+    p.synchronize()
+    ok, mx, rel, msg = check_product(out, a, b)
+    assert ok, (M, N, K, msg)
+print("ok")
+"""
+
+
+def test_stream_k_debug_build_in_a_child():
+    """The debug build (bounded mbarrier and flag waits) runs the split deals to the end."""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-c", _DEBUG_CHILD], capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+def test_library_stream_k_on_two_streams_at_once():
+    """Two streams running the same split configuration at the same time: each its own
+    workspace (shared flags would mix the pieces or hang)."""
+    import torch
+    M, N, K = 2000, 3000, 4000
+    a1, b1 = fresh(M, N, K, torch.float16, 11)
+    a2, b2 = fresh(M, N, K, torch.float16, 12)
+    cfg = fastpath.config_for("nt", a1, b1, step="9:sk")
+    assert cfg.sk_tiles > 0
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    outs1, outs2 = [], []
+    torch.cuda.synchronize()
+    for _ in range(10):
+        with torch.cuda.stream(s1):
+            outs1.append(gemm_ladder.matmul_nt(a1, b1, step="9:sk"))
+        with torch.cuda.stream(s2):
+            outs2.append(gemm_ladder.matmul_nt(a2, b2, step="9:sk"))
+    torch.cuda.synchronize()
+    for o in outs1:
+        assert torch.equal(o, outs1[0])
+    for o in outs2:
+        assert torch.equal(o, outs2[0])
+    assert_matches(outs1[0], a1, b1)
+    assert_matches(outs2[0], a2, b2)
+
+
+def test_cuda_graph_of_stream_k():
+    """Captured with a workspace from the graph's pool (zeroed in the graph), replayed with
+    new inputs."""
+    import torch
+    M, N, K = 2000, 3000, 4000
+    a, b = fresh(M, N, K, torch.float16, 21)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        gemm_ladder.matmul_nt(a, b, step="9:sk")
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c = gemm_ladder.matmul_nt(a, b, step="9:sk")
+    for i in range(3):
+        a2, b2 = fresh(M, N, K, torch.float16, 30 + i)
+        a.copy_(a2)
+        b.copy_(b2)
+        c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert_matches(c, a, b)

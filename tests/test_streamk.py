@@ -1,0 +1,126 @@
+"""Step 9's stream-K variant (9:sk) without a GPU: the host's rule for how many tiles to
+split, the kernel's walk of segments (mirrored in fake_gpu.stream_k_segments) and the
+library's launch of it, emulated on the CPU."""
+import itertools
+
+import pytest
+import torch
+
+import gemm_ladder
+from fake_gpu import FakeGpu, stream_k_last_cta, stream_k_segments
+from gemm_ladder.runtime import fastconfig, launch, steps
+from gemm_ladder.runtime.steps import get_step
+
+SK = get_step("9:sk")
+
+
+def test_stream_k_is_a_define_of_step_9_only():
+    assert SK.kernel_defines()["GL_STREAM_K"] == 1 and SK.cluster == (1, 1, 1)
+    assert get_step("9").kernel_defines()["GL_STREAM_K"] == 0
+    assert get_step("9:c1").kernel_defines()["GL_STREAM_K"] == 0
+    assert "GL_STREAM_K" not in get_step("8").kernel_defines()
+    with pytest.raises(ValueError, match="stream-K needs"):
+        steps.variant(steps.STEPS[9], "bad", stream_k=True)  # step 9's cluster of 2
+
+
+def test_kernel_args_carry_the_workspace_and_split_tiles():
+    from gemm_ladder.runtime.driver import MapSlot
+    args = SK.kernel_args(0, 0, 0, 4096, 4096, 4096, bf16=False, make_map=MapSlot, ws_ptr=1 << 20, sk_tiles=116)
+    assert len(args) == 8 and args[6].value == 1 << 20 and args[7] == 116
+    assert len(get_step("9:c1").kernel_args(0, 0, 0, 64, 64, 64, bf16=False, make_map=MapSlot)) == 6
+
+
+@pytest.mark.parametrize("M,N,K,expect", [
+    (4096, 4096, 4096, 116),   # 512 tiles: 3 rounds + 116, a run of 57 k-tiles + fixup < 64
+    (8192, 8192, 8192, 68),    # 2048 tiles: 15 rounds + 68
+    (512, 11008, 4096, 40),    # 172 tiles: 1 round + 40
+    (2048, 2048, 2048, 0),     # 128 tiles: one wave, nothing to fill
+    (4224, 8448, 512, 0),      # 33 x 33 = 1089 tiles = 8 x 132 + 33, but 8 k-tiles: the fixup costs more
+    (128 * 132, 256, 64, 0),   # a multiple of the CTAs
+])
+def test_split_rule(M, N, K, expect):
+    assert SK.stream_k_tiles(M, N, K, 132) == expect
+    assert get_step("9:c1").stream_k_tiles(M, N, K, 132) == 0
+
+
+def test_stream_k_problems():
+    assert SK.stream_k_problem(4096, 4096, 4096, 132, 116) == ""
+    assert "outside" in SK.stream_k_problem(4096, 4096, 4096, 132, 513)
+    assert "fewer units" in SK.stream_k_problem(4096, 4096, 128, 132, 65)  # 65 tiles x 2 k-tiles < 132
+    assert SK.stream_k_tiles(4224, 4224, 72, 132) == 0  # 33 tiles left x 2 k-tiles: fewer units than CTAs
+
+
+def test_workspace_size():
+    # 132 x 2 flags in 1,056 bytes -> 1,280 (256-byte padding), then 132 slots of 128 x 256
+    assert SK.workspace_floats(132) == 320 + 132 * 128 * 256
+
+
+@pytest.mark.parametrize("tiles,ctas,k_tiles", [(t, g, k) for t, g, k in itertools.product(
+    (5, 9, 17, 64, 133, 300), (4, 7, 8, 132), (1, 2, 3, 16, 64)) if t >= g])
+def test_segments_cover_every_unit_once_and_owners_wait_only_on_later_ctas(tiles, ctas, k_tiles):
+    for sk in sorted({0, tiles % ctas, tiles % ctas + ctas if tiles >= 2 * ctas else 0, tiles}):
+        if sk * k_tiles < ctas:  # the host never deals fewer units than CTAs (stream_k_problem)
+            continue
+        seen, later, owners = [], {}, {}
+        for cta in range(ctas):
+            segs = stream_k_segments(tiles, sk, k_tiles, ctas, cta)
+            for i, (t, k0, k1) in enumerate(segs):
+                assert 0 <= k0 < k1 <= k_tiles
+                seen += [(t, k) for k in range(k0, k1)]
+                if k0 > 0:  # a later piece: only the first segment of the run, one per CTA
+                    assert t >= tiles - sk and cta not in later
+                    assert all(s[1] == 0 for s in segs[i + 1:])
+                    later[cta] = t
+                elif k1 < k_tiles:
+                    owners[t] = cta
+        assert sorted(seen) == [(t, k) for t in range(tiles) for k in range(k_tiles)]
+        for t, cta in owners.items():  # the owner's later CTAs are exactly those holding its pieces
+            last = stream_k_last_cta(t, tiles, sk, k_tiles, ctas)
+            assert [q for q, lt in sorted(later.items()) if lt == t] == list(range(cta + 1, last + 1))
+        assert set(later.values()) <= set(owners)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    return FakeGpu(monkeypatch)
+
+
+def rnd(*shape, dtype=torch.float16, seed=0):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+@pytest.mark.parametrize("M,N,K,sms", [
+    (19 * 128, 256, 1024, 8),   # 19 tiles on 8 CTAs: 3 split, 14-k-tile runs
+    (2400, 520, 1000, 8),       # ragged tiles in M, N and K (K's last k-tile zero-filled)
+    (1000, 1000, 4000, 16),     # 32 tiles on 16: a multiple, nothing split
+])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_library_launch_of_stream_k(gpu, monkeypatch, M, N, K, sms, dtype):
+    monkeypatch.setattr(launch, "num_sms", lambda dev: sms)
+    monkeypatch.setattr(fastconfig, "_WORKSPACES", {})
+    a, b = rnd(M, K, dtype=dtype), rnd(K, N, dtype=dtype, seed=1)
+    expect_sk = SK.stream_k_tiles(M, N, K, sms)
+    for _ in range(2):  # the second call reuses the stream's workspace
+        c = gemm_ladder.matmul(a, b, step="9:sk")
+        ref = a.float() @ b.float()
+        torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
+        rec = gpu.launches[-1]
+        assert rec.sk_tiles == expect_sk and rec.grid == (min(sms, SK.tiles(M, N)), 1, 1)
+    if expect_sk:
+        assert len(fastconfig._WORKSPACES) == 1 and rec.ws == fastconfig._WORKSPACES[(0, gpu.stream)].data_ptr()
+        assert any(later for _, _, later in rec.owners)
+    else:
+        assert not fastconfig._WORKSPACES
+
+
+def test_a_workspace_per_stream(gpu, monkeypatch):
+    monkeypatch.setattr(launch, "num_sms", lambda dev: 8)
+    monkeypatch.setattr(fastconfig, "_WORKSPACES", {})
+    a, b = rnd(19 * 128, 1024), rnd(1024, 256, seed=1)
+    gemm_ladder.matmul(a, b, step="9:sk")
+    gpu.stream = 9
+    gemm_ladder.matmul(a, b, step="9:sk")
+    ws = fastconfig._WORKSPACES
+    assert set(ws) == {(0, 7), (0, 9)} and ws[(0, 7)].data_ptr() != ws[(0, 9)].data_ptr()
+    assert gpu.launches[-1].ws == ws[(0, 9)].data_ptr()
