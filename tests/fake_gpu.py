@@ -30,14 +30,19 @@ def tile_coords(t: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, 
     return first_m + t % per_group % rows, t % per_group // rows
 
 
-def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, ctas: int, cta: int) -> list[tuple[int, int, int]]:
-    """The kernels' for_each_segment with STREAM_K (gl_warpspec.cuh), for one CTA: its
-    (tile, k0, k1) in the order it computes them — whole tiles cta, cta + ctas, ... below
-    tiles - sk_tiles, then its run of the split tiles' units."""
+def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, grid: int, cta: int,
+                      sk_ctas: int | None = None) -> list[tuple[int, int, int]]:
+    """The kernels' for_each_segment with STREAM_K (gl_warpspec.cuh), for one CTA of `grid`:
+    its (tile, k0, k1) in the order it computes them — whole tiles cta, cta + grid, ... below
+    tiles - sk_tiles, then its run of the split tiles' units (the first sk_ctas CTAs have one;
+    default: all)."""
+    sk_ctas = grid if sk_ctas is None else sk_ctas
     dp_end = tiles - sk_tiles
-    out = [(t, 0, k_tiles) for t in range(cta, dp_end, ctas)]
+    out = [(t, 0, k_tiles) for t in range(cta, dp_end, grid)]
     units = sk_tiles * k_tiles
-    u, u1 = units * cta // ctas, units * (cta + 1) // ctas
+    if not units:
+        return out
+    u, u1 = units * min(cta, sk_ctas) // sk_ctas, units * min(cta + 1, sk_ctas) // sk_ctas
     while u < u1:
         s = u // k_tiles
         out.append((dp_end + s, u - s * k_tiles, min(k_tiles, u1 - s * k_tiles)))
@@ -167,7 +172,7 @@ class FakeGpu:
         if function.name == smallm.SmallM.entry:
             return self._splitk(rec, args_ptr)
         st = steps.get_step(function.key)
-        slots = (ctypes.c_void_p * (8 if st.stream_k else 6)).from_address(args_ptr)
+        slots = (ctypes.c_void_p * (9 if st.stream_k else 6)).from_address(args_ptr)
         rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3)]
         rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3, 6))
         ma, mb, mc = rec.maps
@@ -177,6 +182,7 @@ class FakeGpu:
         if st.stream_k:
             rec.ws = ctypes.c_uint64.from_address(slots[6]).value
             rec.sk_tiles = ctypes.c_int32.from_address(slots[7]).value
+            rec.sk_ctas = ctypes.c_int32.from_address(slots[8]).value
             if rec.sk_tiles:
                 return self._stream_k(rec, st, A, B, mc)
         mc.view().copy_((A.float() @ B.float().T).to(mc.dtype))
@@ -187,7 +193,7 @@ class FakeGpu:
         CTAs' slots in CTA order and writes C; every unit is computed exactly once."""
         M, N, K, G = rec.M, rec.N, rec.K, rec.grid[0]
         assert rec.ws, "a stream-K launch with split tiles needs its workspace"
-        assert rec.sk_tiles * -(-K // st.bk) >= G, "every CTA needs a unit of its own"
+        assert 1 <= rec.sk_ctas <= G and rec.sk_tiles * -(-K // st.bk) >= rec.sk_ctas, "a unit for every sharing CTA"
         tm, tn, kt, bk = -(-M // st.bm), -(-N // st.bn), -(-K // st.bk), st.bk
         tiles = tm * tn
         flag_ints = -(-G * st.consumers * 4 // 256) * 64
@@ -202,7 +208,7 @@ class FakeGpu:
             return (rows, cols), A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
 
         for cta in range(G):
-            for t, k0, k1 in stream_k_segments(tiles, rec.sk_tiles, kt, G, cta):
+            for t, k0, k1 in stream_k_segments(tiles, rec.sk_tiles, kt, G, cta, rec.sk_ctas):
                 covered += [(t, k) for k in range(k0, k1)]
                 where, p = part(t, k0, k1)
                 if k0 > 0:  # a later piece: this CTA's slot
@@ -214,7 +220,7 @@ class FakeGpu:
                     owners.append((cta, t, where, p))
         rec.owners = []
         for cta, t, where, acc in owners:
-            later = range(cta + 1, stream_k_last_cta(t, tiles, rec.sk_tiles, kt, G) + 1)
+            later = range(cta + 1, stream_k_last_cta(t, tiles, rec.sk_tiles, kt, rec.sk_ctas) + 1)
             rec.owners.append((cta, t, list(later)))
             for q in later:
                 acc = acc + slot.pop(q)

@@ -25,25 +25,27 @@ SHAPES = [(4096, 4096, 4096), (2000, 3000, 4000), (512, 11008, 4096), (1000, 500
 
 
 def _deals(M, N, K):
+    """(sk_tiles, sk_ctas): none, the rule's, the remainder over every CTA (contiguous runs),
+    in 2 aligned pieces, and every tile split."""
     tiles, G = SK.tiles(M, N), min(132, SK.tiles(M, N))
-    rule = SK.stream_k_tiles(M, N, K, G)
     rest = tiles % G
-    return sorted(sk for sk in {0, rule, rest, min(tiles, rest + G), tiles}
-                  if not SK.stream_k_problem(M, N, K, G, sk))
+    deals = {(0, 1), SK.stream_k_deal(M, N, K, G), (rest, G), (rest, 2 * rest), (tiles, G)}
+    return sorted(d for d in deals if not SK.stream_k_problem(M, N, K, G, *d) and (d[0] == 0) == (d == (0, 1)))
 
 
-CASES = [(s, sk) for s in SHAPES for sk in _deals(*s)]
+CASES = [(s, d) for s in SHAPES for d in _deals(*s)]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shape,sk", CASES, ids=[f"{'x'.join(map(str, s))}-sk{k}" for s, k in CASES])
-def test_stream_k_matches_reference_and_is_deterministic(shape, sk, dtype):
+@pytest.mark.parametrize("shape,deal", CASES, ids=[f"{'x'.join(map(str, s))}-sk{d[0]}on{d[1]}" for s, d in CASES])
+def test_stream_k_matches_reference_and_is_deterministic(shape, deal, dtype):
     import torch
     dt = getattr(torch, dtype)
     M, N, K = shape
     a, b = fresh(M, N, K, dt, next(_seed))
     out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
-    p = launch.plan(SK, a, b, out, sk_tiles=sk)
+    sk, sk_ctas = deal
+    p = launch.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas)
     ws = p.tensors[3]
     assert (ws is not None) == (sk > 0)
     runs = []
@@ -54,7 +56,7 @@ def test_stream_k_matches_reference_and_is_deterministic(shape, sk, dtype):
     p.synchronize()
     assert_matches(runs[0].view(dt), a, b)
     differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
-    assert not differing, f"9:sk {shape} sk={sk}: runs {differing} differ from run 0"
+    assert not differing, f"9:sk {shape} {deal}: runs {differing} differ from run 0"
     if ws is not None:  # every flag lowered again by its owner
         flags = ws[:SK.workspace_floats(p.launcher.grid[0]) - p.launcher.grid[0] * SK.bm * SK.bn].view(torch.int32)
         assert int(flags.abs().sum()) == 0
@@ -68,6 +70,8 @@ def test_split_tiles_out_of_range_is_a_clear_error():
     with pytest.raises(steps.ConfigError, match="fewer units"):
         launch.plan(SK, a, b, sk_tiles=1)  # one tile's 4 k-tiles for 8 CTAs
 
+    with pytest.raises(steps.ConfigError, match="outside 1..8"):
+        launch.plan(SK, a, b, sk_tiles=4, sk_ctas=9)
     with pytest.raises(steps.ConfigError, match="no stream-K"):
         launch.plan("9:c1", a, b, sk_tiles=3)
 
@@ -77,12 +81,12 @@ import torch
 from gemm_ladder.runtime import launch, steps
 from gemm_ladder.measure.accuracy import check_product
 sk = steps.get_step("9:sk")
-for (M, N, K, tiles) in [(2000, 3000, 4000, None), (1000, 5000, 200, 100)]:
+for (M, N, K, tiles, ctas) in [(512, 11008, 4096, None, None), (2000, 3000, 4000, 60, 120), (1000, 5000, 200, 100, 132)]:
     g = torch.Generator(device="cuda").manual_seed(M)
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles)
+    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles, sk_ctas=ctas)
     p()
     p.synchronize()
     ok, mx, rel, msg = check_product(out, a, b)
@@ -103,7 +107,7 @@ def test_library_stream_k_on_two_streams_at_once():
     """Two streams running the same split configuration at the same time: each its own
     workspace (shared flags would mix the pieces or hang)."""
     import torch
-    M, N, K = 2000, 3000, 4000
+    M, N, K = 512, 11008, 4096
     a1, b1 = fresh(M, N, K, torch.float16, 11)
     a2, b2 = fresh(M, N, K, torch.float16, 12)
     cfg = fastpath.config_for("nt", a1, b1, step="9:sk")
@@ -129,7 +133,7 @@ def test_cuda_graph_of_stream_k():
     """Captured with a workspace from the graph's pool (zeroed in the graph), replayed with
     new inputs."""
     import torch
-    M, N, K = 2000, 3000, 4000
+    M, N, K = 512, 11008, 4096
     a, b = fresh(M, N, K, torch.float16, 21)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

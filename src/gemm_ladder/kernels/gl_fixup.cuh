@@ -39,6 +39,33 @@ GL_DEVICE void add_slot(float (&acc)[R], const float* slot) {
     acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
   }
 }
+// The owner's reads through shared memory: cp.async (LDGSTS) copies 16 bytes from global to
+// shared memory without a register, so all of a thread's 16-byte pieces of the slot are in
+// flight at once; it then reads back what it copied itself (no barrier) and adds. Read
+// straight into registers, the loads would go nearly one at a time: beside the 128
+// accumulators there are no registers to hold more.
+GL_DEVICE void cp_async_16(u32 smem_addr, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr), "l"(src) : "memory");
+}
+GL_DEVICE void cp_async_wait_all() { asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory"); }
+template <int R>
+GL_DEVICE void add_slot_staged(float (&acc)[R], const float* slot, float* stage) {
+  const int t = threadIdx.x % 128;
+  const float4* src = reinterpret_cast<const float4*>(slot) + t;
+  const u32 dst = smem_u32(reinterpret_cast<float4*>(stage) + t);
+#pragma unroll 1
+  for (int i = 0; i < R / 4; ++i) cp_async_16(dst + i * 128 * 16, src + i * 128);  // a rolled loop: two pointers live
+  cp_async_wait_all();
+#pragma unroll
+  for (int i = 0; i < R / 4; ++i) {
+    // volatile: the shared loads stay in program order, two in flight at most (hoisted
+    // together they would need as many registers again as the accumulators)
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(dst + i * 128 * 16));
+    acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
+  }
+}
 GL_DEVICE void flag_raise(int* flag) { asm volatile("st.release.gpu.global.b32 [%0], 1;" ::"l"(flag) : "memory"); }
 GL_DEVICE void flag_lower(int* flag) { asm volatile("st.relaxed.gpu.global.b32 [%0], 0;" ::"l"(flag) : "memory"); }
 // Spin until the later CTA `cta`'s piece is in its slot (debug builds: bounded, reported as
@@ -71,15 +98,20 @@ GL_DEVICE void fixup_publish(const float (&acc)[R], const FixupSlots<BM, BN, CON
   if (threadIdx.x % 128 == 0) flag_raise(fx.flag(cta, cw));
 }
 // The owner: the pieces of CTAs cta + 1 .. last_cta added in CTA order. Each of those CTAs
-// holds a piece of the tile: the deal gives every CTA a non-empty run.
-template <int BM, int BN, int CONSUMERS, int R>
+// holds a piece of the tile: the deal gives every CTA a non-empty run. STAGED: read the slots
+// through `stage`, this consumer's 64 x N fp32 of idle shared memory (add_slot_staged);
+// else straight into registers.
+template <bool STAGED = false, int BM, int BN, int CONSUMERS, int R>
 GL_DEVICE void fixup_collect(float (&acc)[R], const FixupSlots<BM, BN, CONSUMERS>& fx, int cta, int last_cta, int cw,
-                             u32 named_barrier) {
+                             u32 named_barrier, float* stage = nullptr) {
   for (int q = cta + 1; q <= last_cta; ++q) {
     int* flag = fx.flag(q, cw);
     if (threadIdx.x % 128 == 0) flag_wait(flag, q);
     named_barrier_sync(named_barrier, 128);
-    add_slot(acc, fx.slot(q, cw));
+    if constexpr (STAGED)
+      add_slot_staged(acc, fx.slot(q, cw), stage);
+    else
+      add_slot(acc, fx.slot(q, cw));
     named_barrier_sync(named_barrier, 128);  // all have read: the flag goes down for the next launch
     if (threadIdx.x % 128 == 0) flag_lower(flag);
   }

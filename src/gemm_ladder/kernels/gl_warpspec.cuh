@@ -70,48 +70,51 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
 // A CTA's work as segments: tile `ct` of the tile order, its k-tiles [k0, k1).
 // Without stream-K every segment is a whole tile: the cluster's tiles first(), first() +
 // stride(), ... With STREAM_K (no cluster), the last `sk_tiles` tiles of the order are not
-// dealt whole: their (tile, k-tile) units, tile-major, go to the G CTAs in balanced contiguous
-// runs (StreamKRun), after the whole tiles b, b + G, ... (the host makes the whole tiles a
-// multiple of G: every CTA the same rounds, and the runs fill the last wave). A run crosses a
-// tile boundary where it must, so only its first segment can start inside a tile (k0 > 0); a
-// split tile's first piece (k0 == 0) is its owner's, who sums the others (gl_fixup.cuh).
+// dealt whole: their (tile, k-tile) units, tile-major, go in balanced contiguous runs to the
+// first `sk_ctas` CTAs (StreamKRun), after the whole tiles b, b + G, ... (the host makes the
+// whole tiles a multiple of the grid G, so every CTA has the same rounds). With sk_ctas = P x
+// sk_tiles each split tile is P pieces of equal k-ranges, so the CTAs running the split tiles
+// read only P different k offsets at a time (L2 keeps serving them, as in the whole rounds).
+// A run may cross a tile boundary, so only its first segment can start inside a tile (k0 >
+// 0); a split tile's first piece (k0 == 0) is its owner's, who sums the others (gl_fixup.cuh).
 struct StreamKRun {
-  int dp_end, k_tiles, units;  // where the split tiles begin in the order; their units (< 2^31: the host checks)
-  GL_DEVICE StreamKRun(int tiles, int kt, int sk_tiles) : dp_end(tiles - sk_tiles), k_tiles(kt), units(sk_tiles * kt) {}
-  GL_DEVICE static int ctas() { return (int)gridDim.x; }
-  // The first unit of CTA q's run [start(q), start(q + 1)): never empty, the host deals at
-  // least as many units as CTAs (an owner waits for every CTA between it and last_cta).
-  GL_DEVICE int start(int q) const { return (int)((long long)units * q / ctas()); }
+  // where the split tiles begin in the order, their units (< 2^31: the host checks), the CTAs sharing them
+  int dp_end, k_tiles, units, ctas;
+  GL_DEVICE StreamKRun(int tiles, int kt, int sk_tiles, int sk_ctas)
+      : dp_end(tiles - sk_tiles), k_tiles(kt), units(sk_tiles * kt), ctas(sk_ctas) {}
+  // The first unit of CTA q's run [start(q), start(q + 1)): never empty for q < ctas (the host
+  // deals at least as many units as CTAs: an owner waits for every CTA up to last_cta), empty
+  // from q = ctas on.
+  GL_DEVICE int start(int q) const { return (int)((long long)units * min(q, ctas) / ctas); }
   // The CTA holding split tile ct's last unit: its owner waits for CTAs owner + 1 .. last_cta.
   GL_DEVICE int last_cta(int ct) const {
     const long long last = (long long)(ct - dp_end) * k_tiles + k_tiles - 1;
-    return (int)(((last + 1) * ctas() - 1) / units);
+    return (int)(((last + 1) * ctas - 1) / units);
   }
 };
 
 // Calls body(ct, k0, k1) for each segment of this CTA's work, in order: the whole tiles, then
 // (STREAM_K) its run. One loop over a small state (the consumer's registers are nearly all
-// accumulators): the segment, and the run's end; the rest is re-derived when needed.
+// accumulators): the segment, and the run's end.
 template <bool STREAM_K = false, int CLUSTER_M, class Body>
-GL_DEVICE void for_each_segment(const TileWalk<CLUSTER_M>& tiles, int k_tiles, int sk_tiles, Body body) {
+GL_DEVICE void for_each_segment(const TileWalk<CLUSTER_M>& tiles, int k_tiles, int sk_tiles, int sk_ctas, Body body) {
   static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K: CTAs of a cluster would walk different k ranges");
   if (!STREAM_K) {
     for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) body(ct, 0, k_tiles);
     return;
   }
-  constexpr int DONE = 0x7fffffff;
-  const int dp_end = tiles.sched.num_tiles() - sk_tiles;
-  const StreamKRun run(tiles.sched.num_tiles(), k_tiles, sk_tiles);
+  const int num = tiles.sched.num_tiles(), dp_end = num - sk_tiles;
+  const StreamKRun run(num, k_tiles, sk_tiles, sk_ctas);
   const int u1 = run.start(tiles.cluster_id + 1);
   int ct = tiles.first(), k0 = 0, k1 = k_tiles;
   auto enter_run = [&](int u) {  // the segment starting at unit u of the run, or done
     const int s = u / k_tiles;
-    ct = u < u1 ? dp_end + s : DONE;
+    ct = u < u1 ? dp_end + s : num;
     k0 = u - s * k_tiles;
     k1 = min(k_tiles, u1 - s * k_tiles);
   };
   if (ct >= dp_end) enter_run(run.start(tiles.cluster_id));
-  while (ct != DONE) {
+  while (ct < num) {
     body(ct, k0, k1);
     if (ct < dp_end && ct + tiles.stride() < dp_end) {
       ct += tiles.stride();
@@ -126,9 +129,9 @@ GL_DEVICE void for_each_segment(const TileWalk<CLUSTER_M>& tiles, int k_tiles, i
 // `bytes` that will land in this CTA's buffer, and issue load(stage, full barrier, kt, tile).
 template <bool STREAM_K = false, int DEPTH, int CLUSTER, int CLUSTER_M, class Load>
 GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLUSTER_M>& tiles, int bm, int bn,
-                             int k_tiles, u32 bytes, Load load, int sk_tiles = 0) {
+                             int k_tiles, u32 bytes, Load load, int sk_tiles = 0, int sk_ctas = 1) {
   auto st = PipelineState<DEPTH>::producer();
-  for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, [&](int ct, int k0, int k1) {
+  for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
     const auto t = tiles.at(ct, bm, bn);
     for (int kt = k0; kt < k1; ++kt) {
       ops.producer_acquire(st, kt);

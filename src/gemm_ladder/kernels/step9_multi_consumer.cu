@@ -21,12 +21,12 @@
 // the selection takes where 256-wide tiles leave a ragged last wave (3072^3: 288 tiles of
 // 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9).
 // Stream-K (GL_STREAM_K, the 9:sk variant, no cluster): the last wave of whole tiles is ragged
-// where the tile count is not a multiple of the CTAs (4096^3: 512 tiles on 132 SMs are 3.9
-// waves, 8192^3 15.5). The host names the last `sk_tiles` tiles of the order (the remainder);
-// their k-tiles are dealt to all CTAs in equal runs after the whole tiles (WorkSegments), and
-// a split tile is summed in the kernel (gl_fixup.cuh): a later piece goes from the registers
-// to its CTA's fp32 slot, the owner adds the slots in CTA order and runs the usual epilogue.
-// The writeback stores only what this CTA owns.
+// where the tile count is not a multiple of the CTAs (512 x 11008: 172 tiles of 128 x 256 on
+// 132 SMs are 1.3 waves). The host names the last `sk_tiles` tiles of the order (the
+// remainder) and the `sk_ctas` CTAs that share them (P aligned k-pieces per tile); they are
+// dealt after the whole tiles (for_each_segment), and a split tile is summed in the kernel
+// (gl_fixup.cuh): a later piece goes from the registers to its CTA's fp32 slot, the owner adds
+// the slots in CTA order and runs the usual epilogue. The writeback stores only what this CTA owns.
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
@@ -55,10 +55,12 @@ constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH, CLUSTER_M>;
 using EpilogueRing = Ring<EPI_STAGES>;
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
+constexpr u32 BAR_CONSUMERS = 3;  // named barrier of both consumer warpgroups (1 + cw: each its own)
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];          // rows 64c.. of each stage feed consumer c
   u16 B[DEPTH][BN * BK];          // shared by both consumers (and, sliced, by both CTAs)
+  // (stream-K: the drained A and B stages, contiguous, hold the owner's fixup reads)
   u16 C[EPI_STAGES][BM * EPI_N];  // two consumers: chunk slots, 16 KB each
   u64 tma2mma[DEPTH];
   u64 mma2tma[DEPTH];
@@ -66,16 +68,17 @@ struct SharedStorage {
   u64 ld2mma[EPI_STAGES];
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
+static_assert(!STREAM_K || DEPTH * (BM + BN) * BK * 2 >= CONSUMERS * 64 * BN * 4, "the ring holds a slot per consumer");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                           const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K
 #if GL_STREAM_K
-                          , float* __restrict__ ws, int sk_tiles  // stream-K: flags + slots, tiles split
+                          , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
 #endif
 ) {
 #if !GL_STREAM_K
-  constexpr int sk_tiles = 0;
+  constexpr int sk_tiles = 0, sk_ctas = 1;
   float* ws = nullptr;
 #endif
   extern __shared__ u8 smem_raw[];
@@ -103,14 +106,14 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                                       tiles.rank);
-      }, sk_tiles);
+      }, sk_tiles, sk_ctas);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
-      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, [&](int ct, int k0, int) {
+      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int) {
         if (k0 > 0) return;  // stream-K: a later piece of a split tile, summed by its owner
         const auto t = tiles.at(ct, BM, BN);
         for (int c = 0; c < BN / EPI_N; ++c) {  // two consumers: one 128x64 chunk at a time
@@ -131,7 +134,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
     float acc[BN / 2];
-    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, [&](int ct, int k0, int k1) {
+    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
       const int count = k1 - k0;  // >= 1
       zero_acc(acc);
@@ -153,8 +156,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           fixup_publish(acc, Fixup{ws}, cta, cw, 1 + cw);
           return;
         }
-        const StreamKRun run(tiles.sched.num_tiles(), k_tiles, sk_tiles);  // built here: no registers held across tiles
-        fixup_collect(acc, Fixup{ws}, cta, run.last_cta(ct), cw, 1 + cw);
+        // The owner's piece is the last segment of its run: no loads follow, and once both
+        // consumers have drained, the operand ring is idle shared memory to read slots through.
+        named_barrier_sync(BAR_CONSUMERS, 128 * CONSUMERS);
+        const StreamKRun run(tiles.sched.num_tiles(), k_tiles, sk_tiles, sk_ctas);  // built here: no registers held across tiles
+        fixup_collect<true>(acc, Fixup{ws}, cta, run.last_cta(ct), cw, 1 + cw, reinterpret_cast<float*>(s.A) + cw * 64 * BN);
       }
       // two consumers: the chunked epilogue; each consumer stages its 64 rows of the chunk.
 #pragma unroll

@@ -9,6 +9,8 @@ family is one entry in CANDIDATES. The model (docs/suite.md):
   tiles          ceil(M / (cluster_m * bm)) * ceil(N / bn)
   slots          clusters resident at once = SMs * ctas_per_sm // cluster_m
   wave eff       tiles / (ceil(tiles / slots) * slots)     the last wave's idle slots
+                 (stream-K: the last wave's tiles split into P aligned pieces, Step.stream_k_deal:
+                 tiles / ((whole rounds + that wave's length in tiles) * slots))
   tile eff       M * N / (tiles * cluster tile area)       rows/columns computed past C
   t_compute      2 M N K_padded / peak / tile eff          all SMs at the tensor-core peak
   t_memory       (A + B + C once) / HBM bandwidth          compulsory traffic
@@ -183,6 +185,12 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     s.wave_eff = s.tiles / (s.waves * s.slots)
     area = s.tiles // f.split_k * cm_rows * f.bn
     work = s.tiles  # in tile-sized pieces: what fills the waves
+    sk_tiles, sk_ctas = step.stream_k_deal(*shape, min(s.slots, s.tiles)) if getattr(step, "stream_k", False) \
+        else (0, 1)
+    if sk_tiles:  # the last wave's tiles in P pieces: a piece's share of a tile plus the fixup
+        kt = _ceil(k, f.bk)
+        rounds = (s.tiles - sk_tiles) / s.slots + step.stream_k_last_wave(kt, sk_ctas // sk_tiles) / kt
+        s.wave_eff = s.tiles / (rounds * s.slots)
     if deal is not None:  # equal runs of k-tiles, one CTA each: the work, not the tile count, fills the waves
         s.tiles = deal.ctas
         s.waves = _ceil(deal.ctas, s.slots)
@@ -215,7 +223,8 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
              f"{s.tiles} tiles of {cm_rows}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
              + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else "")
-             + (f"; {describe_deal(deal)}" if deal is not None else ""))
+             + (f"; {describe_deal(deal)}" if deal is not None else "")
+             + (f"; stream-K: the last {sk_tiles} tiles in {sk_ctas // sk_tiles} pieces each" if sk_tiles else ""))
     return s
 
 

@@ -228,7 +228,7 @@ class Step:
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int, *,
                     bf16: bool, a_mn: bool = False, b_mn: bool = False, lda: int | None = None,
                     ldb: int | None = None, ldc: int | None = None, make_map=None, ws_ptr: int = 0,
-                    sk_tiles: int = 0) -> list:
+                    sk_tiles: int = 0, sk_ctas: int = 1) -> list:
         """The kernel's arguments for C (M, N) = A (M, K) @ B (N, K)^T: tensor maps + sizes for
         TMA steps, raw pointers + sizes for the others. Row-major storage with row strides
         lda/ldb/ldc (elements; default: packed). a_mn: A is stored as a row-major (K, M)
@@ -236,8 +236,8 @@ class Step:
         `mn_major` only, compiled with layout_defines(). make_map(ptr, rows, cols, row stride,
         box rows, box cols, bf16) builds each tensor map (default driver.TensorMap; the
         library's fast path passes its cache of encoded maps). Stream-K steps also take their
-        workspace (ws_ptr: flags + slots, `workspace_floats`) and the tiles split
-        (`stream_k_tiles`; 0: none, and ws_ptr may be 0)."""
+        workspace (ws_ptr: flags + slots, `workspace_floats`), the tiles split and the CTAs
+        sharing them (`stream_k_deal`; sk_tiles 0: none, and ws_ptr may be 0)."""
         if (a_mn or b_mn) and not self.mn_major:
             raise ConfigError(f"step {self.key} reads K-major operands only")
         if not self.uses_tma:
@@ -253,42 +253,49 @@ class Step:
                  else make_map(b_ptr, N, K, ldb, *self.b_box, bf16))
         args = [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
         if self.stream_k:
-            args += [ctypes.c_uint64(ws_ptr), sk_tiles]
+            args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas]
         return args
 
     # -- stream-K ---------------------------------------------------------------------------
-    def stream_k_tiles(self, M: int, N: int, K: int, ctas: int) -> int:
-        """How many tiles at the end of the order a stream-K step splits along K over its
-        `ctas` CTAs: the remainder of a ragged last wave, if splitting it is predicted to pay
-        (stream_k_last_wave against one whole tile); else 0."""
+    def stream_k_deal(self, M: int, N: int, K: int, ctas: int) -> tuple[int, int]:
+        """(sk_tiles, sk_ctas) of a stream-K step on a grid of `ctas`: the remainder of a
+        ragged last wave split into P aligned k-pieces each, on P x remainder CTAs, with the P
+        that makes the split wave shortest (stream_k_last_wave) if that beats one whole tile;
+        else (0, 1): every tile whole."""
         if not self.stream_k:
-            return 0
+            return 0, 1
         tiles, kt = self.tiles(M, N), -(-K // self.bk)
         rest = tiles % ctas
-        if tiles <= ctas or rest == 0 or self.stream_k_problem(M, N, K, ctas, rest):
-            return 0
-        return rest if self.stream_k_last_wave(rest, kt, ctas) < kt else 0
+        if tiles <= ctas or rest == 0:
+            return 0, 1
+        best, pieces = float(kt), 1
+        for p in range(2, min(ctas // rest, kt, STREAM_K_MAX_PIECES) + 1):
+            if (t := self.stream_k_last_wave(kt, p)) < best:
+                best, pieces = t, p
+        if pieces == 1 or self.stream_k_problem(M, N, K, ctas, rest, rest * pieces):
+            return 0, 1
+        return rest, rest * pieces
 
-    def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int) -> str:
-        """Why the kernel cannot split `sk_tiles` tiles on `ctas` CTAs ("" if it can): every
-        CTA needs a unit of its own (an owner waits for each CTA after it up to the tile's
-        last piece), and the units are counted in 32-bit integers."""
+    @staticmethod
+    def stream_k_last_wave(k_tiles: int, pieces: int) -> float:
+        """The split wave's length in k-tiles: a piece's share of a tile, plus the owner's
+        fixup (STREAM_K_PIECE_COST per later piece: its slot written, and read back)."""
+        return -(-k_tiles // pieces) + STREAM_K_PIECE_COST * (pieces - 1)
+
+    def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int, sk_ctas: int) -> str:
+        """Why the kernel cannot split `sk_tiles` tiles over `sk_ctas` of its `ctas` CTAs ("" if
+        it can): every one of those CTAs needs a unit of its own (an owner waits for each CTA
+        after it up to the tile's last piece), and the units are counted in 32-bit integers."""
         tiles, kt = self.tiles(M, N), -(-K // self.bk)
         if not 0 <= sk_tiles <= tiles:
             return f"sk_tiles={sk_tiles} is outside 0..{tiles} (the tiles of C)"
-        if sk_tiles and sk_tiles * kt < ctas:
-            return f"sk_tiles={sk_tiles} x {kt} k-tiles is fewer units than the {ctas} CTAs"
-        if sk_tiles * kt * ctas >= 2**63 or sk_tiles * kt >= 2**31:
+        if sk_tiles and not 1 <= sk_ctas <= ctas:
+            return f"sk_ctas={sk_ctas} is outside 1..{ctas} (the CTAs of the grid)"
+        if sk_tiles and sk_tiles * kt < sk_ctas:
+            return f"sk_tiles={sk_tiles} x {kt} k-tiles is fewer units than the {sk_ctas} CTAs sharing them"
+        if sk_tiles * kt >= 2**31:
             return f"sk_tiles={sk_tiles} x {kt} k-tiles is too many units for 32-bit counts"
         return ""
-
-    @staticmethod
-    def stream_k_last_wave(rest: int, k_tiles: int, ctas: int) -> float:
-        """The split wave's length in k-tiles: a CTA's run of the rest's units, plus the
-        owner's fixup (STREAM_K_PIECE_COST per piece of its tile: slots written, read back)."""
-        run = -(-rest * k_tiles // ctas)
-        pieces = -(-ctas // rest) + 1  # at most, per split tile
-        return run + STREAM_K_PIECE_COST * pieces
 
     def workspace_floats(self, ctas: int) -> int:
         """A stream-K launch's workspace on `ctas` CTAs, in floats: one flag per (CTA,
@@ -363,9 +370,11 @@ class Step:
         return 2 * self.bm * self.bn * self.bk / (self.stage_bytes)
 
 
-# Stream-K's fixup cost per piece of a split tile, in k-tiles of MMA time: a 128 x 256 fp32
-# slot (128 KB) written by the later CTA and read back by the owner through L2.
-STREAM_K_PIECE_COST = 2.0
+# Stream-K's fixup cost per later piece of a split tile, in k-tiles of MMA time: a 128 x 256
+# fp32 slot (128 KB) written by the later CTA and read back by the owner through L2. And the
+# most pieces a tile is split into (the owner reads the others' slots one after another).
+STREAM_K_PIECE_COST = 3.0
+STREAM_K_MAX_PIECES = 8
 
 _TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")
 
