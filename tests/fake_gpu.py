@@ -30,19 +30,29 @@ def tile_coords(t: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, 
     return first_m + t % per_group % rows, t % per_group // rows
 
 
+def stream_k_start(q: int, units: int, k_tiles: int, sk_ctas: int, lead: int) -> int:
+    """StreamKRun::start: the first unit of CTA q's run."""
+    q = min(q, sk_ctas)
+    if not lead:
+        return units * q // sk_ctas
+    p = sk_ctas * k_tiles // units
+    s, j = divmod(q, p)
+    return s * k_tiles + (0 if j == 0 else lead + (j - 1) * (k_tiles - lead) // (p - 1))
+
+
 def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, grid: int, cta: int,
-                      sk_ctas: int | None = None) -> list[tuple[int, int, int]]:
+                      sk_ctas: int | None = None, lead: int = 0) -> list[tuple[int, int, int]]:
     """The kernels' for_each_segment with STREAM_K (gl_warpspec.cuh), for one CTA of `grid`:
     its (tile, k0, k1) in the order it computes them — whole tiles cta, cta + grid, ... below
     tiles - sk_tiles, then its run of the split tiles' units (the first sk_ctas CTAs have one;
-    default: all)."""
+    default: all; lead: the owner's share, StreamKRun)."""
     sk_ctas = grid if sk_ctas is None else sk_ctas
     dp_end = tiles - sk_tiles
     out = [(t, 0, k_tiles) for t in range(cta, dp_end, grid)]
     units = sk_tiles * k_tiles
     if not units:
         return out
-    u, u1 = units * min(cta, sk_ctas) // sk_ctas, units * min(cta + 1, sk_ctas) // sk_ctas
+    u, u1 = (stream_k_start(q, units, k_tiles, sk_ctas, lead) for q in (cta, cta + 1))
     while u < u1:
         s = u // k_tiles
         out.append((dp_end + s, u - s * k_tiles, min(k_tiles, u1 - s * k_tiles)))
@@ -50,8 +60,11 @@ def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, grid: int, cta: i
     return out
 
 
-def stream_k_last_cta(tile: int, tiles: int, sk_tiles: int, k_tiles: int, ctas: int) -> int:
+def stream_k_last_cta(tile: int, tiles: int, sk_tiles: int, k_tiles: int, ctas: int, lead: int = 0) -> int:
     """StreamKRun::last_cta: the CTA holding a split tile's last unit."""
+    if lead:
+        p = ctas // sk_tiles
+        return (tile - (tiles - sk_tiles) + 1) * p - 1
     last = (tile - (tiles - sk_tiles)) * k_tiles + k_tiles - 1
     return ((last + 1) * ctas - 1) // (sk_tiles * k_tiles)
 
@@ -172,7 +185,7 @@ class FakeGpu:
         if function.name == smallm.SmallM.entry:
             return self._splitk(rec, args_ptr)
         st = steps.get_step(function.key)
-        slots = (ctypes.c_void_p * (9 if st.stream_k else 6)).from_address(args_ptr)
+        slots = (ctypes.c_void_p * (10 if st.stream_k else 6)).from_address(args_ptr)
         rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3)]
         rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3, 6))
         ma, mb, mc = rec.maps
@@ -183,6 +196,7 @@ class FakeGpu:
             rec.ws = ctypes.c_uint64.from_address(slots[6]).value
             rec.sk_tiles = ctypes.c_int32.from_address(slots[7]).value
             rec.sk_ctas = ctypes.c_int32.from_address(slots[8]).value
+            rec.sk_lead = ctypes.c_int32.from_address(slots[9]).value
             if rec.sk_tiles:
                 return self._stream_k(rec, st, A, B, mc)
         mc.view().copy_((A.float() @ B.float().T).to(mc.dtype))
@@ -208,7 +222,7 @@ class FakeGpu:
             return (rows, cols), A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
 
         for cta in range(G):
-            for t, k0, k1 in stream_k_segments(tiles, rec.sk_tiles, kt, G, cta, rec.sk_ctas):
+            for t, k0, k1 in stream_k_segments(tiles, rec.sk_tiles, kt, G, cta, rec.sk_ctas, rec.sk_lead):
                 covered += [(t, k) for k in range(k0, k1)]
                 where, p = part(t, k0, k1)
                 if k0 > 0:  # a later piece: this CTA's slot
@@ -220,7 +234,7 @@ class FakeGpu:
                     owners.append((cta, t, where, p))
         rec.owners = []
         for cta, t, where, acc in owners:
-            later = range(cta + 1, stream_k_last_cta(t, tiles, rec.sk_tiles, kt, rec.sk_ctas) + 1)
+            later = range(cta + 1, stream_k_last_cta(t, tiles, rec.sk_tiles, kt, rec.sk_ctas, rec.sk_lead) + 1)
             rec.owners.append((cta, t, list(later)))
             for q in later:
                 acc = acc + slot.pop(q)

@@ -25,27 +25,28 @@ SHAPES = [(4096, 4096, 4096), (2000, 3000, 4000), (512, 11008, 4096), (1000, 500
 
 
 def _deals(M, N, K):
-    """(sk_tiles, sk_ctas): none, the rule's, the remainder over every CTA (contiguous runs),
-    in 2 aligned pieces, and every tile split."""
+    """(sk_tiles, sk_ctas, sk_lead): none, the rule's, the remainder over every CTA (balanced
+    contiguous runs), in 2 equal pieces, in 2 pieces with the owner's lead, every tile split."""
     tiles, G = SK.tiles(M, N), min(132, SK.tiles(M, N))
-    rest = tiles % G
-    deals = {(0, 1), SK.stream_k_deal(M, N, K, G), (rest, G), (rest, 2 * rest), (tiles, G)}
-    return sorted(d for d in deals if not SK.stream_k_problem(M, N, K, G, *d) and (d[0] == 0) == (d == (0, 1)))
+    rest, kt = tiles % G, -(-K // SK.bk)
+    deals = {(0, 1, 0), SK.stream_k_deal(M, N, K, G), (rest, G, 0), (rest, 2 * rest, 0),
+             (rest, 2 * rest, SK.stream_k_pieces(kt, 2)[0]), (tiles, G, 0)}
+    return sorted(d for d in deals if not SK.stream_k_problem(M, N, K, G, *d) and (d[0] == 0) == (d == (0, 1, 0)))
 
 
 CASES = [(s, d) for s in SHAPES for d in _deals(*s)]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shape,deal", CASES, ids=[f"{'x'.join(map(str, s))}-sk{d[0]}on{d[1]}" for s, d in CASES])
+@pytest.mark.parametrize("shape,deal", CASES, ids=[f"{'x'.join(map(str, s))}-sk{d[0]}on{d[1]}lead{d[2]}" for s, d in CASES])
 def test_stream_k_matches_reference_and_is_deterministic(shape, deal, dtype):
     import torch
     dt = getattr(torch, dtype)
     M, N, K = shape
     a, b = fresh(M, N, K, dt, next(_seed))
     out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
-    sk, sk_ctas = deal
-    p = launch.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas)
+    sk, sk_ctas, sk_lead = deal
+    p = launch.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas, sk_lead=sk_lead)
     ws = p.tensors[3]
     assert (ws is not None) == (sk > 0)
     runs = []
@@ -81,12 +82,13 @@ import torch
 from gemm_ladder.runtime import launch, steps
 from gemm_ladder.measure.accuracy import check_product
 sk = steps.get_step("9:sk")
-for (M, N, K, tiles, ctas) in [(512, 11008, 4096, None, None), (2000, 3000, 4000, 60, 120), (1000, 5000, 200, 100, 132)]:
+for (M, N, K, tiles, ctas, lead) in [(512, 11008, 4096, None, None, 0), (2000, 3000, 4000, 60, 120, 0),
+                                     (1000, 5000, 200, 100, 132, 0), (3072, 3072, 3072, 24, 72, 20)]:
     g = torch.Generator(device="cuda").manual_seed(M)
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles, sk_ctas=ctas)
+    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles, sk_ctas=ctas, sk_lead=lead)
     p()
     p.synchronize()
     ok, mx, rel, msg = check_product(out, a, b)
@@ -111,7 +113,7 @@ def test_library_stream_k_on_two_streams_at_once():
     a1, b1 = fresh(M, N, K, torch.float16, 11)
     a2, b2 = fresh(M, N, K, torch.float16, 12)
     cfg = fastpath.config_for("nt", a1, b1, step="9:sk")
-    assert cfg.sk_tiles > 0
+    assert cfg.sk_deal[0] > 0
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
     outs1, outs2 = [], []
     torch.cuda.synchronize()

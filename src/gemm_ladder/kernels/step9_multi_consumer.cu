@@ -23,7 +23,8 @@
 // Stream-K (GL_STREAM_K, the 9:sk variant, no cluster): the last wave of whole tiles is ragged
 // where the tile count is not a multiple of the CTAs (512 x 11008: 172 tiles of 128 x 256 on
 // 132 SMs are 1.3 waves). The host names the last `sk_tiles` tiles of the order (the
-// remainder) and the `sk_ctas` CTAs that share them (P aligned k-pieces per tile); they are
+// remainder), the `sk_ctas` CTAs that share them (P aligned k-pieces per tile) and the
+// owner's longer share (`sk_lead`: the later pieces publish while it computes); they are
 // dealt after the whole tiles (for_each_segment), and a split tile is summed in the kernel
 // (gl_fixup.cuh): a later piece goes from the registers to its CTA's fp32 slot, the owner adds
 // the slots in CTA order and runs the usual epilogue. The writeback stores only what this CTA owns.
@@ -74,11 +75,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                           const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K
 #if GL_STREAM_K
-                          , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
+                          , float* __restrict__ ws, int sk_tiles, int sk_ctas, int sk_lead  // stream-K: flags + slots, the split
 #endif
 ) {
 #if !GL_STREAM_K
-  constexpr int sk_tiles = 0, sk_ctas = 1;
+  constexpr int sk_tiles = 0, sk_ctas = 1, sk_lead = 0;
   float* ws = nullptr;
 #endif
   extern __shared__ u8 smem_raw[];
@@ -106,14 +107,14 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                                       tiles.rank);
-      }, sk_tiles, sk_ctas);
+      }, sk_tiles, sk_ctas, sk_lead);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
-      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int) {
+      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, sk_lead, [&](int ct, int k0, int) {
         if (k0 > 0) return;  // stream-K: a later piece of a split tile, summed by its owner
         const auto t = tiles.at(ct, BM, BN);
         for (int c = 0; c < BN / EPI_N; ++c) {  // two consumers: one 128x64 chunk at a time
@@ -134,7 +135,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
     float acc[BN / 2];
-    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
+    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, sk_lead, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
       const int count = k1 - k0;  // >= 1
       zero_acc(acc);
@@ -154,13 +155,16 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         const int cta = tiles.cluster_id;
         if (k0 > 0) {
           fixup_publish(acc, Fixup{ws}, cta, cw, 1 + cw);
+          tr.event(EV_ARRIVE, BAR_FIXUP, 0, 1, k0, t.id);  // slot stored, flag raised
           return;
         }
         // The owner's piece is the last segment of its run: no loads follow, and once both
         // consumers have drained, the operand ring is idle shared memory to read slots through.
         named_barrier_sync(BAR_CONSUMERS, 128 * CONSUMERS);
-        const StreamKRun run(tiles.sched.num_tiles(), k_tiles, sk_tiles, sk_ctas);  // built here: no registers held across tiles
+        const StreamKRun run(tiles.sched.num_tiles(), k_tiles, sk_tiles, sk_ctas, sk_lead);  // built here: no registers held across tiles
+        tr.event(EV_WAIT_BEGIN, BAR_FIXUP, 0, 1, k1, t.id);  // the later pieces: waited for and added
         fixup_collect<true>(acc, Fixup{ws}, cta, run.last_cta(ct), cw, 1 + cw, reinterpret_cast<float*>(s.A) + cw * 64 * BN);
+        tr.event(EV_WAIT_END, BAR_FIXUP, 0, 1, k1, t.id);
       }
       // two consumers: the chunked epilogue; each consumer stages its 64 rows of the chunk.
 #pragma unroll

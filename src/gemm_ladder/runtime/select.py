@@ -185,11 +185,11 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     s.wave_eff = s.tiles / (s.waves * s.slots)
     area = s.tiles // f.split_k * cm_rows * f.bn
     work = s.tiles  # in tile-sized pieces: what fills the waves
-    sk_tiles, sk_ctas = step.stream_k_deal(*shape, min(s.slots, s.tiles)) if getattr(step, "stream_k", False) \
-        else (0, 1)
-    if sk_tiles:  # the last wave's tiles in P pieces: a piece's share of a tile plus the fixup
+    sk_tiles, sk_ctas, _ = step.stream_k_deal(*shape, min(s.slots, s.tiles)) if getattr(step, "stream_k", False) \
+        else (0, 1, 0)
+    if sk_tiles:  # the last wave's tiles in P pieces: the owner's piece plus the fixup
         kt = _ceil(k, f.bk)
-        rounds = (s.tiles - sk_tiles) / s.slots + step.stream_k_last_wave(kt, sk_ctas // sk_tiles) / kt
+        rounds = (s.tiles - sk_tiles) / s.slots + step.stream_k_pieces(kt, sk_ctas // sk_tiles)[1] / kt
         s.wave_eff = s.tiles / (rounds * s.slots)
     if deal is not None:  # equal runs of k-tiles, one CTA each: the work, not the tile count, fills the waves
         s.tiles = deal.ctas

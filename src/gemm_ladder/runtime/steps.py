@@ -228,7 +228,7 @@ class Step:
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int, *,
                     bf16: bool, a_mn: bool = False, b_mn: bool = False, lda: int | None = None,
                     ldb: int | None = None, ldc: int | None = None, make_map=None, ws_ptr: int = 0,
-                    sk_tiles: int = 0, sk_ctas: int = 1) -> list:
+                    sk_tiles: int = 0, sk_ctas: int = 1, sk_lead: int = 0) -> list:
         """The kernel's arguments for C (M, N) = A (M, K) @ B (N, K)^T: tensor maps + sizes for
         TMA steps, raw pointers + sizes for the others. Row-major storage with row strides
         lda/ldb/ldc (elements; default: packed). a_mn: A is stored as a row-major (K, M)
@@ -236,8 +236,9 @@ class Step:
         `mn_major` only, compiled with layout_defines(). make_map(ptr, rows, cols, row stride,
         box rows, box cols, bf16) builds each tensor map (default driver.TensorMap; the
         library's fast path passes its cache of encoded maps). Stream-K steps also take their
-        workspace (ws_ptr: flags + slots, `workspace_floats`), the tiles split and the CTAs
-        sharing them (`stream_k_deal`; sk_tiles 0: none, and ws_ptr may be 0)."""
+        workspace (ws_ptr: flags + slots, `workspace_floats`), the tiles split, the CTAs
+        sharing them and the owner's share (`stream_k_deal`; sk_tiles 0: none, and ws_ptr may
+        be 0)."""
         if (a_mn or b_mn) and not self.mn_major:
             raise ConfigError(f"step {self.key} reads K-major operands only")
         if not self.uses_tma:
@@ -253,39 +254,46 @@ class Step:
                  else make_map(b_ptr, N, K, ldb, *self.b_box, bf16))
         args = [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
         if self.stream_k:
-            args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas]
+            args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas, sk_lead]
         return args
 
     # -- stream-K ---------------------------------------------------------------------------
-    def stream_k_deal(self, M: int, N: int, K: int, ctas: int) -> tuple[int, int]:
-        """(sk_tiles, sk_ctas) of a stream-K step on a grid of `ctas`: the remainder of a
-        ragged last wave split into P aligned k-pieces each, on P x remainder CTAs, with the P
-        that makes the split wave shortest (stream_k_last_wave) if that beats one whole tile;
-        else (0, 1): every tile whole."""
+    def stream_k_deal(self, M: int, N: int, K: int, ctas: int) -> tuple[int, int, int]:
+        """(sk_tiles, sk_ctas, sk_lead) of a stream-K step on a grid of `ctas`: the remainder
+        of a ragged last wave split into P k-pieces each, on P x remainder CTAs, the owner's
+        piece sk_lead k-tiles long (stream_k_pieces), with the P that makes the split wave
+        shortest if that beats one whole tile; else (0, 1, 0): every tile whole."""
         if not self.stream_k:
-            return 0, 1
+            return 0, 1, 0
         tiles, kt = self.tiles(M, N), -(-K // self.bk)
         rest = tiles % ctas
         if tiles <= ctas or rest == 0:
-            return 0, 1
-        best, pieces = float(kt), 1
+            return 0, 1, 0
+        best, deal = float(kt), (0, 1, 0)
         for p in range(2, min(ctas // rest, kt, STREAM_K_MAX_PIECES) + 1):
-            if (t := self.stream_k_last_wave(kt, p)) < best:
-                best, pieces = t, p
-        if pieces == 1 or self.stream_k_problem(M, N, K, ctas, rest, rest * pieces):
-            return 0, 1
-        return rest, rest * pieces
+            lead, wave = self.stream_k_pieces(kt, p)
+            if wave < best and not self.stream_k_problem(M, N, K, ctas, rest, rest * p, lead):
+                best, deal = wave, (rest, rest * p, lead)
+        return deal
 
     @staticmethod
-    def stream_k_last_wave(k_tiles: int, pieces: int) -> float:
-        """The split wave's length in k-tiles: a piece's share of a tile, plus the owner's
-        fixup (STREAM_K_PIECE_COST per later piece: its slot written, and read back)."""
-        return -(-k_tiles // pieces) + STREAM_K_PIECE_COST * (pieces - 1)
+    def stream_k_pieces(k_tiles: int, pieces: int) -> tuple[int, float]:
+        """(the owner's k-tiles, the split wave's length in k-tiles) for a tile in `pieces`:
+        the later pieces share the rest equally and must also publish their slots
+        (STREAM_K_PUBLISH) before the owner, whose piece is made that much longer, reads them
+        (STREAM_K_READ each)."""
+        rest = pieces - 1
+        lead = min(k_tiles - rest, -(-(k_tiles + int(STREAM_K_PUBLISH) * rest) // pieces))
+        later = -(-(k_tiles - lead) // rest)
+        return lead, max(lead, later + STREAM_K_PUBLISH) + STREAM_K_READ * rest
 
-    def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int, sk_ctas: int) -> str:
-        """Why the kernel cannot split `sk_tiles` tiles over `sk_ctas` of its `ctas` CTAs ("" if
-        it can): every one of those CTAs needs a unit of its own (an owner waits for each CTA
-        after it up to the tile's last piece), and the units are counted in 32-bit integers."""
+    def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int, sk_ctas: int,
+                         sk_lead: int = 0) -> str:
+        """Why the kernel cannot split `sk_tiles` tiles over `sk_ctas` of its `ctas` CTAs with
+        an owner's share `sk_lead` ("" if it can): every one of those CTAs needs a unit of its
+        own (an owner waits for each CTA after it up to the tile's last piece), a lead needs
+        P x sk_tiles CTAs and leaves each later piece a k-tile, and the units are counted in
+        32-bit integers."""
         tiles, kt = self.tiles(M, N), -(-K // self.bk)
         if not 0 <= sk_tiles <= tiles:
             return f"sk_tiles={sk_tiles} is outside 0..{tiles} (the tiles of C)"
@@ -295,6 +303,12 @@ class Step:
             return f"sk_tiles={sk_tiles} x {kt} k-tiles is fewer units than the {sk_ctas} CTAs sharing them"
         if sk_tiles * kt >= 2**31:
             return f"sk_tiles={sk_tiles} x {kt} k-tiles is too many units for 32-bit counts"
+        if sk_lead:
+            p = sk_ctas // sk_tiles if sk_tiles else 0
+            if p < 2 or p * sk_tiles != sk_ctas:
+                return f"sk_lead needs sk_ctas a multiple (>= 2) of sk_tiles, not {sk_ctas} for {sk_tiles}"
+            if not 1 <= sk_lead <= kt - (p - 1):
+                return f"sk_lead={sk_lead} is outside 1..{kt - (p - 1)} (each of {p - 1} later pieces needs a k-tile)"
         return ""
 
     def workspace_floats(self, ctas: int) -> int:
@@ -370,10 +384,12 @@ class Step:
         return 2 * self.bm * self.bn * self.bk / (self.stage_bytes)
 
 
-# Stream-K's fixup cost per later piece of a split tile, in k-tiles of MMA time: a 128 x 256
-# fp32 slot (128 KB) written by the later CTA and read back by the owner through L2. And the
+# Stream-K's fixup, in k-tiles of MMA time (~0.66 us each for 128 x 256 x 64 on the H200),
+# from a trace of 512 x 11008 x 4096 (experiments/streamk): a later piece's 128 KB fp32 slot
+# stored and its flag raised (~3.8 us), and the owner reading one slot back (~1.3 us). And the
 # most pieces a tile is split into (the owner reads the others' slots one after another).
-STREAM_K_PIECE_COST = 3.0
+STREAM_K_PUBLISH = 6.0
+STREAM_K_READ = 2.0
 STREAM_K_MAX_PIECES = 8
 
 _TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")

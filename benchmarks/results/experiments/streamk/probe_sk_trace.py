@@ -18,10 +18,11 @@ for key in ("9:sk", "9:c1"):
     recs = res["records"]
     t_zero = min(r["t0"] for r in recs)
     G = res["blocks"]
-    sk, sk_ctas = st.stream_k_deal(M, N, K, G) if st.stream_k else (0, 1)
+    sk, sk_ctas, sk_lead = st.stream_k_deal(M, N, K, G) if st.stream_k else (0, 1, 0)
     dp_end = st.tiles(M, N) - sk
     print(f"{key} {M}x{N}x{K}: {res['ms_plain'] * 1e3:.1f} us plain, {res['ms_traced'] * 1e3:.1f} us traced, "
-          f"correct={res['correct']}, {G} CTAs, split {sk} tiles over {sk_ctas} CTAs, overflow {res['overflow'][:3]}")
+          f"correct={res['correct']}, {G} CTAs, split {sk} tiles over {sk_ctas} CTAs (owner's lead {sk_lead}), "
+          f"overflow {res['overflow'][:3]}")
     ev = trace.EVENTS
     rows = []
     for r in recs:
@@ -30,20 +31,26 @@ for key in ("9:sk", "9:c1"):
             mma = [(t + off, tile, k) for (t, kind, b, s, p, k, tile) in r["events"] if kind == ev["EV_MMA_ISSUE"]]
             done = [(t + off, tile) for (t, kind, b, s, p, k, tile) in r["events"] if kind == ev["EV_MMA_DONE"]]
             epi = [(t + off, tile) for (t, kind, b, s, p, k, tile) in r["events"] if kind == ev["EV_EPI_END"]]
+            epi0 = [(t + off, tile) for (t, kind, b, s, p, k, tile) in r["events"] if kind == ev["EV_EPI_BEGIN"]]
             dp_done = max([t for t, tile in done if tile < dp_end], default=0)
             sk_start = min([t for t, tile, k in mma if tile >= dp_end], default=0)
             sk_done = max([t for t, tile in done if tile >= dp_end], default=0)
             sk_epi = max([t for t, tile in epi if tile >= dp_end], default=0)
+            sk_epi0 = min([t for t, tile in epi0 if tile >= dp_end], default=0)
+            fx = {kind: t + off for (t, kind, b, s, p, k, tile) in r["events"]
+                  if trace.BARRIERS.get(b) == "fixup" and tile >= dp_end}
             end = r["t1"] - t_zero
-            rows.append((r["block"], dp_done, sk_start, sk_done, sk_epi, end))
+            rows.append((r["block"], dp_done, sk_start, sk_done, fx.get(ev["EV_ARRIVE"], 0),
+                         fx.get(ev["EV_WAIT_BEGIN"], 0), fx.get(ev["EV_WAIT_END"], 0), sk_epi0, sk_epi, end))
     rows.sort()
-    print(" cta  dp_mma_done  sk_mma_start  sk_mma_done  sk_epi_end  consumer_end   (us)")
+    print(" cta  dp_mma_done sk_mma_start  sk_mma_done    published  fixup_start    fixup_end    epi_begin"
+          "      epi_end consumer_end   (us)")
     for row in rows[:6] + rows[sk_ctas - 3:sk_ctas + 3] if sk else rows[:6]:
         print(" %3d " % row[0] + "  ".join(f"{x / 1e3:11.2f}" for x in row[1:]))
-    ends = [row[5] for row in rows]
+    ends = [row[-1] for row in rows]
     print(f" consumer end: min {min(ends) / 1e3:.2f} median {statistics.median(ends) / 1e3:.2f} max {max(ends) / 1e3:.2f} us")
     if sk:
         span = [row[3] - row[2] for row in rows if row[2]]
-        fix = [row[5] - row[3] for row in rows if row[2]]
+        fix = [row[-1] - row[3] for row in rows if row[2]]
         print(f" split piece MMAs: median {statistics.median(span) / 1e3:.2f} us; piece end -> consumer end: "
               f"median {statistics.median(fix) / 1e3:.2f}, max {max(fix) / 1e3:.2f} us")
