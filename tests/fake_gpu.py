@@ -30,29 +30,19 @@ def tile_coords(t: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, 
     return first_m + t % per_group % rows, t % per_group // rows
 
 
-def stream_k_start(q: int, units: int, k_tiles: int, sk_ctas: int, lead: int) -> int:
-    """StreamKRun::start: the first unit of CTA q's run."""
-    q = min(q, sk_ctas)
-    if not lead:
-        return units * q // sk_ctas
-    p = sk_ctas * k_tiles // units
-    s, j = divmod(q, p)
-    return s * k_tiles + (0 if j == 0 else lead + (j - 1) * (k_tiles - lead) // (p - 1))
-
-
 def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, grid: int, cta: int,
-                      sk_ctas: int | None = None, lead: int = 0) -> list[tuple[int, int, int]]:
+                      sk_ctas: int | None = None) -> list[tuple[int, int, int]]:
     """The kernels' for_each_segment with STREAM_K (gl_warpspec.cuh), for one CTA of `grid`:
     its (tile, k0, k1) in the order it computes them — whole tiles cta, cta + grid, ... below
     tiles - sk_tiles, then its run of the split tiles' units (the first sk_ctas CTAs have one;
-    default: all; lead: the owner's share, StreamKRun)."""
+    default: all)."""
     sk_ctas = grid if sk_ctas is None else sk_ctas
     dp_end = tiles - sk_tiles
     out = [(t, 0, k_tiles) for t in range(cta, dp_end, grid)]
     units = sk_tiles * k_tiles
     if not units:
         return out
-    u, u1 = (stream_k_start(q, units, k_tiles, sk_ctas, lead) for q in (cta, cta + 1))
+    u, u1 = (units * min(q, sk_ctas) // sk_ctas for q in (cta, cta + 1))
     while u < u1:
         s = u // k_tiles
         out.append((dp_end + s, u - s * k_tiles, min(k_tiles, u1 - s * k_tiles)))
@@ -60,13 +50,10 @@ def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, grid: int, cta: i
     return out
 
 
-def stream_k_last_cta(tile: int, tiles: int, sk_tiles: int, k_tiles: int, ctas: int, lead: int = 0) -> int:
-    """StreamKRun::last_cta: the CTA holding a split tile's last unit."""
-    if lead:
-        p = ctas // sk_tiles
-        return (tile - (tiles - sk_tiles) + 1) * p - 1
-    last = (tile - (tiles - sk_tiles)) * k_tiles + k_tiles - 1
-    return ((last + 1) * ctas - 1) // (sk_tiles * k_tiles)
+def slice_of(cta: int, pieces: int, chunks: int) -> tuple[int, int]:
+    """Step 9's slice_of: the 64-column chunks [c0, c1) piece cta % pieces of a split tile writes."""
+    j = cta % pieces
+    return j * chunks // pieces, (j + 1) * chunks // pieces
 
 
 class FakeTensorMap:
@@ -185,7 +172,7 @@ class FakeGpu:
         if function.name == smallm.SmallM.entry:
             return self._splitk(rec, args_ptr)
         st = steps.get_step(function.key)
-        slots = (ctypes.c_void_p * (10 if st.stream_k else 6)).from_address(args_ptr)
+        slots = (ctypes.c_void_p * (9 if st.stream_k else 6)).from_address(args_ptr)
         rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3)]
         rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3, 6))
         ma, mb, mc = rec.maps
@@ -196,51 +183,58 @@ class FakeGpu:
             rec.ws = ctypes.c_uint64.from_address(slots[6]).value
             rec.sk_tiles = ctypes.c_int32.from_address(slots[7]).value
             rec.sk_ctas = ctypes.c_int32.from_address(slots[8]).value
-            rec.sk_lead = ctypes.c_int32.from_address(slots[9]).value
             if rec.sk_tiles:
                 return self._stream_k(rec, st, A, B, mc)
         mc.view().copy_((A.float() @ B.float().T).to(mc.dtype))
 
     def _stream_k(self, rec, st, A, B, mc):
-        """Step 9 with stream-K: every CTA's segments (whole tiles, then its run of units);
-        a later piece goes to its CTA's slot (checked: one per CTA), the owner adds the later
-        CTAs' slots in CTA order and writes C; every unit is computed exactly once."""
+        """Step 9 with stream-K: every CTA's segments (whole tiles, then its piece of a split
+        tile: P pieces per tile on consecutive CTAs, one each); piece j writes its slice of
+        the tile's 64-column chunks, its own part plus the other pieces' in piece order.
+        Checked: every unit computed once, every chunk of a split tile written once."""
         M, N, K, G = rec.M, rec.N, rec.K, rec.grid[0]
         assert rec.ws, "a stream-K launch with split tiles needs its workspace"
-        assert 1 <= rec.sk_ctas <= G and rec.sk_tiles * -(-K // st.bk) >= rec.sk_ctas, "a unit for every sharing CTA"
         tm, tn, kt, bk = -(-M // st.bm), -(-N // st.bn), -(-K // st.bk), st.bk
-        tiles = tm * tn
+        tiles, chunks = tm * tn, st.bn // 64
+        p = rec.sk_ctas // rec.sk_tiles
+        assert p * rec.sk_tiles == rec.sk_ctas and 2 <= p <= min(chunks, kt) and rec.sk_ctas <= G
         flag_ints = -(-G * st.consumers * 4 // 256) * 64
         flags = _view(rec.ws, torch.float32, (1, flag_ints), flag_ints).view(torch.int32)[0]
         assert int(flags.abs().sum()) == 0, "stream-K flags must start lowered"
-        C, slot, owners, covered = mc.view(), {}, [], []
+        C, pieces, covered, written = mc.view(), {}, [], []
 
-        def part(t, k0, k1):
+        def where(t):
             r, c = tile_coords(t, tm, tn, st.group_m)
-            rows = slice(r * st.bm, min((r + 1) * st.bm, M))
-            cols = slice(c * st.bn, min((c + 1) * st.bn, N))
-            return (rows, cols), A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
+            return r * st.bm, c * st.bn
 
         for cta in range(G):
-            for t, k0, k1 in stream_k_segments(tiles, rec.sk_tiles, kt, G, cta, rec.sk_ctas, rec.sk_lead):
+            segs = stream_k_segments(tiles, rec.sk_tiles, kt, G, cta, rec.sk_ctas)
+            for t, k0, k1 in segs:
                 covered += [(t, k) for k in range(k0, k1)]
-                where, p = part(t, k0, k1)
-                if k0 > 0:  # a later piece: this CTA's slot
-                    assert cta not in slot, "a CTA stores at most one later piece"
-                    slot[cta] = p
-                elif k1 == kt:  # whole
-                    C[where] = p.to(mc.dtype)
-                else:  # an owner: sums once every CTA ran (on the GPU it waits on the flags)
-                    owners.append((cta, t, where, p))
-        rec.owners = []
-        for cta, t, where, acc in owners:
-            later = range(cta + 1, stream_k_last_cta(t, tiles, rec.sk_tiles, kt, rec.sk_ctas, rec.sk_lead) + 1)
-            rec.owners.append((cta, t, list(later)))
-            for q in later:
-                acc = acc + slot.pop(q)
-            C[where] = acc.to(mc.dtype)
-        assert not slot, "every later piece is summed by its owner"
+                r0, c0 = where(t)
+                rows, cols = slice(r0, min(r0 + st.bm, M)), slice(c0, min(c0 + st.bn, N))
+                part = A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
+                if k1 - k0 == kt:
+                    C[rows, cols] = part.to(mc.dtype)
+                else:  # a piece: the CTA's last segment, piece cta % p of its tile
+                    assert (t, k0, k1) == segs[-1] and cta // p == t - (tiles - rec.sk_tiles)
+                    pieces[cta] = (t, part)
+        for cta, (t, part) in pieces.items():
+            j, first = cta % p, cta - cta % p
+            c_lo, c_hi = slice_of(cta, p, chunks)
+            acc = part.clone()
+            for i in range(p):  # piece order
+                if i != j:
+                    assert pieces[first + i][0] == t
+                    acc = acc + pieces[first + i][1]
+            r0, c0 = where(t)
+            lo, hi = c_lo * 64, min(c_hi * 64, acc.shape[1])
+            if lo < hi:
+                C[r0:r0 + acc.shape[0], c0 + lo:c0 + hi] = acc[:, lo:hi].to(mc.dtype)
+            written += [(t, c) for c in range(c_lo, c_hi)]
         assert sorted(covered) == [(t, k) for t in range(tiles) for k in range(kt)], "every unit exactly once"
+        split = range(tiles - rec.sk_tiles, tiles)
+        assert sorted(written) == [(t, c) for t in split for c in range(chunks)], "every chunk written once"
 
     def _splitk(self, rec, args_ptr):
         """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,

@@ -1,6 +1,6 @@
 """Step 9 with stream-K (9:sk) on the GPU: split tiles summed in the kernel, correct against
-fp32 on poisoned outputs for every deal (none, the rule's, two waves' worth, every tile
-split), bit-identical over 20 runs of one plan, flags lowered after each launch; the debug
+fp32 on poisoned outputs for every deal (none, the rule's, 2-4 pieces, a round more, every
+tile split), bit-identical over 20 runs of one plan, flags lowered after each launch; the debug
 build's flag waits bounded; the library's per-stream workspace under concurrent streams
 and inside a CUDA graph. Skipped without a Hopper GPU."""
 import itertools
@@ -25,28 +25,30 @@ SHAPES = [(4096, 4096, 4096), (2000, 3000, 4000), (512, 11008, 4096), (1000, 500
 
 
 def _deals(M, N, K):
-    """(sk_tiles, sk_ctas, sk_lead): none, the rule's, the remainder over every CTA (balanced
-    contiguous runs), in 2 equal pieces, in 2 pieces with the owner's lead, every tile split."""
+    """(sk_tiles, sk_ctas): none, the rule's, the remainder in 2, 3 and 4 pieces, the
+    remainder plus a round in 2 pieces, every tile in 2 (where the grid holds them), and
+    split counts that leave the whole rounds uneven (16 tiles in 4, 66 in 2)."""
     tiles, G = SK.tiles(M, N), min(132, SK.tiles(M, N))
-    rest, kt = tiles % G, -(-K // SK.bk)
-    deals = {(0, 1, 0), SK.stream_k_deal(M, N, K, G), (rest, G, 0), (rest, 2 * rest, 0),
-             (rest, 2 * rest, SK.stream_k_pieces(kt, 2)[0]), (tiles, G, 0)}
-    return sorted(d for d in deals if not SK.stream_k_problem(M, N, K, G, *d) and (d[0] == 0) == (d == (0, 1, 0)))
+    rest = tiles % G
+    deals = {(0, 1), SK.stream_k_deal(M, N, K, G), (rest + G, 2 * (rest + G)), (tiles, 2 * tiles),
+             (min(tiles, 16), 4 * min(tiles, 16)), (min(tiles, 66), 2 * min(tiles, 66))}
+    deals |= {(rest, p * rest) for p in (2, 3, 4)}
+    return sorted(d for d in deals if not SK.stream_k_problem(M, N, K, G, *d) and (d[0] == 0) == (d == (0, 1)))
 
 
 CASES = [(s, d) for s in SHAPES for d in _deals(*s)]
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("shape,deal", CASES, ids=[f"{'x'.join(map(str, s))}-sk{d[0]}on{d[1]}lead{d[2]}" for s, d in CASES])
+@pytest.mark.parametrize("shape,deal", CASES, ids=[f"{'x'.join(map(str, s))}-sk{d[0]}on{d[1]}" for s, d in CASES])
 def test_stream_k_matches_reference_and_is_deterministic(shape, deal, dtype):
     import torch
     dt = getattr(torch, dtype)
     M, N, K = shape
     a, b = fresh(M, N, K, dt, next(_seed))
     out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
-    sk, sk_ctas, sk_lead = deal
-    p = launch.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas, sk_lead=sk_lead)
+    sk, sk_ctas = deal
+    p = launch.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas)
     ws = p.tensors[3]
     assert (ws is not None) == (sk > 0)
     runs = []
@@ -68,11 +70,13 @@ def test_split_tiles_out_of_range_is_a_clear_error():
     a, b = fresh(512, 512, 256, torch.float16, 1)  # 8 tiles of 128 x 256 on 8 CTAs, 4 k-tiles each
     with pytest.raises(steps.ConfigError, match="outside"):
         launch.plan(SK, a, b, sk_tiles=SK.tiles(512, 512) + 1)
-    with pytest.raises(steps.ConfigError, match="fewer units"):
-        launch.plan(SK, a, b, sk_tiles=1)  # one tile's 4 k-tiles for 8 CTAs
+    with pytest.raises(steps.ConfigError, match="not P x sk_tiles"):
+        launch.plan(SK, a, b, sk_tiles=1, sk_ctas=8)  # 8 pieces of a tile with 4 chunks and 4 k-tiles
 
     with pytest.raises(steps.ConfigError, match="outside 1..8"):
-        launch.plan(SK, a, b, sk_tiles=4, sk_ctas=9)
+        launch.plan(SK, a, b, sk_tiles=4, sk_ctas=12)
+    with pytest.raises(steps.ConfigError, match="not P x sk_tiles"):
+        launch.plan(SK, a, b, sk_tiles=3, sk_ctas=8)
     with pytest.raises(steps.ConfigError, match="no stream-K"):
         launch.plan("9:c1", a, b, sk_tiles=3)
 
@@ -82,13 +86,13 @@ import torch
 from gemm_ladder.runtime import launch, steps
 from gemm_ladder.measure.accuracy import check_product
 sk = steps.get_step("9:sk")
-for (M, N, K, tiles, ctas, lead) in [(512, 11008, 4096, None, None, 0), (2000, 3000, 4000, 60, 120, 0),
-                                     (1000, 5000, 200, 100, 132, 0), (3072, 3072, 3072, 24, 72, 20)]:
+for (M, N, K, tiles, ctas) in [(512, 11008, 4096, None, None), (2000, 3000, 4000, 60, 120),
+                               (1000, 5000, 200, 28, 112), (3072, 3072, 3072, 24, 72)]:
     g = torch.Generator(device="cuda").manual_seed(M)
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles, sk_ctas=ctas, sk_lead=lead)
+    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles, sk_ctas=ctas)
     p()
     p.synchronize()
     ok, mx, rel, msg = check_product(out, a, b)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gemm_ladder
-from fake_gpu import FakeGpu, stream_k_last_cta, stream_k_segments
+from fake_gpu import FakeGpu, slice_of, stream_k_segments
 from gemm_ladder.runtime import fastconfig, launch, steps
 from gemm_ladder.runtime.steps import get_step
 
@@ -26,41 +26,48 @@ def test_stream_k_is_a_define_of_step_9_only():
 def test_kernel_args_carry_the_workspace_and_split_tiles():
     from gemm_ladder.runtime.driver import MapSlot
     args = SK.kernel_args(0, 0, 0, 512, 11008, 4096, bf16=False, make_map=MapSlot, ws_ptr=1 << 20, sk_tiles=40,
-                          sk_ctas=120, sk_lead=26)
-    assert len(args) == 10 and args[6].value == 1 << 20 and args[7:] == [40, 120, 26]
+                          sk_ctas=120)
+    assert len(args) == 9 and args[6].value == 1 << 20 and args[7:] == [40, 120]
     assert len(get_step("9:c1").kernel_args(0, 0, 0, 64, 64, 64, bf16=False, make_map=MapSlot)) == 6
 
 
 @pytest.mark.parametrize("M,N,K,expect", [
-    (512, 11008, 4096, (40, 120, 26)),   # 172 tiles: 1 round + 40 in 3 pieces, the owner's 26 k-tiles
-    (3072, 3072, 3072, (24, 96, 17)),    # 288 tiles: 2 rounds + 24 in 4 pieces
-    (2048, 11008, 4096, (28, 112, 21)),  # 688 tiles: 5 rounds + 28 in 4 pieces
-    (4224, 8448, 512, (0, 1, 0)),        # 1089 tiles: 8 rounds + 33, but 8 k-tiles: the fixup costs more
-    (4096, 4096, 4096, (0, 1, 0)),       # 512 tiles: 116 left, no room for 2 pieces each
-    (8192, 8192, 8192, (0, 1, 0)),       # 2048 tiles: 68 left, the same
-    (2048, 2048, 2048, (0, 1, 0)),       # 128 tiles: one wave, nothing to fill
-    (128 * 132, 256, 64, (0, 1, 0)),     # a multiple of the CTAs
+    (512, 11008, 4096, (40, 120)),   # 172 tiles: 1 round + 40 in 3 pieces (22 k-tiles + fixup < 64)
+    (3072, 3072, 3072, (24, 96)),    # 288 tiles: 2 rounds + 24 in 4 pieces
+    (2048, 11008, 4096, (28, 112)),  # 688 tiles: 5 rounds + 28 in 4 pieces
+    (4224, 8448, 512, (0, 1)),       # 1089 tiles: 8 rounds + 33, but 8 k-tiles: the fixup costs more
+    (4096, 4096, 4096, (0, 1)),      # 512 tiles: 116 left, no room for 2 pieces each
+    (8192, 8192, 8192, (0, 1)),      # 2048 tiles: 68 left, the same
+    (2048, 2048, 2048, (0, 1)),      # 128 tiles: one wave, nothing to fill
+    (128 * 132, 256, 64, (0, 1)),    # a multiple of the CTAs
 ])
 def test_split_rule(M, N, K, expect):
     assert SK.stream_k_deal(M, N, K, 132) == expect
-    assert get_step("9:c1").stream_k_deal(M, N, K, 132) == (0, 1, 0)
+    assert get_step("9:c1").stream_k_deal(M, N, K, 132) == (0, 1)
 
 
-def test_owner_piece_covers_the_publish():
-    # 64 k-tiles in 3: the later pieces 19 each + 6 to publish <= the owner's 26; 2 slots read
-    assert SK.stream_k_pieces(64, 3) == (26, 30.0)
-    assert SK.stream_k_pieces(16, 8) == (8, 8 + 7 * 2.0)  # 7 later pieces of 1-2 k-tiles + 6
-    assert SK.stream_k_pieces(8, 8) == (1, 1 + 6 + 7 * 2.0)  # each later piece keeps a k-tile
+def test_split_wave_model():
+    # 3 pieces of 64 k-tiles: 22 + the piece writing 2 of the 4 chunks: publish half a slot,
+    # read 2 others' halves
+    assert SK.stream_k_last_wave(64, 3) == pytest.approx(22 + 5.4 / 2 + 3.4 * 2 / 2)
+    assert SK.stream_k_last_wave(64, 4) == pytest.approx(16 + 5.4 * 3 / 4 + 3.4 * 3 / 4)
+
+
+def test_slices_cover_the_chunks():
+    for p in (2, 3, 4):
+        spans = [slice_of(j, p, 4) for j in range(p)]
+        assert [c for lo, hi in spans for c in range(lo, hi)] == [0, 1, 2, 3] and all(hi > lo for lo, hi in spans)
 
 
 def test_stream_k_problems():
-    assert SK.stream_k_problem(4096, 4096, 4096, 132, 116, 132) == ""
-    assert SK.stream_k_problem(512, 11008, 4096, 132, 40, 120, 26) == ""
-    assert "multiple" in SK.stream_k_problem(512, 11008, 4096, 132, 40, 132, 26)
-    assert "outside 1..62" in SK.stream_k_problem(512, 11008, 4096, 132, 40, 120, 63)
-    assert "outside 0..512" in SK.stream_k_problem(4096, 4096, 4096, 132, 513, 132)
-    assert "outside 1..132" in SK.stream_k_problem(4096, 4096, 4096, 132, 116, 133)
-    assert "fewer units" in SK.stream_k_problem(4096, 4096, 128, 132, 65, 132)  # 65 tiles x 2 k-tiles < 132
+    assert SK.stream_k_problem(512, 11008, 4096, 132, 40, 120) == ""
+    assert SK.stream_k_problem(512, 11008, 4096, 132, 0, 1) == ""
+    assert "outside 0..172" in SK.stream_k_problem(512, 11008, 4096, 132, 173, 132)
+    assert "outside 1..132" in SK.stream_k_problem(512, 11008, 4096, 132, 40, 160)
+    assert "not P x sk_tiles" in SK.stream_k_problem(512, 11008, 4096, 132, 40, 132)  # not a multiple
+    assert "not P x sk_tiles" in SK.stream_k_problem(512, 11008, 4096, 132, 40, 40)  # one piece
+    assert "not P x sk_tiles" in SK.stream_k_problem(128 * 132, 1280, 4096, 132, 20, 100)  # 5 pieces > 4 chunks
+    assert "not P x sk_tiles" in SK.stream_k_problem(512, 11008, 64, 132, 40, 80)  # 2 pieces of 1 k-tile
 
 
 def test_workspace_size():
@@ -70,40 +77,23 @@ def test_workspace_size():
 
 @pytest.mark.parametrize("tiles,ctas,k_tiles", [(t, g, k) for t, g, k in itertools.product(
     (5, 9, 17, 64, 133, 300), (4, 7, 8, 132), (1, 2, 3, 16, 64)) if t >= g])
-def test_segments_cover_every_unit_once_and_owners_wait_only_on_later_ctas(tiles, ctas, k_tiles):
+def test_segments_cover_every_unit_once_one_piece_per_cta(tiles, ctas, k_tiles):
     rest = tiles % ctas
-    deals = {(0, 1, 0), (rest, ctas, 0), (tiles, ctas, 0)}
-    for p in (2, 3):
-        if 0 < rest * p <= ctas and k_tiles >= p:
-            deals |= {(rest, rest * p, 0), (rest, rest * p, SK.stream_k_pieces(k_tiles, p)[0]), (rest, rest * p, 1)}
-    if tiles >= 2 * ctas:
-        deals.add((rest + ctas, ctas, 0))
-    for sk, sk_ctas, lead in sorted(deals):
-        if SK.stream_k_problem(128 * tiles, 256, 64 * k_tiles, ctas, sk, sk_ctas, lead):
-            continue  # the host never deals fewer units than sharing CTAs
-        seen, later, owners = [], {}, {}
+    for sk, p in [(0, 2)] + [(n, p) for n in (rest, min(tiles, rest + ctas), tiles) for p in (2, 3, 4)]:
+        if SK.stream_k_problem(128 * tiles, 256, 64 * k_tiles, ctas, sk, sk * p if sk else 1):
+            continue
+        seen = []
         for cta in range(ctas):
-            segs = stream_k_segments(tiles, sk, k_tiles, ctas, cta, sk_ctas, lead)
-            if cta >= sk_ctas:
-                assert all(k0 == 0 and k1 == k_tiles and t < tiles - sk for t, k0, k1 in segs)
+            segs = stream_k_segments(tiles, sk, k_tiles, ctas, cta, sk * p if sk else None)
             for i, (t, k0, k1) in enumerate(segs):
                 assert 0 <= k0 < k1 <= k_tiles
                 seen += [(t, k) for k in range(k0, k1)]
-                if k0 > 0:  # a later piece: only the first segment of the run, one per CTA
-                    assert t >= tiles - sk and cta not in later
-                    assert all(s[1] == 0 for s in segs[i + 1:])
-                    later[cta] = t
-                elif k1 < k_tiles:
-                    owners[t] = cta
+                if t >= tiles - sk:  # a piece: the CTA's last segment, piece cta % p of its tile
+                    assert i == len(segs) - 1 and cta // p == t - (tiles - sk)
+                    assert (k0, k1) == (k_tiles * (cta % p) // p, k_tiles * (cta % p + 1) // p)
+                else:
+                    assert (k0, k1) == (0, k_tiles)
         assert sorted(seen) == [(t, k) for t in range(tiles) for k in range(k_tiles)]
-        for t, cta in owners.items():  # the owner's later CTAs are exactly those holding its pieces
-            last = stream_k_last_cta(t, tiles, sk, k_tiles, sk_ctas, lead)
-            assert [q for q, lt in sorted(later.items()) if lt == t] == list(range(cta + 1, last + 1))
-        assert set(later.values()) <= set(owners)
-        if sk_ctas == sk * 2 and (k_tiles % 2 == 0 or lead):  # aligned pieces: two k offsets in all
-            offsets = {k0 for c in range(ctas) for t, k0, _ in
-                       stream_k_segments(tiles, sk, k_tiles, ctas, c, sk_ctas, lead) if t >= tiles - sk}
-            assert offsets == {0, lead or k_tiles // 2}
 
 
 @pytest.fixture
@@ -117,7 +107,7 @@ def rnd(*shape, dtype=torch.float16, seed=0):
 
 
 @pytest.mark.parametrize("M,N,K,sms", [
-    (17 * 128, 256, 1024, 8),   # 17 tiles on 8 CTAs: 1 split in 2 pieces, the owner's 11 of 16 k-tiles
+    (17 * 128, 256, 1024, 8),   # 17 tiles on 8 CTAs: 1 split in 4 pieces
     (19 * 128, 256, 2048, 8),   # 3 split in 2 pieces
     (2400, 520, 1000, 24),      # ragged tiles in M, N and K (K's last k-tile zero-filled): 57 = 2 x 24 + 9
     (1000, 1000, 4000, 16),     # 32 tiles on 16: a multiple, nothing split
@@ -133,11 +123,11 @@ def test_library_launch_of_stream_k(gpu, monkeypatch, M, N, K, sms, dtype):
         ref = a.float() @ b.float()
         torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
         rec = gpu.launches[-1]
-        assert (rec.sk_tiles, rec.sk_ctas, rec.sk_lead) == expect
+        assert (rec.sk_tiles, rec.sk_ctas) == expect
         assert rec.grid == (min(sms, SK.tiles(M, N)), 1, 1)
     if expect[0]:
         assert len(fastconfig._WORKSPACES) == 1 and rec.ws == fastconfig._WORKSPACES[(0, gpu.stream)].data_ptr()
-        assert any(later for _, _, later in rec.owners)
+        assert rec.sk_ctas == 2 * rec.sk_tiles or rec.sk_ctas >= 3 * rec.sk_tiles  # pieces per tile
     else:
         assert not fastconfig._WORKSPACES
 

@@ -72,52 +72,32 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
 // stride(), ... With STREAM_K (no cluster), the last `sk_tiles` tiles of the order are not
 // dealt whole: their (tile, k-tile) units, tile-major, go in balanced contiguous runs to the
 // first `sk_ctas` CTAs (StreamKRun), after the whole tiles b, b + G, ... (the host makes the
-// whole tiles a multiple of the grid G, so every CTA has the same rounds). With sk_ctas = P x
-// sk_tiles each split tile is P pieces at the same k offsets in every tile, so the CTAs running
-// the split tiles read only P different k offsets at a time (L2 keeps serving them, as in the
-// whole rounds); `sk_lead` makes the owner's piece the longest (StreamKRun::start).
-// A run may cross a tile boundary, so only its first segment can start inside a tile (k0 >
-// 0); a split tile's first piece (k0 == 0) is its owner's, who sums the others (gl_fixup.cuh).
+// whole tiles a multiple of the grid G, so every CTA has the same rounds). Step 9 takes
+// sk_ctas = P x sk_tiles: each split tile is P pieces of equal k-ranges, one per CTA, at the
+// same k offsets in every tile, so the CTAs running the split tiles read only P different k
+// offsets at a time (L2 keeps serving them, as in the whole rounds).
 struct StreamKRun {
-  // where the split tiles begin in the order, their units (< 2^31: the host checks), the CTAs
-  // sharing them, and the owner's share of a tile (0: balanced runs)
-  int dp_end, k_tiles, units, ctas, lead;
-  GL_DEVICE StreamKRun(int tiles, int kt, int sk_tiles, int sk_ctas, int sk_lead)
-      : dp_end(tiles - sk_tiles), k_tiles(kt), units(sk_tiles * kt), ctas(sk_ctas), lead(sk_lead) {}
-  // Pieces per tile with a lead (the host makes sk_ctas = P x sk_tiles).
-  GL_DEVICE int pieces() const { return (int)((long long)ctas * k_tiles / units); }
+  // where the split tiles begin in the order, their units (< 2^31: the host checks), the CTAs sharing them
+  int dp_end, k_tiles, units, ctas;
+  GL_DEVICE StreamKRun(int tiles, int kt, int sk_tiles, int sk_ctas)
+      : dp_end(tiles - sk_tiles), k_tiles(kt), units(sk_tiles * kt), ctas(sk_ctas) {}
   // The first unit of CTA q's run [start(q), start(q + 1)): never empty for q < ctas (the host
-  // deals at least as many units as CTAs: an owner waits for every CTA up to last_cta), empty
-  // from q = ctas on. Balanced: equal runs. With a lead, tile s is pieces q = sP .. sP + P - 1:
-  // the owner's first `lead` k-tiles, then P - 1 equal shares of the rest, so the later pieces
-  // end early enough to have published their slots when the owner needs them.
-  GL_DEVICE int start(int q) const {
-    q = min(q, ctas);
-    if (lead == 0) return (int)((long long)units * q / ctas);
-    const int p = pieces(), s = q / p, j = q - s * p;
-    return s * k_tiles + (j == 0 ? 0 : lead + (j - 1) * (k_tiles - lead) / (p - 1));
-  }
-  // The CTA holding split tile ct's last unit: its owner waits for CTAs owner + 1 .. last_cta.
-  GL_DEVICE int last_cta(int ct) const {
-    if (lead != 0) return (ct - dp_end + 1) * pieces() - 1;
-    const long long last = (long long)(ct - dp_end) * k_tiles + k_tiles - 1;
-    return (int)(((last + 1) * ctas - 1) / units);
-  }
+  // deals at least as many units as CTAs), empty from q = ctas on.
+  GL_DEVICE int start(int q) const { return (int)((long long)units * min(q, ctas) / ctas); }
 };
 
 // Calls body(ct, k0, k1) for each segment of this CTA's work, in order: the whole tiles, then
 // (STREAM_K) its run. One loop over a small state (the consumer's registers are nearly all
 // accumulators): the segment, and the run's end.
 template <bool STREAM_K = false, int CLUSTER_M, class Body>
-GL_DEVICE void for_each_segment(const TileWalk<CLUSTER_M>& tiles, int k_tiles, int sk_tiles, int sk_ctas, int sk_lead,
-                                Body body) {
+GL_DEVICE void for_each_segment(const TileWalk<CLUSTER_M>& tiles, int k_tiles, int sk_tiles, int sk_ctas, Body body) {
   static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K: CTAs of a cluster would walk different k ranges");
   if (!STREAM_K) {
     for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) body(ct, 0, k_tiles);
     return;
   }
   const int num = tiles.sched.num_tiles(), dp_end = num - sk_tiles;
-  const StreamKRun run(num, k_tiles, sk_tiles, sk_ctas, sk_lead);
+  const StreamKRun run(num, k_tiles, sk_tiles, sk_ctas);
   const int u0 = run.start(tiles.cluster_id), u1 = run.start(tiles.cluster_id + 1);  // this CTA's run
   int ct = tiles.first(), k0 = 0, k1 = k_tiles;
   auto enter_run = [&](int u) {  // the segment starting at unit u of the run, or done
@@ -142,9 +122,9 @@ GL_DEVICE void for_each_segment(const TileWalk<CLUSTER_M>& tiles, int k_tiles, i
 // `bytes` that will land in this CTA's buffer, and issue load(stage, full barrier, kt, tile).
 template <bool STREAM_K = false, int DEPTH, int CLUSTER, int CLUSTER_M, class Load>
 GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLUSTER_M>& tiles, int bm, int bn,
-                             int k_tiles, u32 bytes, Load load, int sk_tiles = 0, int sk_ctas = 1, int sk_lead = 0) {
+                             int k_tiles, u32 bytes, Load load, int sk_tiles = 0, int sk_ctas = 1) {
   auto st = PipelineState<DEPTH>::producer();
-  for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, sk_lead, [&](int ct, int k0, int k1) {
+  for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
     const auto t = tiles.at(ct, bm, bn);
     for (int kt = k0; kt < k1; ++kt) {
       ops.producer_acquire(st, kt);

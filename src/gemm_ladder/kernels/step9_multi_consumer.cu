@@ -23,11 +23,11 @@
 // Stream-K (GL_STREAM_K, the 9:sk variant, no cluster): the last wave of whole tiles is ragged
 // where the tile count is not a multiple of the CTAs (512 x 11008: 172 tiles of 128 x 256 on
 // 132 SMs are 1.3 waves). The host names the last `sk_tiles` tiles of the order (the
-// remainder), the `sk_ctas` CTAs that share them (P aligned k-pieces per tile) and the
-// owner's longer share (`sk_lead`: the later pieces publish while it computes); they are
-// dealt after the whole tiles (for_each_segment), and a split tile is summed in the kernel
-// (gl_fixup.cuh): a later piece goes from the registers to its CTA's fp32 slot, the owner adds
-// the slots in CTA order and runs the usual epilogue. The writeback stores only what this CTA owns.
+// remainder) and the sk_ctas = P x sk_tiles CTAs that share them: P pieces of equal k-ranges
+// per tile, after the whole tiles (for_each_segment). A split tile is summed in the kernel in
+// column slices (gl_fixup.cuh): piece j writes chunks [j C / P, (j + 1) C / P) of the tile's C =
+// BN / 64 chunks; it publishes its other chunks to its fp32 slot, adds the other pieces' parts
+// of its own (in piece order) and runs the usual epilogue on them; the writeback stores them.
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
@@ -57,11 +57,19 @@ using OperandRing = Ring<DEPTH, CLUSTER_M>;
 using EpilogueRing = Ring<EPI_STAGES>;
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 constexpr u32 BAR_CONSUMERS = 3;  // named barrier of both consumer warpgroups (1 + cw: each its own)
+constexpr int CHUNKS = BN / EPI_N;
+static_assert(!STREAM_K || BN % EPI_N == 0, "stream-K slices are whole 64-column chunks");
+// Stream-K: the chunks [c0, c1) that piece cta % p of a split tile writes (p <= CHUNKS).
+GL_DEVICE void slice_of(int cta, int p, int& c0, int& c1) {
+  const int j = cta % p;
+  c0 = j * CHUNKS / p;
+  c1 = (j + 1) * CHUNKS / p;
+}
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];          // rows 64c.. of each stage feed consumer c
   u16 B[DEPTH][BN * BK];          // shared by both consumers (and, sliced, by both CTAs)
-  // (stream-K: the drained A and B stages, contiguous, hold the owner's fixup reads)
+  // (stream-K: the drained A and B stages, contiguous, hold the fixup's reads)
   u16 C[EPI_STAGES][BM * EPI_N];  // two consumers: chunk slots, 16 KB each
   u64 tma2mma[DEPTH];
   u64 mma2tma[DEPTH];
@@ -75,11 +83,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                           const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K
 #if GL_STREAM_K
-                          , float* __restrict__ ws, int sk_tiles, int sk_ctas, int sk_lead  // stream-K: flags + slots, the split
+                          , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
 #endif
 ) {
 #if !GL_STREAM_K
-  constexpr int sk_tiles = 0, sk_ctas = 1, sk_lead = 0;
+  constexpr int sk_tiles = 0, sk_ctas = 1;
   float* ws = nullptr;
 #endif
   extern __shared__ u8 smem_raw[];
@@ -107,17 +115,18 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                                       tiles.rank);
-      }, sk_tiles, sk_ctas, sk_lead);
+      }, sk_tiles, sk_ctas);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
-      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, sk_lead, [&](int ct, int k0, int) {
-        if (k0 > 0) return;  // stream-K: a later piece of a split tile, summed by its owner
+      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
         const auto t = tiles.at(ct, BM, BN);
-        for (int c = 0; c < BN / EPI_N; ++c) {  // two consumers: one 128x64 chunk at a time
+        int c0 = 0, c1 = CHUNKS;  // stream-K: a split tile's piece stores its slice of chunks
+        if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id, sk_ctas / sk_tiles, c0, c1);
+        for (int c = c0; c < c1; ++c) {  // two consumers: one 128x64 chunk at a time
           store_staged<BM, EPI_N>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
           chunk_st.advance();
         }
@@ -135,7 +144,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
     float acc[BN / 2];
-    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, sk_lead, [&](int ct, int k0, int k1) {
+    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
       const int count = k1 - k0;  // >= 1
       zero_acc(acc);
@@ -150,25 +159,26 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         }
       });
       mma_drain(ops, last, count, t.id, warp_leader);
+      int c0 = 0, c1 = CHUNKS;  // the chunks this CTA writes: all, or its slice of a split tile
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
         fence_acc(acc);
-        const int cta = tiles.cluster_id;
-        if (k0 > 0) {
-          fixup_publish(acc, Fixup{ws}, cta, cw, 1 + cw);
-          tr.event(EV_ARRIVE, BAR_FIXUP, 0, 1, k0, t.id);  // slot stored, flag raised
-          return;
-        }
-        // The owner's piece is the last segment of its run: no loads follow, and once both
-        // consumers have drained, the operand ring is idle shared memory to read slots through.
+        const int cta = tiles.cluster_id, p = sk_ctas / sk_tiles, j = cta % p;
+        slice_of(cta, p, c0, c1);
+        slice_publish(acc, Fixup{ws}, cta, cw, 1 + cw, c0, c1);
+        tr.event(EV_ARRIVE, BAR_FIXUP, 0, 1, k0, t.id);  // the other chunks published
+        // The piece is the last segment of its run: no loads follow, and once both consumers
+        // have drained, the operand ring is idle shared memory to read the others' parts through.
         named_barrier_sync(BAR_CONSUMERS, 128 * CONSUMERS);
-        const StreamKRun run(tiles.sched.num_tiles(), k_tiles, sk_tiles, sk_ctas, sk_lead);  // built here: no registers held across tiles
-        tr.event(EV_WAIT_BEGIN, BAR_FIXUP, 0, 1, k1, t.id);  // the later pieces: waited for and added
-        fixup_collect<true>(acc, Fixup{ws}, cta, run.last_cta(ct), cw, 1 + cw, reinterpret_cast<float*>(s.A) + cw * 64 * BN);
+        tr.event(EV_WAIT_BEGIN, BAR_FIXUP, 0, 1, k1, t.id);
+        float* stage = reinterpret_cast<float*>(s.A) + cw * 64 * BN;
+        for (int i = 0; i < p; ++i)  // piece order: the same sum every run
+          if (i != j) slice_gather(acc, Fixup{ws}, cta - j + i, cw, 1 + cw, c0, c1, p - 1, stage);
         tr.event(EV_WAIT_END, BAR_FIXUP, 0, 1, k1, t.id);
       }
       // two consumers: the chunked epilogue; each consumer stages its 64 rows of the chunk.
 #pragma unroll
-      for (int c = 0; c < BN / EPI_N; ++c) {
+      for (int c = 0; c < CHUNKS; ++c) {
+        if (c < c0 || c >= c1) continue;
         stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id,
                          [&] { stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c); });
         chunk_st.advance();

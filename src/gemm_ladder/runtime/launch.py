@@ -145,14 +145,13 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
 
 def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
          trace_buffer=None, trace_events: int = 0, sk_tiles: int | None = None,
-         sk_ctas: int | None = None, sk_lead: int = 0) -> "Plan":
+         sk_ctas: int | None = None) -> "Plan":
     """Validate, compile, load and build the launch of C = A @ B^T once; the returned
     Plan launches it (on the stream current now) each time it is called, as clusters of
     the step's cluster shape (the grid must divide by it). A stream-K step gets a zeroed
     workspace of its own (its flags lower themselves: the plan may be called again on this
-    stream); sk_tiles, sk_ctas, sk_lead: split that many tiles over that many CTAs (default:
-    all of the grid) with that owner's share (default 0: balanced runs) instead of the step's
-    rule (tests, experiments)."""
+    stream); sk_tiles, sk_ctas: split that many tiles over that many CTAs (default: 2 pieces
+    each) instead of the step's rule (tests, experiments)."""
     step = as_step(step)
     if not isinstance(step, Step):  # a kernel family beside the ladder (runtime/smallm.py) plans itself
         if extra_defines or trace_buffer is not None:
@@ -182,20 +181,19 @@ def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_d
             prep.kernel.set_global_u32("gl_trace_events", trace_events)
         stream = torch.cuda.current_stream(dev).cuda_stream
         grid = launch_grid(step, prep.kernel, M, N, dev)
-        ws, deal = None, (0, 1, 0)
+        ws, deal = None, (0, 1)
         if step.stream_k:
             deal = step.stream_k_deal(M, N, K, grid[0])
             if sk_tiles is not None:
-                deal = (sk_tiles, grid[0] if sk_ctas is None else sk_ctas, sk_lead)
+                deal = (sk_tiles, 2 * sk_tiles if sk_ctas is None else sk_ctas)
             if problem := step.stream_k_problem(M, N, K, grid[0], *deal):
                 raise ConfigError(f"step {step.key}: {problem}")
             if deal[0]:
                 ws = torch.zeros(step.workspace_floats(grid[0]), dtype=torch.float32, device=a.device)
-        elif sk_tiles or sk_ctas or sk_lead:
-            raise ConfigError(f"step {step.key} has no stream-K (sk_tiles, sk_ctas, sk_lead)")
+        elif sk_tiles or sk_ctas:
+            raise ConfigError(f"step {step.key} has no stream-K (sk_tiles, sk_ctas)")
         args = step.kernel_args(a.data_ptr(), b.data_ptr(), out.data_ptr(), M, N, K, bf16=bf16,
-                                ws_ptr=ws.data_ptr() if ws is not None else 0, sk_tiles=deal[0], sk_ctas=deal[1],
-                                sk_lead=deal[2])
+                                ws_ptr=ws.data_ptr() if ws is not None else 0, sk_tiles=deal[0], sk_ctas=deal[1])
         launcher = driver.PreparedLaunch(prep.kernel, grid, (step.threads, 1, 1), args, stream=stream,
                                          dynamic_smem=step.dynamic_smem, cluster=step.cluster)
     return Plan(step, prep, launcher, (a, b, out, ws), dev, debug)
@@ -238,7 +236,7 @@ class Plan:
 
 def run_step(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
              trace_buffer=None, trace_events: int = 0, sync: bool = False, sk_tiles: int | None = None,
-             sk_ctas: int | None = None, sk_lead: int = 0):
+             sk_ctas: int | None = None):
     """C = A @ B^T with one ladder step ('7', 7, '7:d4' or a Step). Returns `out`
     (allocated if None).
 
@@ -246,7 +244,7 @@ def run_step(step: Step | str | int, a, b, out=None, *, debug: bool = False, ext
     barrier, stage and phase (the CUDA context is unusable afterwards: run such builds in
     a separate process). trace_buffer: an int64 CUDA tensor for GL_TRACE builds."""
     p = plan(step, a, b, out, debug=debug, extra_defines=extra_defines, trace_buffer=trace_buffer,
-             trace_events=trace_events, sk_tiles=sk_tiles, sk_ctas=sk_ctas, sk_lead=sk_lead)
+             trace_events=trace_events, sk_tiles=sk_tiles, sk_ctas=sk_ctas)
     res = p()
     if sync and not debug:
         p.synchronize()

@@ -228,7 +228,7 @@ class Step:
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int, *,
                     bf16: bool, a_mn: bool = False, b_mn: bool = False, lda: int | None = None,
                     ldb: int | None = None, ldc: int | None = None, make_map=None, ws_ptr: int = 0,
-                    sk_tiles: int = 0, sk_ctas: int = 1, sk_lead: int = 0) -> list:
+                    sk_tiles: int = 0, sk_ctas: int = 1) -> list:
         """The kernel's arguments for C (M, N) = A (M, K) @ B (N, K)^T: tensor maps + sizes for
         TMA steps, raw pointers + sizes for the others. Row-major storage with row strides
         lda/ldb/ldc (elements; default: packed). a_mn: A is stored as a row-major (K, M)
@@ -236,9 +236,8 @@ class Step:
         `mn_major` only, compiled with layout_defines(). make_map(ptr, rows, cols, row stride,
         box rows, box cols, bf16) builds each tensor map (default driver.TensorMap; the
         library's fast path passes its cache of encoded maps). Stream-K steps also take their
-        workspace (ws_ptr: flags + slots, `workspace_floats`), the tiles split, the CTAs
-        sharing them and the owner's share (`stream_k_deal`; sk_tiles 0: none, and ws_ptr may
-        be 0)."""
+        workspace (ws_ptr: flags + slots, `workspace_floats`), the tiles split and the CTAs
+        sharing them (`stream_k_deal`; sk_tiles 0: none, and ws_ptr may be 0)."""
         if (a_mn or b_mn) and not self.mn_major:
             raise ConfigError(f"step {self.key} reads K-major operands only")
         if not self.uses_tma:
@@ -254,61 +253,56 @@ class Step:
                  else make_map(b_ptr, N, K, ldb, *self.b_box, bf16))
         args = [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
         if self.stream_k:
-            args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas, sk_lead]
+            args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas]
         return args
 
     # -- stream-K ---------------------------------------------------------------------------
-    def stream_k_deal(self, M: int, N: int, K: int, ctas: int) -> tuple[int, int, int]:
-        """(sk_tiles, sk_ctas, sk_lead) of a stream-K step on a grid of `ctas`: the remainder
-        of a ragged last wave split into P k-pieces each, on P x remainder CTAs, the owner's
-        piece sk_lead k-tiles long (stream_k_pieces), with the P that makes the split wave
-        shortest if that beats one whole tile; else (0, 1, 0): every tile whole."""
+    def stream_k_deal(self, M: int, N: int, K: int, ctas: int) -> tuple[int, int]:
+        """(sk_tiles, sk_ctas) of a stream-K step on a grid of `ctas`: the remainder of a
+        ragged last wave split into P equal k-pieces each, on P x remainder CTAs, with the P
+        that makes the split wave shortest (stream_k_last_wave) if that beats one whole tile;
+        else (0, 1): every tile whole."""
         if not self.stream_k:
-            return 0, 1, 0
+            return 0, 1
         tiles, kt = self.tiles(M, N), -(-K // self.bk)
         rest = tiles % ctas
         if tiles <= ctas or rest == 0:
-            return 0, 1, 0
-        best, deal = float(kt), (0, 1, 0)
-        for p in range(2, min(ctas // rest, kt, STREAM_K_MAX_PIECES) + 1):
-            lead, wave = self.stream_k_pieces(kt, p)
-            if wave < best and not self.stream_k_problem(M, N, K, ctas, rest, rest * p, lead):
-                best, deal = wave, (rest, rest * p, lead)
+            return 0, 1
+        best, deal = float(kt), (0, 1)
+        for p in range(2, min(ctas // rest, self.bn // EPI_CHUNK_COLS, kt) + 1):
+            wave = self.stream_k_last_wave(kt, p)
+            if wave < best and not self.stream_k_problem(M, N, K, ctas, rest, rest * p):
+                best, deal = wave, (rest, rest * p)
         return deal
 
-    @staticmethod
-    def stream_k_pieces(k_tiles: int, pieces: int) -> tuple[int, float]:
-        """(the owner's k-tiles, the split wave's length in k-tiles) for a tile in `pieces`:
-        the later pieces share the rest equally and must also publish their slots
-        (STREAM_K_PUBLISH) before the owner, whose piece is made that much longer, reads them
-        (STREAM_K_READ each)."""
-        rest = pieces - 1
-        lead = min(k_tiles - rest, -(-(k_tiles + int(STREAM_K_PUBLISH) * rest) // pieces))
-        later = -(-(k_tiles - lead) // rest)
-        return lead, max(lead, later + STREAM_K_PUBLISH) + STREAM_K_READ * rest
+    def stream_k_last_wave(self, k_tiles: int, pieces: int) -> float:
+        """The split wave's length in k-tiles: a piece's share of the tile, then its fixup —
+        publishing the chunks the other pieces write (STREAM_K_PUBLISH per whole slot) and
+        reading the others' parts of its own chunks (STREAM_K_READ per whole slot), for the
+        piece with the most of it (gl_fixup.cuh's column slices)."""
+        chunks = self.bn // EPI_CHUNK_COLS
+        own = [(j + 1) * chunks // pieces - j * chunks // pieces for j in range(pieces)]
+        fixup = max(STREAM_K_PUBLISH * (chunks - n) / chunks + STREAM_K_READ * (pieces - 1) * n / chunks for n in own)
+        return -(-k_tiles // pieces) + fixup
 
-    def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int, sk_ctas: int,
-                         sk_lead: int = 0) -> str:
-        """Why the kernel cannot split `sk_tiles` tiles over `sk_ctas` of its `ctas` CTAs with
-        an owner's share `sk_lead` ("" if it can): every one of those CTAs needs a unit of its
-        own (an owner waits for each CTA after it up to the tile's last piece), a lead needs
-        P x sk_tiles CTAs and leaves each later piece a k-tile, and the units are counted in
-        32-bit integers."""
+    def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int, sk_ctas: int) -> str:
+        """Why the kernel cannot split `sk_tiles` tiles over `sk_ctas` of its `ctas` CTAs ("" if
+        it can): each split tile is P = sk_ctas / sk_tiles pieces, one per CTA, 2 <= P <= the
+        tile's 64-column chunks (each piece writes a slice of them) and P <= its k-tiles; the
+        units are counted in 32-bit integers."""
         tiles, kt = self.tiles(M, N), -(-K // self.bk)
         if not 0 <= sk_tiles <= tiles:
             return f"sk_tiles={sk_tiles} is outside 0..{tiles} (the tiles of C)"
-        if sk_tiles and not 1 <= sk_ctas <= ctas:
+        if not sk_tiles:
+            return ""
+        if not 1 <= sk_ctas <= ctas:
             return f"sk_ctas={sk_ctas} is outside 1..{ctas} (the CTAs of the grid)"
-        if sk_tiles and sk_tiles * kt < sk_ctas:
-            return f"sk_tiles={sk_tiles} x {kt} k-tiles is fewer units than the {sk_ctas} CTAs sharing them"
+        p, chunks = sk_ctas // sk_tiles, self.bn // EPI_CHUNK_COLS
+        if p * sk_tiles != sk_ctas or not 2 <= p <= min(chunks, kt):
+            return (f"sk_ctas={sk_ctas} is not P x sk_tiles={sk_tiles} with 2 <= P <= {min(chunks, kt)} "
+                    f"(pieces per tile: at most its {chunks} chunks and {kt} k-tiles)")
         if sk_tiles * kt >= 2**31:
             return f"sk_tiles={sk_tiles} x {kt} k-tiles is too many units for 32-bit counts"
-        if sk_lead:
-            p = sk_ctas // sk_tiles if sk_tiles else 0
-            if p < 2 or p * sk_tiles != sk_ctas:
-                return f"sk_lead needs sk_ctas a multiple (>= 2) of sk_tiles, not {sk_ctas} for {sk_tiles}"
-            if not 1 <= sk_lead <= kt - (p - 1):
-                return f"sk_lead={sk_lead} is outside 1..{kt - (p - 1)} (each of {p - 1} later pieces needs a k-tile)"
         return ""
 
     def workspace_floats(self, ctas: int) -> int:
@@ -384,13 +378,11 @@ class Step:
         return 2 * self.bm * self.bn * self.bk / (self.stage_bytes)
 
 
-# Stream-K's fixup, in k-tiles of MMA time (~0.66 us each for 128 x 256 x 64 on the H200),
-# from a trace of 512 x 11008 x 4096 (experiments/streamk): a later piece's 128 KB fp32 slot
-# stored and its flag raised (~3.8 us), and the owner reading one slot back (~1.3 us). And the
-# most pieces a tile is split into (the owner reads the others' slots one after another).
-STREAM_K_PUBLISH = 6.0
-STREAM_K_READ = 2.0
-STREAM_K_MAX_PIECES = 8
+# Stream-K's fixup, in k-tiles of MMA time (~0.65 us each for 128 x 256 x 64 on the H200),
+# from a trace of 512 x 11008 x 4096 (experiments/streamk): a whole 128 KB fp32 slot stored
+# and its flag raised (~3.5 us), and one read back by one SM (~2.2 us: ~60 GB/s per SM).
+STREAM_K_PUBLISH = 5.4
+STREAM_K_READ = 3.4
 
 _TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")
 

@@ -18,10 +18,10 @@ for key in ("9:sk", "9:c1"):
     recs = res["records"]
     t_zero = min(r["t0"] for r in recs)
     G = res["blocks"]
-    sk, sk_ctas, sk_lead = st.stream_k_deal(M, N, K, G) if st.stream_k else (0, 1, 0)
+    sk, sk_ctas = st.stream_k_deal(M, N, K, G) if st.stream_k else (0, 1)
     dp_end = st.tiles(M, N) - sk
     print(f"{key} {M}x{N}x{K}: {res['ms_plain'] * 1e3:.1f} us plain, {res['ms_traced'] * 1e3:.1f} us traced, "
-          f"correct={res['correct']}, {G} CTAs, split {sk} tiles over {sk_ctas} CTAs (owner's lead {sk_lead}), "
+          f"correct={res['correct']}, {G} CTAs, split {sk} tiles over {sk_ctas} CTAs, "
           f"overflow {res['overflow'][:3]}")
     ev = trace.EVENTS
     rows = []
