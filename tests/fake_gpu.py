@@ -56,6 +56,12 @@ def slice_of(cta: int, pieces: int, chunks: int) -> tuple[int, int]:
     return j * chunks // pieces, (j + 1) * chunks // pieces
 
 
+def rnd(*shape, dtype=torch.float16, seed=0):
+    """Fresh random CPU data for the fake GPU's tests (a seed per shape)."""
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
 class FakeTensorMap:
     registry: dict[int, "FakeTensorMap"] = {}
     encoded = 0

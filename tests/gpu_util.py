@@ -26,3 +26,30 @@ def assert_matches(out, a, b):
     from gemm_ladder.measure.accuracy import check_product
     ok, mx, rel, msg = check_product(out, a, b)
     assert ok, msg
+
+
+def run_child(code: str, timeout: int = 300):
+    """Run `code` in a fresh Python process with this checkout's src on its path (debug builds
+    whose trap would end this process's CUDA context); returns the CompletedProcess."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_repeatable(plan, out, a, b, runs: int = 20, what: str = "") -> None:
+    """Launch `plan` `runs` times, poisoning `out` before each: the first result matches the
+    fp32 reference and every later one has the same bits (a moving result is a race)."""
+    import torch
+    bits = []
+    for _ in range(runs):
+        out.fill_(float("nan"))
+        plan()
+        bits.append(out.view(torch.int16).clone())
+    plan.synchronize()
+    assert_matches(bits[0].view(out.dtype), a, b)
+    differing = [i for i, r in enumerate(bits) if not torch.equal(r, bits[0])]
+    assert not differing, f"{what}: runs {differing} differ from run 0"

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import gemm_ladder
-from fake_gpu import FakeGpu
+from fake_gpu import FakeGpu, rnd
 from gemm_ladder.runtime import api, fastconfig, fastpath, layout, select
 from gemm_ladder.runtime.steps import Step, get_step
 
@@ -14,11 +14,6 @@ from gemm_ladder.runtime.steps import Step, get_step
 @pytest.fixture
 def gpu(monkeypatch):
     return FakeGpu(monkeypatch)
-
-
-def rnd(*shape, dtype=torch.float16, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype)
 
 
 def assert_product(c, a, b):

@@ -4,15 +4,11 @@ one k-tile per split, no split), and determinism (bit-identical outputs run to r
 debug build runs first, in a child process: a pipeline that deadlocks there is reported
 by role and barrier instead of hanging the session. Skipped without a Hopper GPU."""
 import itertools
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from gemm_ladder.runtime import smallm
-from gpu_util import assert_matches, fresh, needs_gpu
+from gpu_util import assert_matches, assert_repeatable, fresh, needs_gpu, run_child
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
@@ -58,10 +54,7 @@ print("ok")
 def test_debug_build_in_a_child(key):
     """Bounded mbarrier waits: a deadlock raises PipelineDeadlock naming role, barrier, stage
     and phase (and kills only the child's CUDA context)."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
-    res = subprocess.run([sys.executable, "-c", _CHILD.format(key=key)], capture_output=True, text=True,
-                         timeout=300, env=env)
+    res = run_child(_CHILD.format(key=key))
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
 
 
@@ -208,15 +201,7 @@ def test_fixup_matches_reference_and_is_deterministic(base, case, dtype):
     out = _poisoned(M, N, dt)
     p = fam.plan(a, b, out, units=_fixup_units(fam, M, N, K, units))
     assert p.deal.fixup and p.deal.ctas <= 132 and len(p.launcher.launches) == 1  # no second pass
-    runs = []
-    for _ in range(20):
-        out.fill_(float("nan"))
-        p()
-        runs.append(out.view(torch.int16).clone())
-    p.synchronize()
-    assert_matches(runs[0].view(dt), a, b)
-    differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
-    assert not differing, f"{fam.key} {case}: runs {differing} differ from run 0"
+    assert_repeatable(p, out, a, b, what=f"{fam.key} {case}")
     if p.deal.split_tiles:  # every flag lowered again by its owner
         flags = p.workspace[:smallm.fixup_flag_floats(p.deal.ctas, fam.consumers)].view(torch.int32)
         assert int(flags.abs().sum()) == 0
@@ -243,7 +228,5 @@ print("ok")
 
 def test_fixup_debug_build_in_a_child():
     """The fixup's flag waits are bounded in the debug build like the mbarrier waits."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
-    res = subprocess.run([sys.executable, "-c", _FIXUP_CHILD], capture_output=True, text=True, timeout=300, env=env)
+    res = run_child(_FIXUP_CHILD)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]

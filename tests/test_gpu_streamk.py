@@ -4,16 +4,12 @@ tile split), bit-identical over 20 runs of one plan, flags lowered after each la
 build's flag waits bounded; the library's per-stream workspace under concurrent streams
 and inside a CUDA graph. Skipped without a Hopper GPU."""
 import itertools
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import gemm_ladder
 from gemm_ladder.runtime import fastpath, launch, steps
-from gpu_util import assert_matches, fresh, needs_gpu
+from gpu_util import assert_matches, assert_repeatable, fresh, needs_gpu, run_child
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 SK = steps.get_step("9:sk")
@@ -51,16 +47,8 @@ def test_stream_k_matches_reference_and_is_deterministic(shape, deal, dtype):
     p = launch.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas)
     ws = p.tensors[3]
     assert (ws is not None) == (sk > 0)
-    runs = []
-    for _ in range(20):
-        out.fill_(float("nan"))
-        p()
-        runs.append(out.view(torch.int16).clone())
-    p.synchronize()
-    assert_matches(runs[0].view(dt), a, b)
-    differing = [i for i, r in enumerate(runs) if not torch.equal(r, runs[0])]
-    assert not differing, f"9:sk {shape} {deal}: runs {differing} differ from run 0"
-    if ws is not None:  # every flag lowered again by its owner
+    assert_repeatable(p, out, a, b, what=f"9:sk {shape} {deal}")
+    if ws is not None:  # every flag lowered again by its last reader
         flags = ws[:SK.workspace_floats(p.launcher.grid[0]) - p.launcher.grid[0] * SK.bm * SK.bn].view(torch.int32)
         assert int(flags.abs().sum()) == 0
 
@@ -103,9 +91,7 @@ print("ok")
 
 def test_stream_k_debug_build_in_a_child():
     """The debug build (bounded mbarrier and flag waits) runs the split deals to the end."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
-    res = subprocess.run([sys.executable, "-c", _DEBUG_CHILD], capture_output=True, text=True, timeout=300, env=env)
+    res = run_child(_DEBUG_CHILD)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gemm_ladder
-from fake_gpu import FakeGpu, slice_of, stream_k_segments
+from fake_gpu import FakeGpu, rnd, slice_of, stream_k_segments
 from gemm_ladder.runtime import fastconfig, launch, steps
 from gemm_ladder.runtime.steps import get_step
 
@@ -99,11 +99,6 @@ def test_segments_cover_every_unit_once_one_piece_per_cta(tiles, ctas, k_tiles):
 @pytest.fixture
 def gpu(monkeypatch):
     return FakeGpu(monkeypatch)
-
-
-def rnd(*shape, dtype=torch.float16, seed=0):
-    g = torch.Generator().manual_seed(seed + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype)
 
 
 @pytest.mark.parametrize("M,N,K,sms", [
