@@ -256,59 +256,23 @@ class Step:
             args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas]
         return args
 
-    # -- stream-K ---------------------------------------------------------------------------
+    # -- stream-K (runtime/streamk.py) -------------------------------------------------------
     def stream_k_deal(self, M: int, N: int, K: int, ctas: int) -> tuple[int, int]:
-        """(sk_tiles, sk_ctas) of a stream-K step on a grid of `ctas`: the remainder of a
-        ragged last wave split into P equal k-pieces each, on P x remainder CTAs, with the P
-        that makes the split wave shortest (stream_k_last_wave) if that beats one whole tile;
-        else (0, 1): every tile whole."""
-        if not self.stream_k:
-            return 0, 1
-        tiles, kt = self.tiles(M, N), -(-K // self.bk)
-        rest = tiles % ctas
-        if tiles <= ctas or rest == 0:
-            return 0, 1
-        best, deal = float(kt), (0, 1)
-        for p in range(2, min(ctas // rest, self.bn // EPI_CHUNK_COLS, kt) + 1):
-            wave = self.stream_k_last_wave(kt, p)
-            if wave < best and not self.stream_k_problem(M, N, K, ctas, rest, rest * p):
-                best, deal = wave, (rest, rest * p)
-        return deal
+        """(sk_tiles, sk_ctas) on a grid of `ctas`; (0, 1): every tile whole (streamk.deal)."""
+        from . import streamk
+        return streamk.deal(self, M, N, K, ctas)
 
     def stream_k_last_wave(self, k_tiles: int, pieces: int) -> float:
-        """The split wave's length in k-tiles: a piece's share of the tile, then its fixup —
-        publishing the chunks the other pieces write (STREAM_K_PUBLISH per whole slot) and
-        reading the others' parts of its own chunks (STREAM_K_READ per whole slot), for the
-        piece with the most of it (gl_fixup.cuh's column slices)."""
-        chunks = self.bn // EPI_CHUNK_COLS
-        own = [(j + 1) * chunks // pieces - j * chunks // pieces for j in range(pieces)]
-        fixup = max(STREAM_K_PUBLISH * (chunks - n) / chunks + STREAM_K_READ * (pieces - 1) * n / chunks for n in own)
-        return -(-k_tiles // pieces) + fixup
+        from . import streamk
+        return streamk.last_wave(self, k_tiles, pieces)
 
     def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int, sk_ctas: int) -> str:
-        """Why the kernel cannot split `sk_tiles` tiles over `sk_ctas` of its `ctas` CTAs ("" if
-        it can): each split tile is P = sk_ctas / sk_tiles pieces, one per CTA, 2 <= P <= the
-        tile's 64-column chunks (each piece writes a slice of them) and P <= its k-tiles; the
-        units are counted in 32-bit integers."""
-        tiles, kt = self.tiles(M, N), -(-K // self.bk)
-        if not 0 <= sk_tiles <= tiles:
-            return f"sk_tiles={sk_tiles} is outside 0..{tiles} (the tiles of C)"
-        if not sk_tiles:
-            return ""
-        if not 1 <= sk_ctas <= ctas:
-            return f"sk_ctas={sk_ctas} is outside 1..{ctas} (the CTAs of the grid)"
-        p, chunks = sk_ctas // sk_tiles, self.bn // EPI_CHUNK_COLS
-        if p * sk_tiles != sk_ctas or not 2 <= p <= min(chunks, kt):
-            return (f"sk_ctas={sk_ctas} is not P x sk_tiles={sk_tiles} with 2 <= P <= {min(chunks, kt)} "
-                    f"(pieces per tile: at most its {chunks} chunks and {kt} k-tiles)")
-        if sk_tiles * kt >= 2**31:
-            return f"sk_tiles={sk_tiles} x {kt} k-tiles is too many units for 32-bit counts"
-        return ""
+        from . import streamk
+        return streamk.problem(self, M, N, K, ctas, sk_tiles, sk_ctas)
 
     def workspace_floats(self, ctas: int) -> int:
-        """A stream-K launch's workspace on `ctas` CTAs, in floats: one flag per (CTA,
-        consumer), padded to 256 bytes, then a BM x BN fp32 slot per CTA (gl_fixup.cuh)."""
-        return -(-ctas * self.consumers * 4 // 256) * 64 + ctas * self.bm * self.bn
+        from . import streamk
+        return streamk.workspace_floats(self, ctas)
 
     @staticmethod
     def layout_defines(a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
@@ -377,12 +341,6 @@ class Step:
             return 0.5
         return 2 * self.bm * self.bn * self.bk / (self.stage_bytes)
 
-
-# Stream-K's fixup, in k-tiles of MMA time (~0.65 us each for 128 x 256 x 64 on the H200),
-# from a trace of 512 x 11008 x 4096 (experiments/streamk): a whole 128 KB fp32 slot stored
-# and its flag raised (~3.5 us), and one read back by one SM (~2.2 us: ~60 GB/s per SM).
-STREAM_K_PUBLISH = 5.4
-STREAM_K_READ = 3.4
 
 _TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")
 
