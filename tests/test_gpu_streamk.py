@@ -143,3 +143,20 @@ def test_cuda_graph_of_stream_k():
         g.replay()
         torch.cuda.synchronize()
         assert_matches(c, a, b)
+
+
+@pytest.mark.parametrize("a_mn,b_mn", [(False, True), (True, False), (True, True)],
+                         ids=["b-row-major", "a-transposed", "both"])
+def test_library_stream_k_reads_mn_major_operands(a_mn, b_mn):
+    """The split wave with an N-major B (a row-major (K, N) b) or an M-major A (a transposed
+    view): the GL_A_MN / GL_B_MN builds of 9:sk, read in place."""
+    import torch
+    M, N, K = 512, 11008, 4096
+    a, b_nk = fresh(M, N, K, torch.float16, 41)
+    a_in = a.t().contiguous().t() if a_mn else a  # (M, K) view of a (K, M) matrix
+    b_in = b_nk.t().contiguous() if b_mn else b_nk.t()  # (K, N): row-major, or a view of (N, K)
+    cfg = fastpath.config_for("mm", a_in, b_in, step="9:sk")
+    assert cfg.sk_deal[0] > 0 and cfg.a.direct and cfg.b.direct
+    out = gemm_ladder.matmul(a_in, b_in, step="9:sk")
+    torch.cuda.synchronize()
+    assert_matches(out, a, b_nk)
