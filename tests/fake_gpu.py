@@ -50,9 +50,8 @@ def stream_k_segments(tiles: int, sk_tiles: int, k_tiles: int, grid: int, cta: i
     return out
 
 
-def slice_of(cta: int, pieces: int, chunks: int) -> tuple[int, int]:
-    """Step 9's slice_of: the 64-column chunks [c0, c1) piece cta % pieces of a split tile writes."""
-    j = cta % pieces
+def slice_of(j: int, pieces: int, chunks: int) -> tuple[int, int]:
+    """Step 9's slice_of: the 64-column chunks [c0, c1) piece j of a split tile's `pieces` writes."""
     return j * chunks // pieces, (j + 1) * chunks // pieces
 
 
@@ -227,7 +226,7 @@ class FakeGpu:
                     pieces[cta] = (t, part)
         for cta, (t, part) in pieces.items():
             j, first = cta % p, cta - cta % p
-            c_lo, c_hi = slice_of(cta, p, chunks)
+            c_lo, c_hi = slice_of(j, p, chunks)
             acc = part.clone()
             for i in range(p):  # piece order
                 if i != j:

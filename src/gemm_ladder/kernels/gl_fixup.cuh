@@ -28,14 +28,6 @@ struct FixupSlots {
 };
 
 template <int R>
-GL_DEVICE void store_slot(const float (&acc)[R], float* slot) {
-  const int t = threadIdx.x % 128;
-#pragma unroll
-  for (int i = 0; i < R / 4; ++i)
-    __stcg(reinterpret_cast<float4*>(slot) + i * 128 + t,
-           make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
-}
-template <int R>
 GL_DEVICE void add_slot(float (&acc)[R], const float* slot) {
   const int t = threadIdx.x % 128;
 #pragma unroll
@@ -72,21 +64,14 @@ GL_DEVICE void flag_wait(const int* flag, u32 cta) {
   }
 }
 
-// A later piece (one consumer warpgroup's fragment): to this CTA's slot, then its flag.
-// `named_barrier`: this warpgroup's own (128 threads).
+// Publish one consumer warpgroup's fragment to this CTA's slot, then raise its flag: the
+// chunks outside [c0, c1) — all of them by default (a later piece, for its owner); a column
+// slice keeps its own chunks [c0, c1), which the other pieces do not read. Chunk c of a 64 x N
+// fragment is its float4s [8c, 8c + 8) (8-column blocks). `named_barrier`: this warpgroup's
+// own (128 threads).
 template <int BM, int BN, int CONSUMERS, int R>
-GL_DEVICE void fixup_publish(const float (&acc)[R], const FixupSlots<BM, BN, CONSUMERS>& fx, int cta, int cw,
-                             u32 named_barrier) {
-  store_slot(acc, fx.slot(cta, cw));
-  __threadfence();
-  named_barrier_sync(named_barrier, 128);
-  if (threadIdx.x % 128 == 0) flag_raise(fx.flag(cta, cw));
-}
-// Column slices: chunk c of a 64 x N fragment is float4s [8c, 8c + 8) of it (8-column blocks).
-// Publish: the chunks outside [c0, c1) (the others sum them) to this CTA's slot, then its flag.
-template <int BM, int BN, int CONSUMERS, int R>
-GL_DEVICE void slice_publish(const float (&acc)[R], const FixupSlots<BM, BN, CONSUMERS>& fx, int cta, int cw,
-                             u32 named_barrier, int c0, int c1) {
+GL_DEVICE void publish_slot(const float (&acc)[R], const FixupSlots<BM, BN, CONSUMERS>& fx, int cta, int cw,
+                            u32 named_barrier, int c0 = 0, int c1 = 0) {
   const int t = threadIdx.x % 128;
   float4* slot = reinterpret_cast<float4*>(fx.slot(cta, cw)) + t;
 #pragma unroll

@@ -263,7 +263,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       } else if (seg.whole()) {
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
       } else if (FIXUP && seg.k0() > 0) {  // a later piece: to this CTA's slot, then the flag
-        fixup_publish(acc, Fixup{ws}, seg.cta, cw, 2 + cw);
+        publish_slot(acc, Fixup{ws}, seg.cta, cw, 2 + cw);
       } else if (FIXUP) {  // the owner: the later pieces in CTA order, then C
         fixup_collect(acc, Fixup{ws}, seg.cta, seg.last_cta(), cw, 2 + cw);
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);

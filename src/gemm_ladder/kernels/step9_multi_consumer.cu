@@ -59,9 +59,8 @@ using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 constexpr u32 BAR_CONSUMERS = 3;  // named barrier of both consumer warpgroups (1 + cw: each its own)
 constexpr int CHUNKS = BN / EPI_N;
 static_assert(!STREAM_K || BN % EPI_N == 0, "stream-K slices are whole 64-column chunks");
-// Stream-K: the chunks [c0, c1) that piece cta % p of a split tile writes (p <= CHUNKS).
-GL_DEVICE void slice_of(int cta, int p, int& c0, int& c1) {
-  const int j = cta % p;
+// Stream-K: the chunks [c0, c1) that piece j of a split tile's p writes (p <= CHUNKS).
+GL_DEVICE void slice_of(int j, int p, int& c0, int& c1) {
   c0 = j * CHUNKS / p;
   c1 = (j + 1) * CHUNKS / p;
 }
@@ -125,7 +124,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
         const auto t = tiles.at(ct, BM, BN);
         int c0 = 0, c1 = CHUNKS;  // stream-K: a split tile's piece stores its slice of chunks
-        if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id, sk_ctas / sk_tiles, c0, c1);
+        if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id % (sk_ctas / sk_tiles), sk_ctas / sk_tiles, c0, c1);
         for (int c = c0; c < c1; ++c) {  // two consumers: one 128x64 chunk at a time
           store_staged<BM, EPI_N>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
           chunk_st.advance();
@@ -163,8 +162,8 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
         fence_acc(acc);
         const int cta = tiles.cluster_id, p = sk_ctas / sk_tiles, j = cta % p;
-        slice_of(cta, p, c0, c1);
-        slice_publish(acc, Fixup{ws}, cta, cw, 1 + cw, c0, c1);
+        slice_of(j, p, c0, c1);
+        publish_slot(acc, Fixup{ws}, cta, cw, 1 + cw, c0, c1);
         tr.event(EV_ARRIVE, BAR_FIXUP, 0, 1, k0, t.id);  // the other chunks published
         // The piece is the last segment of its run: no loads follow, and once both consumers
         // have drained, the operand ring is idle shared memory to read the others' parts through.

@@ -281,7 +281,7 @@ class LadderConfig(_Fast):
         with _building(self.dev):
             prep = prepare_kernel(st, self.dev, self.bf16, self.defines)
             grid = launch.launch_grid(st, prep.kernel, self.M, N, self.dev)
-        self.sk_deal = st.stream_k_deal(self.M, N, K, grid[0]) if st.stream_k else (0, 1)
+        self.sk_deal = st.stream_k_deal(self.M, N, K, grid[0])  # (0, 1) for steps without stream-K
         self.ws_floats = st.workspace_floats(grid[0]) if self.sk_deal[0] else 0
         template = st.kernel_args(0, 0, 0, self.M, N, K, make_map=driver.MapSlot, sk_tiles=self.sk_deal[0],
                                   sk_ctas=self.sk_deal[1], **self.map_args)

@@ -93,7 +93,7 @@ class Step:
     variant: str = ""  # "" for the step's default configuration, e.g. "d4"
     ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
     # stream-K (GL_STREAM_K): None for kernels without the switch; True: a ragged last wave's
-    # tiles are split along K over all CTAs and summed in the kernel (a workspace argument)
+    # tiles are split along K over several CTAs each and summed in the kernel (runtime/streamk.py)
     stream_k: bool | None = None
 
     def __post_init__(self) -> None:
