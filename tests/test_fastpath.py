@@ -131,17 +131,18 @@ def test_out_written_in_place_when_its_strides_allow(gpu, out_kind, N, in_place)
 
 def test_direct_operands_are_not_copied(gpu):
     """What the kernel reads is the caller's memory: the maps point at the tensors."""
-    x = rnd(192, 80)[:, :72]  # row-strided slice, K=72 of a 80-wide buffer (M > 128: a ladder step)
+    # row-strided slice, K=72 of a 80-wide buffer (M > 128 and K not a multiple of 16: a ladder step)
+    x = rnd(192, 80)[:, :72]
     w = rnd(40, 72, seed=1)
     y = gemm_ladder.linear(x, w)
     assert_product(y, x, w.T)
     ma, mb, mc = gpu.launches[-1].maps
     assert (ma.ptr, ma.ld, mb.ptr, mb.ld, mc.ptr) == (x.data_ptr(), 80, w.data_ptr(), 72, y.data_ptr())
-    xk = rnd(192, 16)[:, :13]  # K=13, 32-byte row stride: zero fill, no padding copy
-    wk = rnd(40, 16, seed=2)[:, :13]
+    xk = rnd(192, 32)[:, :21]  # K=21, 64-byte row stride: zero fill, no padding copy
+    wk = rnd(40, 32, seed=2)[:, :21]
     assert_product(gemm_ladder.matmul_nt(xk, wk), xk, wk.T)
     ma, mb, _ = gpu.launches[-1].maps
-    assert (ma.ptr, ma.cols, ma.ld, mb.ptr) == (xk.data_ptr(), 13, 16, wk.data_ptr())
+    assert (ma.ptr, ma.cols, ma.ld, mb.ptr) == (xk.data_ptr(), 21, 32, wk.data_ptr())
 
 
 def test_mn_major_operands_go_direct_to_a_step_with_mn_major(gpu):
@@ -170,9 +171,9 @@ def _small_m(key: str) -> bool:
 
 def test_selection_per_shape(gpu):
     """The kernel is the selection's pick for the shape (select.pick), adjusted for layouts."""
-    a, w = rnd(192, 32), rnd(48, 32, seed=1)
+    a, w = rnd(192, 40), rnd(48, 40, seed=1)  # M > 128, K not a multiple of 16: a ladder step
     gemm_ladder.matmul_nt(a, w)
-    assert gpu.prepared[-1][0] == "8:c1" == api.step_for(192, 48, 32).key == select.pick(192, 48, 32)
+    assert gpu.prepared[-1][0] == "8:c1" == api.step_for(192, 48, 40).key == select.pick(192, 48, 40)
     x, w2 = rnd(3, 1000), rnd(40, 1000, seed=2)  # decode-like: the small-M family
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
@@ -183,7 +184,7 @@ def test_selection_per_shape(gpu):
     assert_product(c, x, w2.T)
     assert gpu.launches[-1].name == "gemm_smallm_splitk" and gpu.launches[-1].cluster == (4, 1, 1)
     steps_before = len(gpu.prepared)
-    gemm_ladder.matmul_nt(rnd(192, 32, seed=5), rnd(48, 32, seed=6))  # same configuration: no new choice
+    gemm_ladder.matmul_nt(rnd(192, 40, seed=5), rnd(48, 40, seed=6))  # same configuration: no new choice
     assert len(gpu.prepared) == steps_before
 
 
@@ -305,11 +306,11 @@ def test_second_call_only_launches(gpu):
 
 
 def test_new_pointer_encodes_one_map(gpu):
-    w = rnd(48, 32, seed=1)
-    first = (rnd(192, 32), torch.empty(192, 48).half())  # kept alive: the next ones get new memory
+    w = rnd(48, 40, seed=1)  # M = 192, K = 40: a ladder step (three maps)
+    first = (rnd(192, 40), torch.empty(192, 48).half())  # kept alive: the next ones get new memory
     gemm_ladder.matmul_nt(first[0], w, out=first[1])
     before = fastpath.cache_info()
-    gemm_ladder.matmul_nt(rnd(192, 32, seed=3), w, out=torch.empty(192, 48).half())
+    gemm_ladder.matmul_nt(rnd(192, 40, seed=3), w, out=torch.empty(192, 48).half())
     after = fastpath.cache_info()
     assert after["configs_built"] == before["configs_built"]
     assert after["tensor_maps_encoded"] - before["tensor_maps_encoded"] == 2  # new a, new out; w known

@@ -62,7 +62,13 @@ def test_kernel_takes_configuration_only_from_defines():
 def test_accepts(fam):
     for shape in [(1, 8, 8), (7, 264, 72), (16, 4096, 4096), (128, 11008, 4096), (100, 4096, 11008)]:
         assert fam.accepts(*shape) == (shape[0] >= fam.min_m), fam.shape_problems(*shape)
-    assert f"M={fam.max_m + 1}" in " ".join(fam.shape_problems(fam.max_m + 1, 4096, 4096))
+    # above max_m: only problems under one wave of the ladder's 128x128 tiles (132), from rows
+    # of whole 32-byte sectors (K a multiple of 16)
+    big = fam.max_m + 1  # two tile rows of 128
+    assert fam.accepts(big, 65 * 128, 4096) and fam.accepts(1024, 1024, 1024)
+    assert f"M={big}" in " ".join(fam.shape_problems(big, 66 * 128, 4096))  # 132 tiles: the ladder's
+    assert "K=1000" in " ".join(fam.shape_problems(1000, 1000, 1000))
+    assert fam.accepts(1008, 1008, 1008) and fam.accepts(100, 4096, 1000)  # decode-like M: any K % 8
     assert "K=" in " ".join(fam.shape_problems(16, 4096, 4100))
     assert "N=" in " ".join(fam.shape_problems(16, 4100, 4096))
     assert not fam.accepts(0, 8, 8)

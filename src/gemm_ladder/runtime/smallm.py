@@ -1,6 +1,7 @@
-"""The small-M family (decode-like shapes, M <= 128): K split
-stream-K style over a one-dimensional grid, a deterministic second pass. Its configuration
-and its launch live here together, as a step's do in steps.py and launch.py.
+"""The small-M family (decode-like shapes, M <= 128, and problems too small to fill the SMs
+with the ladder's 128 x 128 tiles): K split stream-K style over a one-dimensional grid, a
+deterministic second pass. Its configuration and its launch live here together, as a step's
+do in steps.py and launch.py.
 
 Not a rung of the ladder: a kernel family beside it (kernels/smallm_splitk.cu). Its entries
 are reached by key through `steps.get_step("smallm")` / `"smallm:n128"` / `"smallm:c2"` /
@@ -62,6 +63,13 @@ WORKSPACE_COST = 2.0  # ... and the fp32 pieces cost this many times their bytes
 # clusters sit inside a GPC, so 4 and 8 fit 120 CTAs, not 128
 CLUSTER_SLOTS = {2: 66, 4: 30, 8: 15}
 DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluster barriers, in k-tiles
+# Above max_m (M > 128) the family takes a problem only while the ladder's 128 x 128 tiles
+# fill less than one wave of the H200's SMs, and only from rows that are whole 32-byte sectors
+# (K a multiple of 16): 1000^3 and 1016^3 measured 0.70x cuBLAS on its 64 x 128 tile against
+# 1008^3 0.86x and 1024^3 0.92x, 256 x 4104 x 4104 0.59x against 256 x 4000 x 4000 0.97x
+# (docs/perf-notes.md, item 28)
+LADDER_WAVE_TILES = 132
+ALIGNED_K = 16
 REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
@@ -85,7 +93,7 @@ class SmallM:
     reduce_entry: str = "gemm_smallm_reduce"
     consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)
     bk: int = 64
-    max_m: int = 128  # the family is for decode-like shapes; larger M belongs to the ladder
+    max_m: int = 128  # decode-like shapes; above, only problems under one ladder wave (large_m_problems)
     min_m: int = 1  # two consumers: M > 64 (below, one consumer's 64 rows hold all of M)
     # ... and programmatic launch: PREEXIT (griddepcontrol.launch_dependents), ACQBULK (.wait)
     sass_claims: tuple[str, ...] = ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "PREEXIT", "ACQBULK")
@@ -165,7 +173,7 @@ class SmallM:
         if min(M, N, K) < 1:
             p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
         if M > self.max_m:
-            p.append(f"M={M} is over {self.max_m}: the small-M family is for decode-like shapes")
+            p += self.large_m_problems(M, N, K)
         if M < self.min_m:
             p.append(f"M={M} is under {self.min_m}: {self.key}'s second consumer would compute only padding")
         if K % 8:
@@ -175,6 +183,18 @@ class SmallM:
         if max(M, N, K) >= 2**31:
             p.append("dimensions must be < 2^31")
         return p
+
+    def large_m_problems(self, M: int, N: int, K: int) -> list[str]:
+        """Above max_m the family takes only problems too small for the ladder's 128 x 128
+        tiles to fill one wave, read from 32-byte aligned rows (module docstring)."""
+        tiles = _cdiv(M, 128) * _cdiv(N, 128)
+        if tiles >= LADDER_WAVE_TILES:
+            return [f"M={M} is over {self.max_m} and the ladder's 128x128 tiles fill the SMs ({tiles} tiles): "
+                    "the small-M family is for decode-like shapes and problems under one wave"]
+        if K % ALIGNED_K:
+            return [f"M={M} is over {self.max_m} and K={K} is not a multiple of {ALIGNED_K}: rows that are "
+                    "not 32-byte multiples cost this family more than the ladder's kernels"]
+        return []
 
     def accepts(self, M: int, N: int, K: int) -> bool:
         return not self.shape_problems(M, N, K)
