@@ -33,3 +33,20 @@ def test_ladder_bench_records_copy_bandwidth():
     res = bench.run([get_step("4")], [(256, 256, 256)], reps=3)
     assert res["rows"][0]["ok"]
     assert res["memory"]["hbm_copy_gbs"] > 0, res["memory"]
+
+
+@pytest.mark.parametrize("call", ["matmul", "matmul_nt"])
+def test_suite_through_the_library_call(call):
+    """The library's call against torch.matmul on the same operands: correct rows, the kernel
+    the library ran, the operands it copied."""
+    from gemm_ladder.measure import suite
+    from gemm_ladder.measure.suites import Shape
+    shapes = [Shape(256, 384, 192, "test", "aligned"), Shape(127, 8191, 255, "test", "padded"),
+              Shape(16, 4096, 4096, "test", "small M")]
+    res = suite.run_suite("test", ["float16"], shapes=shapes, call=call)
+    assert res["suite"] == f"test-{call}" and res["call"] == call
+    for r in res["rows"]:
+        assert r["ok"], r["error"]
+        assert r["call"] == call and r["kernel"] and math.isfinite(r["ratio_to_cublas"]) and r["ratio_to_cublas"] > 0
+    small = res["rows"][2]
+    assert small["staged"] == ("b" if call == "matmul" else "")  # the small-M family reads K-major only

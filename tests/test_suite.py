@@ -336,3 +336,38 @@ def test_run_suite_end_to_end_with_the_gpu_replaced(cpu_launch, tmp_path):
     json.dumps(res)  # JSON-able as recorded
     paths = plots.write_images([res, ladder_result()], tmp_path / "suite")
     assert all(p.exists() for p in paths)
+
+
+# ---- the suite through the library's call (fake GPU: CPU tensors, emulated driver) --------
+@pytest.mark.parametrize("call", ["matmul", "matmul_nt"])
+def test_measure_call_times_the_library_against_torch(monkeypatch, call):
+    from fake_gpu import FakeGpu
+    from gemm_ladder.runtime import fastpath, select
+    FakeGpu(monkeypatch)
+    fastpath.cache_clear()
+    bench = FakeBench()
+    for shape, staged in ((suites.Shape(192, 96, 40, "test", "ladder"), ""),
+                          (suites.Shape(16, 4096, 4096, "test", "small M"), "b" if call == "matmul" else "")):
+        row = suite.measure_shape(bench, shape, "float16", select.Device(), None, call=call)
+        assert row.ok, row.error
+        assert row.call == call and row.heuristic == select.pick(*shape.mnk)
+        # the kernel the library ran; the small-M family reads a row-major b only as a copy
+        assert row.kernel == fastpath.config_for("mm" if call == "matmul" else "nt", *_operands(shape, call)).step.key
+        assert row.staged == staged and row.ratio_to_cublas == pytest.approx(0.5)
+    assert [c[:2] for c in bench.calls] == [(2, suite.reps_for(2.0 * 192 * 96 * 40)), (2, suite.reps_for(2.0 * 16 * 4096**2))]
+
+
+def _operands(shape, call):
+    """Operands of the layout the call times (values do not matter for the configuration)."""
+    import torch
+    a, b = torch.zeros(shape.M, shape.K, dtype=torch.float16), torch.zeros(shape.N, shape.K, dtype=torch.float16)
+    return (a, b.T.contiguous()) if call == "matmul" else (a, b)
+
+
+def test_call_flag_needs_a_suite_and_no_autotune():
+    r = _cli("bench", "--call", "matmul")
+    assert r.returncode == 2 and "--suite" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("bench", "--suite", "squares", "--call", "matmul", "--autotune")
+    assert r.returncode == 2 and "--autotune" in r.stderr and "Traceback" not in r.stderr
+    with pytest.raises(ValueError, match="call must be"):
+        suite.run_suite("squares", ["float16"], call="kernel_nt")

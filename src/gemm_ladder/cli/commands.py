@@ -81,6 +81,11 @@ def _check_api_flags(args) -> None:
 
 
 def cmd_bench(args) -> int:
+    if getattr(args, "call", "kernel") != "kernel":
+        if not args.suite:
+            raise CliError("--call times a shape suite through the library: give --suite NAME")
+        if args.autotune:
+            raise CliError("--autotune times candidate kernels; --call times the library's own choice")
     if args.api:
         _check_api_flags(args)
     elif args.dtype == "both" and not args.suite:

@@ -49,7 +49,8 @@ def print_suite(result: dict, console) -> None:
             t.add_column(col, justify="left" if col in ("shape", "what", "kernel", "status") else "right")
         for r in (r for r in result["rows"] if r["dtype"] == dtype):
             shape = f"{r['M']}x{r['N']}x{r['K']}"
-            kern = r["kernel"] + (" (padded)" if r.get("padded") else "")
+            kern = r["kernel"] + (" (padded)" if r.get("padded") else "") + \
+                (f" (copies {r['staged']})" if r.get("staged") else "")
             if r.get("heuristic") and r["heuristic"] != r["kernel"]:
                 kern += f" (model: {r['heuristic']})"
             if not r["ok"]:
@@ -88,7 +89,7 @@ def cmd_suite(args, console) -> int:
 
     with doors.progress() as progress:
         result = suite.run_suite(args.suite, dts, progress=progress, autotune=getattr(args, "autotune", False),
-                                 checkpoint=checkpoint)
+                                 checkpoint=checkpoint, call=getattr(args, "call", "kernel"))
     result["command"] = command
     print_suite(result, console)
     path = path_of(result)
@@ -202,5 +203,9 @@ def add_bench_flags(b) -> None:
     b.add_argument("--autotune", action="store_true",
                    help="with --suite: time every accepted candidate once per shape, run the fastest, "
                         "cache the choice (autotune.json in the JIT cache)")
+    b.add_argument("--call", choices=("kernel", "matmul", "matmul_nt"), default="kernel",
+                   help="with --suite: time the selected kernel's prebuilt launch (default), or the library's "
+                        "call gemm_ladder.matmul(a, b) with b row-major (K, N) / matmul_nt(a, b) against "
+                        "torch.matmul on the same operands")
     b.add_argument("--with-results", nargs="*", metavar="JSON",
                    help="with --suite: also plot these results (e.g. a ladder run) on the roofline")

@@ -10,6 +10,12 @@ multiple of 8) runs on zero-padded copies made before timing, as `gemm_ladder.ma
 would pad it; cuBLAS runs the unpadded problem. Repetitions scale with the FLOPs
 (`reps_for`): big shapes get few, small ones many. The copy bandwidths of the roofline are
 measured in the same run.
+
+With `call` "matmul" or "matmul_nt" the figure is the library's instead: every timed call
+is `gemm_ladder.matmul(a, b)` with b row-major (K, N), what `a @ b` callers hold (or
+`matmul_nt(a, b)` with b (N, K), F.linear's layout) against `torch.matmul` on the same
+operands, each allocating its result: the library's own choice of kernel (`kernel`), its
+copies of operands it cannot read in place (`staged`) and its padding inside the figure.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from .bench import Bench, Measured, check_output, git_commit, percentile, tolera
 REPS_FLOP = 5e13  # FLOPs of timed calls per shape and side: 8192^3 gets 46 reps
 MIN_REPS, MAX_REPS = 10, 100
 DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
+CALLS = ("kernel", "matmul", "matmul_nt")  # what is timed (module docstring)
 SMALL_M = 16  # decode-like rows: the memory-bound regime, reported against the copy bandwidth
 
 
@@ -55,6 +62,8 @@ class SuiteRow(Measured):
     gbs: float = math.nan  # (A + B + C once) / time
     cublas_gbs: float = math.nan
     hbm_copy_fraction: float = math.nan  # gbs / measured copy bandwidth
+    call: str = "kernel"  # CALLS
+    staged: str = ""  # library calls: the operands copied before the kernel ("a", "b", "a,b")
 
 
 def _pad(t, rows: int, cols: int):
@@ -67,12 +76,14 @@ def _pad(t, rows: int, cols: int):
 
 
 def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: select.Device,
-                  hbm_gbs: float | None, *, autotune: bool = False, gpu: str = "") -> SuiteRow:
+                  hbm_gbs: float | None, *, autotune: bool = False, gpu: str = "", call: str = "kernel") -> SuiteRow:
     import torch
     from ..runtime import launch
     M, N, K = shape.mnk
-    row = SuiteRow(M, N, K, dtype, shape.group, shape.label)
+    row = SuiteRow(M, N, K, dtype, shape.group, shape.label, call=call)
     torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    if call != "kernel":
+        return _measure_call(bench, shape, row, torch_dtype, hbm_gbs, device)
     try:
         choice = select.choose(M, N, K, dtype, device=device)
         row.selection, row.model_us = choice.reason, (choice.pick.score_us if choice.pick else math.nan)
@@ -109,6 +120,48 @@ def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: sel
         row.ms, row.ms_p10, row.ms_p90 = statistics.median(ours), percentile(ours, .1), percentile(ours, .9)
         row.cublas_ms = statistics.median(theirs)
         row.cublas_ms_p10, row.cublas_ms_p90 = percentile(theirs, .1), percentile(theirs, .9)
+        fill_rates(row, hbm_gbs)
+        row.gpu = bench.nvml.sample()
+    except Exception as e:  # report, don't stop the suite
+        row.ok, row.error = False, f"{type(e).__name__}: {e}"
+    return row
+
+
+def _measure_call(bench: Bench, shape: suites_mod.Shape, row: SuiteRow, torch_dtype, hbm_gbs,
+                  device: select.Device) -> SuiteRow:
+    """One shape through the library's call (row.call) against torch.matmul, same operands."""
+    import torch
+    import gemm_ladder
+    from ..runtime import fastpath
+    M, N, K = shape.mnk
+    try:
+        a, b = bench.inputs(M, N, K, torch_dtype)
+        ref = torch.matmul(a.float(), b.float().T)
+        row.heuristic = select.choose(M, N, K, row.dtype, device=device).step.key  # before layouts
+        if row.call == "matmul":
+            b = b.T.contiguous()  # (K, N) row-major
+            ours, kind = (lambda: gemm_ladder.matmul(a, b)), "mm"
+            theirs = lambda: torch.matmul(a, b)  # noqa: E731
+        else:
+            ours, kind = (lambda: gemm_ladder.matmul_nt(a, b)), "nt"
+            theirs = lambda: torch.matmul(a, b.T)  # noqa: E731
+        res = ours()  # the check reads it: ordered after the call on its stream
+        row.ok, row.max_abs_err, row.rel_err, row.error = check_output(res, ref, row.dtype)
+        del ref, res
+        cfg = fastpath.config_for(kind, a, b)
+        row.kernel = cfg.step.key if cfg.step is not None else "-"
+        row.staged = ",".join(x for x, lay in (("a", getattr(cfg, "a", None)), ("b", getattr(cfg, "b", None)))
+                              if lay is not None and not lay.direct)
+        row.padded = N % 8 != 0 or K % 8 != 0
+        if not row.ok:
+            return row
+        theirs()  # warm-up
+        n = reps_for(shape.flop)
+        t_ours, t_theirs = bench.time_interleaved([ours, theirs], n)
+        row.reps = n
+        row.ms, row.ms_p10, row.ms_p90 = statistics.median(t_ours), percentile(t_ours, .1), percentile(t_ours, .9)
+        row.cublas_ms = statistics.median(t_theirs)
+        row.cublas_ms_p10, row.cublas_ms_p90 = percentile(t_theirs, .1), percentile(t_theirs, .9)
         fill_rates(row, hbm_gbs)
         row.gpu = bench.nvml.sample()
     except Exception as e:  # report, don't stop the suite
@@ -181,19 +234,25 @@ def suite_json_path(out_dir: Path, result: dict) -> Path:
 
 
 def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, device_index: int = 0,
-              progress=None, autotune: bool = False, checkpoint=None) -> dict:
+              progress=None, autotune: bool = False, checkpoint=None, call: str = "kernel") -> dict:
     """Run suite `name` (or the given shapes) for each dtype; the JSON-able result.
     checkpoint(result), if given, is called after every row (result["complete"] False
-    until the end), so a run killed by a timeout still leaves its rows."""
+    until the end), so a run killed by a timeout still leaves its rows. call: what is timed
+    (CALLS, module docstring)."""
     import torch
     from ..runtime import launch
+    if call not in CALLS:
+        raise ValueError(f"call must be one of {', '.join(CALLS)}, got {call!r}")
+    if autotune and call != "kernel":
+        raise ValueError("autotune times kernels: it does not combine with a library call")
     shapes = shapes if shapes is not None else suites_mod.get_suite(name)
     launch.check_device(torch.device(f"cuda:{device_index}"))
     torch.cuda.set_device(device_index)
     bench = Bench(device_index)
     device = select.Device(sms=launch.num_sms(device_index))
     result = {
-        "kind": "gemm-ladder suite", "suite": name, "commit": git_commit(),
+        "kind": "gemm-ladder suite", "suite": name if call == "kernel" else f"{name}-{call}", "call": call,
+        "commit": git_commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "gpu": {"torch_name": torch.cuda.get_device_name(device_index), **bench.nvml.static()},
@@ -203,9 +262,14 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                    "timer": "CUDA events per call", "inputs": "randn fp32 -> dtype, fresh per shape",
                    "reference": "fp32 torch.matmul (TF32 off)",
                    "tolerance(max,rel)": {d: tolerance(d) for d in dtypes},
-                   "ours": "launch.plan of the selected step (prebuilt launch); N, K zero-padded to "
-                           "multiples of 8 where the step needs it",
-                   "cublas": "torch.matmul(A, B.T, out=C)", "bytes": "A + B + C once",
+                   "ours": ("launch.plan of the selected step (prebuilt launch); N, K zero-padded to "
+                            "multiples of 8 where the step needs it" if call == "kernel" else
+                            "gemm_ladder.matmul(A, B) with B row-major (K, N), allocating C" if call == "matmul"
+                            else "gemm_ladder.matmul_nt(A, B) with B (N, K), allocating C"),
+                   "cublas": ("torch.matmul(A, B.T, out=C)" if call == "kernel" else
+                              "torch.matmul(A, B) on the same B, allocating C" if call == "matmul" else
+                              "torch.matmul(A, B.T) on the same B, allocating C"),
+                   "bytes": "A + B + C once",
                    "selection": {"model": "runtime/select.py", "device": asdict(device),
                                  "candidates": [str(c) for c in select.CANDIDATES],
                                  "autotune": autotune}},
@@ -217,7 +281,7 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
             if progress:
                 progress.update(task, description=f"{DTYPES[dtype]} {shape.M}x{shape.N}x{shape.K}")
             result["rows"].append(asdict(measure_shape(bench, shape, dtype, device, None, autotune=autotune,
-                                                       gpu=result["gpu"]["torch_name"])))
+                                                       gpu=result["gpu"]["torch_name"], call=call)))
             torch.cuda.empty_cache()
             if checkpoint:
                 result["summary"] = summarize(result["rows"])
