@@ -1,6 +1,7 @@
 """Compile every kernel strictly (no spills, no wgmma serialization warnings), with the
 NVRTC this Python finds: every ladder step and variant and every small-M family entry, fp16
-and bf16, plus the debug (bounded waits) and trace builds. Needs no GPU and no torch:
+and bf16, plus the debug (bounded waits) and trace builds and the builds for MN-major operands
+(an M-major A, an N-major B) of the kernels that read them. Needs no GPU and no torch:
 
     PYTHONPATH=src python scripts/compile_all.py
 
@@ -22,7 +23,10 @@ def main() -> int:
     targets = list(steps.all_steps()) + list(FAMILIES.values())
     failures = []
     for st in targets:
-        for extra in ({}, {"GL_DEBUG_WAITS": 1}, {"GL_TRACE": 1}):
+        a_ok, b_ok = steps.reads_mn(st)
+        layouts = [st.layout_defines(a_mn, b_mn) for a_mn, b_mn in ((True, False), (False, True), (True, True))
+                   if (a_ok or not a_mn) and (b_ok or not b_mn)]
+        for extra in [{}, {"GL_DEBUG_WAITS": 1}, {"GL_TRACE": 1}] + layouts:
             if extra and not getattr(st, "barriers", 0):
                 continue  # nothing to bound or trace in the lockstep steps
             for bf16 in (False, True):

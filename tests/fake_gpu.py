@@ -170,7 +170,7 @@ class FakeGpu:
             return
         grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
         rec = SimpleNamespace(name=function.name, stream=int(config.hStream), defines=function.defines, grid=grid,
-                              attrs=config.numAttrs, cluster=_cluster_of(config))
+                              attrs=config.numAttrs, cluster=_cluster_of(config), key=function.key)
         self.launches.append(rec)
         if function.name == smallm.SmallM.reduce_entry:
             return self._reduce(rec, args_ptr)
@@ -251,9 +251,11 @@ class FakeGpu:
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (2, 3))
         rec.M, rec.N, rec.K, units = (ctypes.c_int32.from_address(slots[i]).value for i in range(4, 8))
         rec.ws, rec.c, rec.units = ws, c, units
-        A, B = ma.view(), mb.view()
+        b_mn = bool(rec.defines.get("GL_B_MN"))  # B given (K, N): its map's boxes are 64-wide blocks of k-rows
+        A, B = ma.view(), (mb.view().t() if b_mn else mb.view())
         assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K)
-        bm, bn, bk = ma.box[0], mb.box[0], smallm.SmallM.bk
+        assert not b_mn or mb.box == (smallm.SmallM.bk, 64), mb.box
+        bm, bn, bk = ma.box[0], (steps.get_step(rec.key).bn if b_mn else mb.box[0]), smallm.SmallM.bk
         M, N = rec.M, rec.N
         m_tiles, kt = -(-M // bm), -(-rec.K // bk)
         total = m_tiles * -(-N // bn) * kt

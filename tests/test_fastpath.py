@@ -213,36 +213,41 @@ def test_small_m_family_splits_k_and_reduces(gpu):
     assert gpu.launches[-1].name == "gemm_smallm_splitk" and gpu.launches[-1].ws == 0
 
 
-def test_small_m_family_takes_k_major_only(gpu):
-    """The small-M family reads K-major operands: an MN-major one is copied while the model
-    prices the copy below the mn_major step's time (api.step_for), else that step reads it
-    in place."""
+def test_small_m_family_reads_a_row_major_b_in_place(gpu):
+    """The small-M family reads B N-major (its GL_B_MN build) and A K-major only: a row-major
+    b (K, N) goes in place at every shape; a transposed-view a is copied while the model
+    prices the copy below the best step that reads it in place (api.step_for)."""
     x, b = rnd(16, 2048), rnd(2048, 256, seed=1)  # row-major b (K, N)
     key = api.step_for(16, 256, 2048, b_mn=True).key
     assert _small_m(key) and key == api.step_for(16, 256, 2048).key
     assert_product(gemm_ladder.matmul(x, b), x, b)
-    assert gpu.prepared[-1][0] == key
-    assert _last_splitk(gpu).maps[1].ptr != b.data_ptr() and _last_splitk(gpu).maps[1].ld == 2048
-    assert api.step_for(1, 28672, 8192, b_mn=True).key == "9:c1"  # modelled: the copy would cost more
-    assert _small_m(api.step_for(16, 4096, 4096, b_mn=True).key)  # 7.5 + 6 + 14 us against 58 us: copy
-    assert _small_m(api.step_for(1, 28672, 8192).key)
-    assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: copies too
-    assert gpu.prepared[-1][0] == "smallm" and _last_splitk(gpu).maps[1].ptr != b.data_ptr()
+    assert gpu.prepared[-1][0] == key and gpu.prepared[-1][3] == {"GL_B_MN": 1}
+    mb = _last_splitk(gpu).maps[1]  # 64-wide blocks of 64 k-rows, over b's own memory
+    assert (mb.ptr, mb.rows, mb.cols, mb.ld, mb.box) == (b.data_ptr(), 2048, 256, 256, (64, 64))
+    for shape in [(1, 28672, 8192), (16, 4096, 4096), (16, 4096, 14336), (128, 128, 128)]:
+        assert api.step_for(*shape, b_mn=True).key == api.step_for(*shape).key  # in place: no other kernel
+    xt = rnd(2048, 16, seed=2).T  # a transposed view: an M-major a (16 x 2048)
+    assert _small_m(api.step_for(16, 256, 2048, a_mn=True, b_mn=True).key)  # 128 KB copied: ~6 us
+    assert_product(gemm_ladder.matmul(xt, b), xt, b)
+    ma, mb = _last_splitk(gpu).maps
+    assert ma.ptr != xt.data_ptr() and mb.ptr == b.data_ptr()  # a staged K-major, b in place
+    assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: in place too
+    assert gpu.prepared[-1][0] == "smallm" and _last_splitk(gpu).maps[1].ptr == b.data_ptr()
 
 
 def test_tiny_shapes_read_mn_major_in_place(gpu):
     """The copy's fixed cost (api.COPY_LAUNCH_US) outweighs the small-M kernel's gain at tiny
-    shapes: a row-major b at 128^3 is read in place by a step that reads it MN-major (9:c1 or
-    9:n192, whichever the model prefers), not copied (issue 9)."""
+    shapes: a transposed-view a at 128^3 is read in place by a step that reads it M-major
+    (9:c1 or 9:n192, whichever the model prefers), not copied for the family (issue 9)."""
     assert _small_m(api.step_for(128, 128, 128).key)
-    mn = api.step_for(128, 128, 128, b_mn=True).key
+    mn = api.step_for(128, 128, 128, a_mn=True).key
     assert mn in ("9:c1", "9:n192")
     assert api._copy_loses(get_step(api.step_for(128, 128, 128).key), get_step(mn), 128, 128, 128, 132,
-                           False, True)
-    x, b = rnd(128, 128), rnd(128, 128, seed=1)  # row-major b (K, N)
-    assert_product(gemm_ladder.matmul(x, b), x, b)
-    assert gpu.prepared[-1][0] == mn and gpu.prepared[-1][3].get("GL_B_MN")
-    assert gpu.launches[-1].maps[1].ptr == b.data_ptr()  # no staging copy
+                           True, False)
+    xt, w = rnd(128, 128).T, rnd(128, 128, seed=1)  # a transposed view: M-major a
+    assert_product(gemm_ladder.matmul(xt, w.T), xt, w.T)
+    assert gpu.prepared[-1][0] == mn and gpu.prepared[-1][3].get("GL_A_MN")
+    assert gpu.launches[-1].maps[0].ptr == xt.data_ptr()  # no staging copy
 
 
 def test_small_m_family_writes_c_packed(gpu):

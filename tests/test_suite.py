@@ -347,14 +347,16 @@ def test_measure_call_times_the_library_against_torch(monkeypatch, call):
     fastpath.cache_clear()
     bench = FakeBench()
     for shape, staged in ((suites.Shape(192, 96, 40, "test", "ladder"), ""),
-                          (suites.Shape(16, 4096, 4096, "test", "small M"), "b" if call == "matmul" else "")):
+                          (suites.Shape(16, 4096, 4096, "test", "small M"), ""),  # a row-major b read in place
+                          (suites.Shape(5, 13, 11, "test", "odd"), "a,b")):  # K = 11: 16-byte rows need copies
         row = suite.measure_shape(bench, shape, "float16", select.Device(), None, call=call)
         assert row.ok, row.error
         assert row.call == call and row.heuristic == select.pick(*shape.mnk)
         # the kernel the library ran; the small-M family reads a row-major b only as a copy
         assert row.kernel == fastpath.config_for("mm" if call == "matmul" else "nt", *_operands(shape, call)).step.key
         assert row.staged == staged and row.ratio_to_cublas == pytest.approx(0.5)
-    assert [c[:2] for c in bench.calls] == [(2, suite.reps_for(2.0 * 192 * 96 * 40)), (2, suite.reps_for(2.0 * 16 * 4096**2))]
+    assert [c[:2] for c in bench.calls] == [(2, suite.reps_for(2.0 * m * n * k)) for m, n, k in
+                                            ((192, 96, 40), (16, 4096, 4096), (5, 13, 11))]
 
 
 def _operands(shape, call):

@@ -46,7 +46,8 @@
 //   tma2mma[s]  producer -> consumers  "stage s has landed"
 //   mma2tma[s]  consumers -> producer  "stage s may be refilled" (every consumer warp arrives)
 // Not persistent over tiles: one run of units per CTA (the grid is sized to about one wave).
-// Shape: K and N multiples of 8 (TMA row strides; 8-byte workspace stores), any M.
+// Shape: K and N multiples of 8 (TMA row strides; 8-byte workspace stores), any M. B K-major
+// (N, K) or, with GL_B_MN, N-major (K, N).
 #include "gl_common.cuh"
 #include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
@@ -57,6 +58,13 @@
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
+// B may also be given N-major (a row-major (K, N) matrix, the usual x @ W): TMA loads it as
+// 64-wide blocks of k-rows and wgmma reads it through its transpose bit, as step 9 does. A
+// (the activations, M <= a few hundred rows) is always K-major.
+constexpr bool B_MN = GL_B_MN;
+constexpr int MN_BLOCK = 64;                        // an N-major B: 64-element blocks (128 B rows)
+constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
+static_assert(!GL_A_MN, "the small-M family reads A K-major");
 static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 64 || BN == 128 || BN == 256),
               "small M: one m64 row block per consumer, BN 64, 128 or 256, BK 64");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
@@ -222,7 +230,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           ops.producer_acquire(st, kt);
           ops.producer_expect_tx(st, STAGE_BYTES);  // out-of-range rows/columns land as zeros and count too
-          load_stage<BM, BN, BK, 1>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt, m0, n0, 0);
+          load_stage<BM, BN, BK, 1, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt,
+                                                 m0, n0, 0);
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);
           st.advance();
         }
@@ -251,8 +260,11 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) {
         const u16* a = s.A[stage] + cw * 64 * BK;
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk)  // +32 bytes per 16-wide k slice
-          wgmma_m64k16<BN>(acc, desc_sw128(a + kk * 16), desc_sw128(s.B[stage] + kk * 16), 1);
+        for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows N-major
+          const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
+                              : desc_sw128(s.B[stage] + kk * 16);
+          wgmma_m64k16<BN, false, B_MN>(acc, desc_sw128(a + kk * 16), db, 1);
+        }
       });
       mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
       fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired

@@ -14,16 +14,17 @@ The rule (`step_for`), computed once per configuration:
    with K rounded up to 8 (TMA zero-fills the K edge); otherwise the best ladder candidate;
 3. an operand the kernel could read in place only MN-major (an M-major `a`, i.e. a
    transposed view; an N-major `b`, i.e. a row-major (K, N) `b`, the usual `a @ b`) needs a
-   step with `Step.mn_major`. If the pick is a ladder step without it, the best `mn_major`
-   candidate (9:c1) runs instead when it accepts the shape; else the operand is copied
-   K-major. The small-M family reads K-major only: it keeps the shape, with the MN-major
-   operand copied, when the selection's model (select.score) prices its time plus the copy
-   (COPY_LAUNCH_US for the extra torch kernel's host work and launch, plus the operand read
-   and written once at HBM bandwidth) below the `mn_major` candidate's time; else that
-   candidate reads the operand in place. E.g. 16x4096x4096 with a row-major b: smallm:n128
-   7.5 us + copy 6 + 14.0 us against 9:c1's 58.1 us (16 tiles for 132 SMs) -> copy;
-   1x28672x8192: 101 + 6 + 196 against 115 -> 9:c1 in place; 128^3: 1.8 + 6 + 0.01 against
-   2.7 -> 9:c1 in place. Modelled, not measured.
+   kernel that reads it so (`steps.reads_mn`: a Step with `mn_major` reads both, the small-M
+   family an N-major `b` only). If the pick is a ladder step that does not, the best
+   candidate that does (9:c1) runs instead when it accepts the shape; else the operand is
+   copied K-major. The small-M family with an M-major `a` keeps the shape, `a` copied, when
+   the selection's model (select.score) prices its time plus the copy (COPY_LAUNCH_US for the
+   extra torch kernel's host work and launch, plus the operand read and written once at the
+   measured rate of a transposing copy, TRANSPOSE_COPY_TBS) below the other candidate's time;
+   else that candidate reads it in place. E.g. 16x4096x4096 with a transposed-view a: the
+   copy of 128 KB costs ~6.4 us against 9:c1's 58 us -> copy. A row-major `b` at decode
+   shapes is read in place by the family (its GL_B_MN build): copying it cost ~10x the GEMM
+   (16 x 4096 x 14336: 416 against 42 us for torch.matmul, docs/perf-notes.md item 29).
 `step=` forces a step; MN-major operands go to it directly when it has `mn_major`, else they
 are copied.
 """
@@ -33,13 +34,16 @@ import functools
 
 from . import launch, select
 from .layout import round_up
-from .steps import Step, get_step
+from .steps import Step, get_step, reads_mn
 
 SMS_DEFAULT = 132  # the H200's SMs: what best_step assumes without a device
 # A model constant, not a measurement: the fixed cost of staging an MN-major operand
 # K-major (host work and launch of one more torch kernel, ~6 us per call on the H200's
 # host, issue 9); without it a tiny shape would copy rather than read in place.
 COPY_LAUNCH_US = 6.0
+# Measured: torch's transposing copy of a (K, N) operand into (N, K) moves ~0.6 TB/s of
+# read + written bytes on the H200 (4096 x 14336: ~370 us; docs/perf-notes.md item 29).
+TRANSPOSE_COPY_TBS = 0.6
 
 
 def _torch():
@@ -78,20 +82,27 @@ def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFA
     if not isinstance(st, Step) and not st.accepts(M, N, round_up(K, 8)):
         key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step)))
         st = get_step(key) if key else st
-    if (a_mn or b_mn) and not getattr(st, "mn_major", False):
-        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: getattr(s, "mn_major", False)))
+    if not _reads(st, a_mn, b_mn):
+        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: _reads(s, a_mn, b_mn)))
         if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn)):
             st = get_step(key)
     return st
+
+
+def _reads(st, a_mn: bool, b_mn: bool) -> bool:
+    """st reads the operands in place as they are (an MN-major one only if it can)."""
+    a_ok, b_ok = reads_mn(st)
+    return (a_ok or not a_mn) and (b_ok or not b_mn)
 
 
 def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn: bool) -> bool:
     """In the selection's model: `st` after copying the MN-major operand(s) K-major is slower
     than `in_place` reading them as they are."""
     dev = select.Device(sms=sms)
-    copy_bytes = 2 * select.ELEMENT_BYTES * K * ((M if a_mn else 0) + (N if b_mn else 0))  # read + write
-    copies = int(a_mn) + int(b_mn)  # one torch copy per staged operand
-    copy_us = copies * COPY_LAUNCH_US + copy_bytes / (dev.hbm_tbs * 1e12) * 1e6
+    a_ok, b_ok = reads_mn(st)
+    a_cp, b_cp = a_mn and not a_ok, b_mn and not b_ok  # the operands st would need copied
+    copy_bytes = 2 * select.ELEMENT_BYTES * K * ((M if a_cp else 0) + (N if b_cp else 0))  # read + write
+    copy_us = (int(a_cp) + int(b_cp)) * COPY_LAUNCH_US + copy_bytes / (TRANSPOSE_COPY_TBS * 1e12) * 1e6
     return select.score(st, M, N, K, dev).score_us + copy_us > select.score(in_place, M, N, K, dev).score_us
 
 

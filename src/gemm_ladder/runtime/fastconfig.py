@@ -19,7 +19,7 @@ from collections import OrderedDict
 import torch
 
 from . import api, driver, launch, layout, smallm
-from .steps import ShapeError, Step
+from .steps import ShapeError, Step, reads_mn
 
 MAX_TENSOR_MAPS = 1024  # encoded CUtensorMaps kept: a model reuses its weights and buffers
 MAPS_PER_CONFIG = 32  # pointer tuples remembered per configuration
@@ -86,18 +86,20 @@ def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols:
 
 # ---- layouts -----------------------------------------------------------------------------
 
-def operand_layouts(kind: str, a, b, mn_ok: bool, M: int, N: int, K: int) -> tuple[layout.Operand, layout.Operand]:
+def operand_layouts(kind: str, a, b, mn_ok: tuple[bool, bool], M: int, N: int, K: int
+                    ) -> tuple[layout.Operand, layout.Operand]:
     """How the kernel reads A (M x K) and B^T (N x K) of a validated call; kind "mm": b is
-    (K, N), "nt": b is (N, K). mn_ok: the step reads MN-major operands."""
+    (K, N), "nt": b is (N, K). mn_ok: the step reads an M-major A, an N-major B
+    (steps.reads_mn)."""
     folded = layout.fold_rows(a.shape, a.stride())
     if folded is None:
         a_op = layout.Operand(M, K, "K", layout.round_up(K, 8), False, "leading dimensions do not fold into rows")
     else:
         a_op = layout.operand(M, K, folded[1], a.stride(-1), ptr_aligned=a.data_ptr() % layout.ALIGN == 0,
-                              mn_major_ok=mn_ok)
+                              mn_major_ok=mn_ok[0])
     n_stride, k_stride = (b.stride(1), b.stride(0)) if kind == "mm" else (b.stride(0), b.stride(1))
     b_op = layout.operand(N, K, n_stride if N > 1 else None, k_stride,
-                          ptr_aligned=b.data_ptr() % layout.ALIGN == 0, mn_major_ok=mn_ok)
+                          ptr_aligned=b.data_ptr() % layout.ALIGN == 0, mn_major_ok=mn_ok[1])
     return a_op, b_op
 
 
@@ -163,7 +165,7 @@ class Config:
         self.dtype, self.device = a.dtype, a.device
         self.dev = _device_index(a.device)
         self.shape, self.strides = layout.result_strides(lead, N)
-        self.a, self.b = operand_layouts(kind, a, b, bool(getattr(st, "mn_major", False)), M, N, K)
+        self.a, self.b = operand_layouts(kind, a, b, reads_mn(st), M, N, K)
         self.c = output_layout(out, M, N)
 
     def __call__(self, a, b, out, pa: int, pb: int):
@@ -306,8 +308,8 @@ class LadderConfig(_Fast):
 
 
 class SmallMConfig(_Fast):
-    """The small-M split-K family (runtime/smallm.py): K-major operands only (others are
-    staged), C written packed (row stride N: else through a buffer), the deal of work fixed
+    """The small-M split-K family (runtime/smallm.py): A K-major (else staged), B K-major or
+    a row-major (K, N) read in place (the GL_B_MN build), C written packed (row stride N: else through a buffer), the deal of work fixed
     per configuration, the fp32 workspace allocated per call from torch's caching allocator
     when a tile is split, then the deterministic reduction (programmatic launch)."""
 
@@ -318,10 +320,12 @@ class SmallMConfig(_Fast):
             self.c = layout.Output(M, N, N, False, self.c.why or f"the small-M kernel writes C with row stride {N}")
         self.deal = fam.deal(M, N, K, launch.num_sms(self.dev))
         self.planes = self.deal.planes
-        self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb)
+        b_mn = mn_flags(self.a, self.b)[1]  # a row-major (K, N) b read in place (the family's A is K-major)
+        self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb, b_mn=b_mn)
+        self.defines = fam.layout_defines(b_mn=b_mn)
         template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.deal.units, make_map=driver.MapSlot, **self.map_args)
         with _building(self.dev):
-            prep = prepare_kernel(fam, self.dev, self.bf16)
+            prep = prepare_kernel(fam, self.dev, self.bf16, self.defines)
             reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
         self.launch = driver.ReusableLaunch(prep.kernel, self.deal.grid, (fam.threads, 1, 1), template,
                                             dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster)

@@ -19,7 +19,7 @@ import torch
 
 from . import api, fastconfig, launch, select
 from .fastconfig import LRU
-from .steps import Step, get_step
+from .steps import Step, get_step, reads_mn
 
 MAX_CONFIGS = 256  # prepared configurations kept (per process, all devices)
 
@@ -85,7 +85,7 @@ def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
     M = int(torch.Size(lead).numel())
     if M == 0 or N == 0 or K == 0:
         return None
-    a_op, b_op = fastconfig.operand_layouts(kind, a, b, True, M, N, K)  # what could be read in place
+    a_op, b_op = fastconfig.operand_layouts(kind, a, b, (True, True), M, N, K)  # what could be read in place
     dev = fastconfig._device_index(a.device)
     return api.step_for(M, N, K, _dtype_name(a.dtype), launch.num_sms(dev), *fastconfig.mn_flags(a_op, b_op))
 
@@ -195,12 +195,12 @@ def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str
         kernels = [get_step(k) for k in select.CANDIDATES]
     with fastconfig._building(dev):
         for st in kernels:
-            layouts = [(False, False)]
-            if mn_major and getattr(st, "mn_major", False):
-                layouts += [(True, False), (False, True), (True, True)]
+            a_ok, b_ok = reads_mn(st) if mn_major else (False, False)
+            layouts = [(a_mn, b_mn) for a_mn in (False, True) for b_mn in (False, True)
+                       if (a_ok or not a_mn) and (b_ok or not b_mn)]
             for dt in dtypes:
                 for a_mn, b_mn in layouts:
-                    defines = st.layout_defines(a_mn, b_mn) if isinstance(st, Step) else None
+                    defines = st.layout_defines(a_mn, b_mn) if hasattr(st, "layout_defines") else None
                     fastconfig.prepare_kernel(st, dev, dt == torch.bfloat16, defines)
 
 

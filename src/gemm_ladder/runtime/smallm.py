@@ -70,6 +70,7 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 # (docs/perf-notes.md, item 28)
 LADDER_WAVE_TILES = 132
 ALIGNED_K = 16
+MN_BLOCK = 64  # an N-major B's TMA box: 64 columns (128 bytes) by bk k-rows
 REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
@@ -110,6 +111,9 @@ class SmallM:
     # stream-K fixup (GL_FIXUP): one resident wave; split tiles summed in the kernel from
     # per-CTA slots (no planes, no second pass); see the kernel's header
     fixup: bool = False
+    # B also N-major (a row-major (K, N) matrix, read through wgmma's transpose bit, GL_B_MN);
+    # A is always K-major
+    b_mn_major: bool = True
 
     def __post_init__(self) -> None:
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (64, 128, 256):
@@ -287,15 +291,24 @@ class SmallM:
 
     def kernel_args(self, a_ptr: int, b_ptr: int, ws_ptr: int, c_ptr: int, M: int, N: int, K: int,
                     units: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,
-                    make_map=None) -> list:
-        """The split-K kernel's arguments: A (M, K) and B (N, K) K-major (row strides lda, ldb
-        in elements; default packed), the fp32 workspace (0 when no tile is split), C, a packed
-        (M, N) matrix, and the run length in k-tiles. make_map builds the tensor maps (default
-        driver.TensorMap), as in Step.kernel_args."""
+                    make_map=None, b_mn: bool = False) -> list:
+        """The split-K kernel's arguments: A (M, K) K-major and B (N, K) K-major, or with b_mn
+        a row-major (K, N) matrix (N-major; a build with layout_defines(b_mn=True)), row strides
+        lda, ldb in elements (default packed); the fp32 workspace (0 when no tile is split), C,
+        a packed (M, N) matrix, and the run length in k-tiles. make_map builds the tensor maps
+        (default driver.TensorMap), as in Step.kernel_args."""
         make_map = make_map or driver.TensorMap
-        return [make_map(a_ptr, M, K, lda or K, self.bm, self.bk, bf16),
-                make_map(b_ptr, N, K, ldb or K, self.bn, self.bk, bf16),
+        # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9
+        b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
+                 else make_map(b_ptr, N, K, ldb or K, self.bn, self.bk, bf16))
+        return [make_map(a_ptr, M, K, lda or K, self.bm, self.bk, bf16), b_map,
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units]
+
+    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        """The build for the operands' layouts: GL_B_MN for an N-major B (A is K-major only)."""
+        if a_mn:
+            raise ConfigError(f"{self.key} reads A K-major only")
+        return {"GL_B_MN": 1} if b_mn else {}
 
     @staticmethod
     def reduce_args(ws_ptr: int, c_ptr: int, M: int, N: int, K: int, units: int) -> list:

@@ -417,6 +417,13 @@ MODELLED_STEPS: dict[int, Step] = {}
 BASELINE = "1"
 
 
+def reads_mn(st) -> tuple[bool, bool]:
+    """(reads an M-major A in place, reads an N-major B in place): a Step with `mn_major`
+    both; a kernel family's entry as its `b_mn_major` says (B only)."""
+    both = bool(getattr(st, "mn_major", False))
+    return both, both or bool(getattr(st, "b_mn_major", False))
+
+
 def variant(step: Step, name: str, **fields) -> Step:
     """`step` with other field values (e.g. depth=4), named `name` (e.g. "d4")."""
     return dataclasses.replace(step, variant=name, **fields)
