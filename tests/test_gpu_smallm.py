@@ -199,6 +199,75 @@ def test_library_picks_the_family_above_128_rows(shape):
         assert_matches(res, a, b)
 
 
+# An N-major B (a row-major (K, N) matrix, x @ W): the GL_B_MN build reads it in place, through
+# the library (forced to each entry), whole tiles and split ones, ragged N and K edges.
+B_MN_SHAPES = [(16, 4096, 4096), (7, 264, 72), (100, 11008, 4096), (1, 4096, 1000), (200, 1024, 2048)]
+B_MN_CASES = [(k, c) for k in KEYS for c in B_MN_SHAPES if smallm.FAMILIES[k].accepts(*c)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("key,case", B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in B_MN_CASES])
+def test_n_major_b_in_place(key, case, dtype):
+    import torch
+    import gemm_ladder
+    from gemm_ladder.runtime import fastpath
+    M, N, K = case
+    dt = _dtype(dtype)
+    a, b = fresh(M, N, K, dt, next(_seed))
+    b_kn = b.t().contiguous()  # (K, N) row-major
+    out = _poisoned(M, N, dt)
+    gemm_ladder.matmul(a, b_kn, out=out, step=key)
+    torch.cuda.synchronize()
+    cfg = fastpath.config_for("mm", a, b_kn, out, step=key)
+    assert cfg.b.direct and cfg.defines == {"GL_B_MN": 1}, (cfg.b.why, cfg.defines)
+    assert_matches(out, a, b)
+
+
+@pytest.mark.parametrize("case", [(16, 4096, 4096, 3), (100, 4096, 11008, 4), (1, 14336, 4096, 5)])
+def test_n_major_b_split_is_bit_identical_over_20_runs(case):
+    """Split tiles with an N-major B: the planes summed in order, the same bits every run,
+    the same bits as the K-major build (same products, same order)."""
+    import torch
+    M, N, K, splits = case
+    a, b = fresh(M, N, K, torch.float16, next(_seed))
+    b_kn = b.t().contiguous()
+    fam = smallm.FAMILIES["smallm:n128"]
+    runs = []
+    for _ in range(20):
+        out = _poisoned(M, N, torch.float16)
+        units = fam.fixed_deal(M, N, K, splits).units
+        _run_b_mn(fam, a, b_kn, out, units)
+        runs.append(out.view(torch.int16))
+    torch.cuda.synchronize()
+    assert_matches(runs[0].view(torch.float16), a, b)
+    assert all(torch.equal(r, runs[0]) for r in runs), "runs differ"
+    k_major = _poisoned(M, N, torch.float16)
+    smallm.run_smallm(a, b, k_major, splits, family="smallm:n128", sync=True)
+    assert torch.equal(k_major.view(torch.int16), runs[0])
+
+
+def _run_b_mn(fam, a, b_kn, out, units):
+    """One launch of the GL_B_MN build with runs of `units` k-tiles (the deal fixed), then the
+    reduction when tiles are split."""
+    import torch
+    from gemm_ladder.runtime import driver, launch
+    M, K = a.shape
+    N = b_kn.shape[1]
+    deal = fam.make_deal(M, N, K, units)
+    prep = launch.prepare(fam, 0, bf16=False, extra_defines=fam.layout_defines(b_mn=True))
+    ws = torch.empty((max(1, deal.planes), M, N), dtype=torch.float32, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    args = fam.kernel_args(a.data_ptr(), b_kn.data_ptr(), ws.data_ptr(), out.data_ptr(), M, N, K, deal.units,
+                           bf16=False, b_mn=True)
+    driver.PreparedLaunch(prep.kernel, deal.grid, (fam.threads, 1, 1), args, stream=stream,
+                          dynamic_smem=fam.dynamic_smem)()
+    if deal.planes:
+        red = smallm._reduce_kernel(prep.kernel, fam.reduce_entry)
+        driver.PreparedLaunch(red, fam.reduce_grid(M, N), (smallm.REDUCE_THREADS, 1, 1),
+                              fam.reduce_args(ws.data_ptr(), out.data_ptr(), M, N, K, deal.units), stream=stream)()
+    torch.cuda.synchronize()
+
+
 # Stream-K fixup (GL_FIXUP): split tiles summed in the kernel from per-CTA slots. Built from
 # the entries with fixup on and no M limit; runs of `units` k-tiles, one wave of CTAs.
 FIXUP_BASES = ("smallm:c2", "smallm:c2n128", "smallm:n128")
