@@ -235,6 +235,17 @@ def test_small_m_family_reads_a_row_major_b_in_place(gpu):
     assert gpu.prepared[-1][0] == "smallm" and _last_splitk(gpu).maps[1].ptr == b.data_ptr()
 
 
+def test_n_not_a_multiple_of_8_with_a_row_major_b_takes_a_ladder_step(gpu):
+    """The small-M family writes C packed (N a multiple of 8): with a row-major b in padded
+    rows and N = 63 the library's choice among kernels that read b N-major must skip it
+    (found by the fuzzer: 920 x 63 x 336 once went to the family and raised ShapeError)."""
+    for shape in [(920, 63, 336), (30, 1025, 1), (16, 63, 64)]:
+        assert not _small_m(api.step_for(*shape, b_mn=True).key), shape
+    x, b = rnd(16, 64), rnd(64, 72, seed=1)[:, :63]  # b (K, N) = (64, 63) in rows of 72
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    assert gpu.launches[-1].maps[1].ptr == b.data_ptr()  # in place, on a ladder step
+
+
 def test_tiny_shapes_read_mn_major_in_place(gpu):
     """The copy's fixed cost (api.COPY_LAUNCH_US) outweighs the small-M kernel's gain at tiny
     shapes: a transposed-view a at 128^3 is read in place by a step that reads it M-major

@@ -3,6 +3,7 @@ import pytest
 
 import gemm_ladder
 from gemm_ladder.runtime import fastpath
+from gemm_ladder.runtime.steps import reads_mn
 from gpu_util import fresh, needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
@@ -26,14 +27,13 @@ def test_matmul_shapes(M, N, K, dtype_name):
     import torch
     dtype = getattr(torch, dtype_name)
     a, bt = fresh(M, N, K, dtype, M * 7 + N)
-    b = bt.T.contiguous()  # (K, N) row-major: N-major, read in place by a step with mn_major
+    b = bt.T.contiguous()  # (K, N) row-major: N-major, read in place by every kernel the library picks
     out = gemm_ladder.matmul(a, b)
     assert out.shape == (M, N) and out.dtype == dtype
     _close(out, _ref(a, b), dtype)
     cfg = fastpath.config_for("mm", a, b)
-    if N % 8 == 0 and N > 1:  # 16-byte row stride: the copy is the small-M family's (K-major only)
-        assert cfg.b.direct == bool(getattr(cfg.step, "mn_major", False)), (cfg.step.key, cfg.b.why)
-        assert cfg.b.direct or cfg.step.key.startswith("smallm")  # the small-M family (K-major only)
+    if N % 8 == 0 and N > 1:  # 16-byte row stride: in place (step 9's or the small-M family's GL_B_MN build)
+        assert cfg.b.direct and reads_mn(cfg.step)[1], (cfg.step.key, cfg.b.why)
     out_nt = gemm_ladder.matmul_nt(a, bt)
     _close(out_nt, _ref(a, b), dtype)
 

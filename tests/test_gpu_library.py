@@ -160,9 +160,10 @@ def _small_m(st) -> bool:
     return not isinstance(st, Step)
 
 
-def test_small_m_copies_an_mn_major_operand_only():
-    """Decode-like shapes run the small-M family, which reads K-major only: a row-major b is
-    copied (the model prices the copy below 9:c1's few tiles), a transposed-view b is not."""
+def test_small_m_reads_b_in_place_and_copies_an_m_major_a():
+    """Decode-like shapes run the small-M family: a transposed-view b and a row-major b are
+    both read in place (the latter by its GL_B_MN build); a transposed-view a (M-major, which
+    the family reads K-major only) is copied when the model prices the copy below 9:c1."""
     torch = _torch()
     M, N, K = 16, 1024, 2048
     a, w = rnd(M, K), rnd(N, K, seed=1)
@@ -176,12 +177,14 @@ def test_small_m_copies_an_mn_major_operand_only():
     extra, res = _peak_extra(lambda: gemm_ladder.matmul(a, b_kn))
     check(res, a, b_kn)
     cfg = fastpath.config_for("mm", a, b_kn)
-    assert _small_m(cfg.step) and not cfg.b.direct
-    assert extra == _block(M * N * 2) + ws + _block(N * K * 2)
-    forced = gemm_ladder.matmul(a, b_kn, step="9:c1")  # reads it in place
-    torch.cuda.synchronize()
-    check(forced, a, b_kn)
-    assert fastpath.config_for("mm", a, b_kn, step="9:c1").b.direct
+    assert _small_m(cfg.step) and cfg.b.direct and cfg.defines == {"GL_B_MN": 1}
+    assert extra == _block(M * N * 2) + ws  # no copy of b
+    a_t = a.T.contiguous().T  # M-major a
+    extra, res = _peak_extra(lambda: gemm_ladder.matmul(a_t, b_kn))
+    check(res, a_t, b_kn)
+    cfg = fastpath.config_for("mm", a_t, b_kn)
+    assert _small_m(cfg.step) and not cfg.a.direct and cfg.b.direct
+    assert extra == _block(M * N * 2) + ws + _block(M * K * 2)  # a's K-major copy
 
 
 def test_out_in_place_allocates_nothing():

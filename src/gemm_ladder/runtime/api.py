@@ -82,8 +82,9 @@ def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFA
     if not isinstance(st, Step) and not st.accepts(M, N, round_up(K, 8)):
         key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step)))
         st = get_step(key) if key else st
-    if not _reads(st, a_mn, b_mn):
-        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: _reads(s, a_mn, b_mn)))
+    if not _reads(st, a_mn, b_mn):  # (a family entry must take the shape as rule 2 says)
+        key = _pick_among(M, N, K, dtype, sms, _candidates(
+            lambda s: _reads(s, a_mn, b_mn) and (isinstance(s, Step) or s.accepts(M, N, round_up(K, 8)))))
         if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn)):
             st = get_step(key)
     return st
