@@ -118,7 +118,11 @@ def load(compiled: CompiledKernel, device_index: int, dynamic_smem: int = 0) -> 
 
 class TensorMap:
     """A 2-D TMA descriptor (cuTensorMapEncodeTiled) over a row-major matrix of 16-bit
-    elements, 128B-swizzled: box = (box_rows, box_cols) with box_cols * 2 <= 128 bytes."""
+    elements, 128B-swizzled: box = (box_rows, box_cols) with box_cols * 2 <= 128 bytes.
+    L2 promotion 256 B, or 128 B when rows are not whole 32-byte sectors: a box row of 128 bytes
+    then straddles two lines, and promoting each to 256 B fetches four times the bytes used
+    (measured: 3000 x 5000 x 4008 on 9:n192 284 -> 244 us, 256 x 4104 x 4104 on smallm:n128
+    41 -> 37 us; aligned rows unchanged within 1 %; docs/perf-notes.md, item 30)."""
 
     def __init__(self, ptr: int, rows: int, cols: int, row_stride_elems: int, box_rows: int,
                  box_cols: int, bf16: bool = False, swizzle_128b: bool = True):
@@ -137,7 +141,8 @@ class TensorMap:
             [cu.cuuint32_t(1), cu.cuuint32_t(1)],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             swizzle,
-            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            (cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B if (row_stride_elems * 2) % 32 == 0
+             else cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B),
             cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         ), "cuTensorMapEncodeTiled")
 
