@@ -169,12 +169,18 @@ def test_plan_reuse_and_workspace():
 
 # Above 128 rows the family takes problems under one wave of the ladder's 128 x 128 tiles
 # (rows of whole 32-byte sectors): several row blocks, masked last rows, partial last tiles.
-LARGE_M = [(129, 4096, 4096), (192, 4096, 11008), (300, 1000, 2048), (520, 264, 512), (1024, 1024, 1024)]
-LARGE_M_CASES = [(k, c) for k in KEYS for c in LARGE_M if smallm.FAMILIES[k].accepts(*c)]
+def _entry_cases(shapes):
+    """(entry key, shape) for every entry that accepts the shape, and the pairs' test ids."""
+    cases = [(k, c) for k in KEYS for c in shapes if smallm.FAMILIES[k].accepts(*c)]
+    return cases, [f"{k}-{'x'.join(map(str, c))}" for k, c in cases]
+
+
+LARGE_M_CASES, LARGE_M_IDS = _entry_cases(
+    [(129, 4096, 4096), (192, 4096, 11008), (300, 1000, 2048), (520, 264, 512), (1024, 1024, 1024)])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("key,case", LARGE_M_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in LARGE_M_CASES])
+@pytest.mark.parametrize("key,case", LARGE_M_CASES, ids=LARGE_M_IDS)
 def test_above_128_rows(key, case, dtype):
     """The model's deal for the shape, 20 launches on a poisoned output: correct, same bits."""
     M, N, K = case
@@ -187,7 +193,7 @@ def test_above_128_rows(key, case, dtype):
 @pytest.mark.parametrize("shape", [(256, 4096, 4096), (1024, 1024, 1024), (192, 4096, 11008)])
 def test_library_picks_the_family_above_128_rows(shape):
     """matmul on a problem under one ladder wave runs the family (the selection's pick) and
-    matches fp32, with b row-major (copied K-major for the family, or read in place)."""
+    matches fp32, with b (N, K) and with b row-major (K, N), both read in place."""
     import torch
     import gemm_ladder
     from gemm_ladder.runtime import select
@@ -201,12 +207,12 @@ def test_library_picks_the_family_above_128_rows(shape):
 
 # An N-major B (a row-major (K, N) matrix, x @ W): the GL_B_MN build reads it in place, through
 # the library (forced to each entry), whole tiles and split ones, ragged N and K edges.
-B_MN_SHAPES = [(16, 4096, 4096), (7, 264, 72), (100, 11008, 4096), (1, 4096, 1000), (200, 1024, 2048)]
-B_MN_CASES = [(k, c) for k in KEYS for c in B_MN_SHAPES if smallm.FAMILIES[k].accepts(*c)]
+B_MN_CASES, B_MN_IDS = _entry_cases(
+    [(16, 4096, 4096), (7, 264, 72), (100, 11008, 4096), (1, 4096, 1000), (200, 1024, 2048)])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("key,case", B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in B_MN_CASES])
+@pytest.mark.parametrize("key,case", B_MN_CASES, ids=B_MN_IDS)
 def test_n_major_b_in_place(key, case, dtype):
     import torch
     import gemm_ladder

@@ -114,14 +114,7 @@ def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: sel
         c_cublas = torch.empty((M, N), dtype=torch_dtype, device=a.device)
         cublas = lambda: torch.matmul(a, b.T, out=c_cublas)  # noqa: E731
         cublas()  # warm-up (handle, heuristics); ours was warmed by the check
-        n = reps_for(shape.flop)
-        ours, theirs = bench.time_interleaved([p, cublas], n)
-        row.reps = n
-        row.ms, row.ms_p10, row.ms_p90 = statistics.median(ours), percentile(ours, .1), percentile(ours, .9)
-        row.cublas_ms = statistics.median(theirs)
-        row.cublas_ms_p10, row.cublas_ms_p90 = percentile(theirs, .1), percentile(theirs, .9)
-        fill_rates(row, hbm_gbs)
-        row.gpu = bench.nvml.sample()
+        _time(bench, row, p, cublas, reps_for(shape.flop), hbm_gbs)
     except Exception as e:  # report, don't stop the suite
         row.ok, row.error = False, f"{type(e).__name__}: {e}"
     return row
@@ -156,17 +149,21 @@ def _measure_call(bench: Bench, shape: suites_mod.Shape, row: SuiteRow, torch_dt
         if not row.ok:
             return row
         theirs()  # warm-up
-        n = reps_for(shape.flop)
-        t_ours, t_theirs = bench.time_interleaved([ours, theirs], n)
-        row.reps = n
-        row.ms, row.ms_p10, row.ms_p90 = statistics.median(t_ours), percentile(t_ours, .1), percentile(t_ours, .9)
-        row.cublas_ms = statistics.median(t_theirs)
-        row.cublas_ms_p10, row.cublas_ms_p90 = percentile(t_theirs, .1), percentile(t_theirs, .9)
-        fill_rates(row, hbm_gbs)
-        row.gpu = bench.nvml.sample()
+        _time(bench, row, ours, theirs, reps_for(shape.flop), hbm_gbs)
     except Exception as e:  # report, don't stop the suite
         row.ok, row.error = False, f"{type(e).__name__}: {e}"
     return row
+
+
+def _time(bench: Bench, row: SuiteRow, ours, theirs, reps: int, hbm_gbs: float | None) -> None:
+    """ours and theirs (cuBLAS) interleaved, `reps` each: medians, percentiles, rates, GPU state."""
+    t_ours, t_theirs = bench.time_interleaved([ours, theirs], reps)
+    row.reps = reps
+    row.ms, row.ms_p10, row.ms_p90 = statistics.median(t_ours), percentile(t_ours, .1), percentile(t_ours, .9)
+    row.cublas_ms = statistics.median(t_theirs)
+    row.cublas_ms_p10, row.cublas_ms_p90 = percentile(t_theirs, .1), percentile(t_theirs, .9)
+    fill_rates(row, hbm_gbs)
+    row.gpu = bench.nvml.sample()
 
 
 def fill_rates(row: SuiteRow, hbm_gbs: float | None) -> None:

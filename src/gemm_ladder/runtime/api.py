@@ -25,8 +25,8 @@ The rule (`step_for`), computed once per configuration:
    copy of 128 KB costs ~6.4 us against 9:c1's 58 us -> copy. A row-major `b` at decode
    shapes is read in place by the family (its GL_B_MN build): copying it cost ~10x the GEMM
    (16 x 4096 x 14336: 416 against 42 us for torch.matmul, docs/perf-notes.md item 29).
-`step=` forces a step; MN-major operands go to it directly when it has `mn_major`, else they
-are copied.
+`step=` forces a step; MN-major operands go to it directly when it reads them so
+(`steps.reads_mn`), else they are copied.
 """
 from __future__ import annotations
 

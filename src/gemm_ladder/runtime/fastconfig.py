@@ -309,9 +309,10 @@ class LadderConfig(_Fast):
 
 class SmallMConfig(_Fast):
     """The small-M split-K family (runtime/smallm.py): A K-major (else staged), B K-major or
-    a row-major (K, N) read in place (the GL_B_MN build), C written packed (row stride N: else through a buffer), the deal of work fixed
-    per configuration, the fp32 workspace allocated per call from torch's caching allocator
-    when a tile is split, then the deterministic reduction (programmatic launch)."""
+    a row-major (K, N) read in place (the GL_B_MN build), C written packed (row stride N:
+    else through a buffer), the deal of work fixed per configuration, the fp32 workspace
+    allocated per call from torch's caching allocator when a tile is split, then the
+    deterministic reduction (programmatic launch)."""
 
     def __init__(self, kind: str, a, b, out, fam: smallm.SmallM, lead: tuple, N: int, K: int):
         super().__init__(kind, a, b, out, fam, lead, N, K)
