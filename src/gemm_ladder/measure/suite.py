@@ -143,8 +143,7 @@ def _measure_call(bench: Bench, shape: suites_mod.Shape, row: SuiteRow, torch_dt
         del ref, res
         cfg = fastpath.config_for(kind, a, b)
         row.kernel = cfg.step.key if cfg.step is not None else "-"
-        row.staged = ",".join(x for x, lay in (("a", getattr(cfg, "a", None)), ("b", getattr(cfg, "b", None)))
-                              if lay is not None and not lay.direct)
+        row.staged = ",".join(x for x, lay in (("a", cfg.a), ("b", cfg.b)) if not lay.direct)
         row.padded = N % 8 != 0 or K % 8 != 0
         if not row.ok:
             return row

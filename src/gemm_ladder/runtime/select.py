@@ -207,11 +207,10 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
     peak = dev.peak_tflops * 1e12
     s.t_compute_us = s.padded_flop / peak * 1e6
     partials = deal.planes if deal is not None else (f.split_k if f.split_k > 1 else 0)
-    # fp32 partials through memory, written and read back (a cluster sums them on chip)
-    # (The split-K family's row blocks share B's tiles in L2: its tiles go column-major over
-    # C, so the row blocks of a column run side by side and B leaves HBM once. Measured at
-    # M = 128: the 64-row n128 entry, two row blocks, 1.00-1.06x cuBLAS wherever its deal
-    # fills 128 SMs; docs/perf-notes.md, item 28.)
+    # fp32 partials through memory, written and read back (a cluster sums them on chip). B
+    # counts once also for the split-K family's row blocks: its tiles go column-major over C,
+    # so a column's row blocks run side by side and share B in L2 (at M = 128 the 64-row n128
+    # entry measured 1.00-1.06x cuBLAS wherever its deal fills 128 SMs; perf-notes item 28).
     mem = compulsory_bytes(M, N, K) + 2 * 4 * M * N * partials
     s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
     s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff)
