@@ -27,7 +27,7 @@ def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi, pingpong=F
     if pingpong:  # a staging tile, an epilogue ring and a turn barrier per consumer
         staging, barriers = consumers * bm * bn * 2, 2 * depth + 3 * consumers
     d = dict(GL_BM=bm, GL_BN=bn, GL_BK=64, GL_DEPTH=depth, GL_GROUP_M=8, GL_CLUSTER_M=cluster,
-             GL_CONSUMERS=consumers, GL_EPI_STAGES=epi,
+             GL_CONSUMERS=consumers, GL_EPI_STAGES=epi, GL_STREAM_K=0,
              GL_DYNAMIC_SMEM=_smem(depth, bm, bn, 64, staging, barriers))
     d.update(extra or {})  # experiment switches (GL_EXP_*)
     return dict(src=src, entry=entry, threads=threads, defines=d, cluster=cluster, bm=bm, bn=bn)
@@ -63,6 +63,14 @@ CONFIGS.update({
     "9:c1d3e4g16": _cfg(*_S9D3, 1, 2, 4, extra={"GL_GROUP_M": 16}),
     "8:d5g16": _cfg(*_S8, 2, 1, 0, extra={"GL_GROUP_M": 16}),
 })
+# The epilogue's share of step 9 (groups of 16 as the Step): each consumer stores its own
+# 64-row half of a chunk (GL_EXP_EPI_DIRECT, no writeback hand-off; a 64-row C box), and no
+# epilogue at all (GL_EXP_NO_EPI: the bound, wrong output by design).
+CONFIGS.update({
+    "9:direct": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
+    "9:c1direct": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
+    "9:noepi": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_NO_EPI": 1}),
+})
 
 
 class Kernel:
@@ -89,7 +97,8 @@ class Kernel:
         grid = min(self.max_clusters, tiles) * cl
         args = [driver.TensorMap(a.data_ptr(), M, K, K, c["bm"], 64, self.bf16),
                 driver.TensorMap(b.data_ptr(), N, K, K, c["bn"] // cl, 64, self.bf16),
-                driver.TensorMap(out.data_ptr(), M, N, N, c["bm"], 64, self.bf16), M, N, K]
+                driver.TensorMap(out.data_ptr(), M, N, N, 64 if c["defines"].get("GL_EXP_EPI_DIRECT") else c["bm"], 64,
+                                 self.bf16), M, N, K]
         return driver.PreparedLaunch(self.kernel, (grid, 1, 1), (c["threads"], 1, 1), args,
                                      stream=torch.cuda.current_stream().cuda_stream,
                                      dynamic_smem=self.smem, cluster=(cl, 1, 1)), grid

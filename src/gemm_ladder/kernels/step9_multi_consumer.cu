@@ -45,6 +45,16 @@ static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups"
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
 constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN, STREAM_K = GL_STREAM_K;
+// Experiment switches (probe builds only): each consumer stores its own 64-row half of a chunk
+// (no writeback hand-off), or no epilogue at all (a bound, wrong output).
+#ifndef GL_EXP_EPI_DIRECT
+#define GL_EXP_EPI_DIRECT 0
+#endif
+#ifndef GL_EXP_NO_EPI
+#define GL_EXP_NO_EPI 0
+#endif
+constexpr bool EPI_DIRECT = GL_EXP_EPI_DIRECT, NO_EPI = GL_EXP_NO_EPI;
+static_assert(!EPI_DIRECT || (EPI_STAGES >= 2 && !STREAM_K), "direct stores: two slots per consumer, no stream-K");
 static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K runs without a cluster");
 static_assert(!B_MN || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
 constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
@@ -116,7 +126,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                                                       tiles.rank);
       }, sk_tiles, sk_ctas);
       tr.finish();
-    } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
+    } else if (!EPI_DIRECT && !NO_EPI && warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
@@ -143,6 +153,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
     float acc[BN / 2];
+    int direct_q = 0;  // EPI_DIRECT: chunks this consumer has staged
     for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
       const int count = k1 - k0;  // >= 1
@@ -174,6 +185,26 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           if (i != j) slice_gather(acc, Fixup{ws}, cta - j + i, cw, 1 + cw, c0, c1, p - 1, stage);
         tr.event(EV_WAIT_END, BAR_FIXUP, 0, 1, k1, t.id);
       }
+      if (NO_EPI) {
+        if (acc[0] == 1.2345e-30f) s.C[0][threadIdx.x] = 1;  // keeps the accumulators live
+        return;
+      }
+      if (EPI_DIRECT) {  // each consumer stages and stores its own 64 rows of each chunk
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) {
+          u16* slot = s.C[direct_q % EPI_STAGES] + cw * 64 * EPI_N;
+          stage_chunk_sw128<BN, 64>(acc, slot, 0, c);
+          fence_proxy_async_smem();
+          if (wg_leader) tma_store_wait_read<EPI_STAGES - 2>();  // the next chunk's slot was read
+          named_barrier_sync(1 + cw, 128);
+          if (wg_leader) {
+            tma_store_2d(&tmap_c, slot, t.n0 + c * EPI_N, t.m0 + 64 * cw);
+            tma_store_commit();
+          }
+          ++direct_q;
+        }
+        return;
+      }
       // two consumers: the chunked epilogue; each consumer stages its 64 rows of the chunk.
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
@@ -183,6 +214,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         chunk_st.advance();
       }
     });
+    if (EPI_DIRECT && wg_leader) tma_store_wait_all<0>();
     tr.finish();
   }
   cluster_sync();  // as step 8: nobody leaves while the peer may still write into it
