@@ -70,6 +70,8 @@ CONFIGS.update({
     "9:direct": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
     "9:c1direct": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
     "9:noepi": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_NO_EPI": 1}),
+    "9:stageonly": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1, "GL_EXP_NO_EPI": 2}),
+    "9:storeonly": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1, "GL_EXP_NO_EPI": 3}),
 })
 
 

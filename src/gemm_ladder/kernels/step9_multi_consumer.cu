@@ -46,14 +46,17 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 C
 static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
 constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN, STREAM_K = GL_STREAM_K;
 // Experiment switches (probe builds only): each consumer stores its own 64-row half of a chunk
-// (no writeback hand-off), or no epilogue at all (a bound, wrong output).
+// (no writeback hand-off), or no epilogue at all (a bound, wrong output); with direct stores,
+// GL_EXP_NO_EPI=2 stages but stores nothing, =3 stores without staging (wrong output).
 #ifndef GL_EXP_EPI_DIRECT
 #define GL_EXP_EPI_DIRECT 0
 #endif
 #ifndef GL_EXP_NO_EPI
 #define GL_EXP_NO_EPI 0
 #endif
-constexpr bool EPI_DIRECT = GL_EXP_EPI_DIRECT, NO_EPI = GL_EXP_NO_EPI;
+constexpr bool EPI_DIRECT = GL_EXP_EPI_DIRECT;
+constexpr int NO_EPI = GL_EXP_NO_EPI;
+static_assert(NO_EPI <= 1 || EPI_DIRECT, "stage-only / store-only probes run with direct stores");
 static_assert(!EPI_DIRECT || (EPI_STAGES >= 2 && !STREAM_K), "direct stores: two slots per consumer, no stream-K");
 static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K runs without a cluster");
 static_assert(!B_MN || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
@@ -126,7 +129,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                                                       tiles.rank);
       }, sk_tiles, sk_ctas);
       tr.finish();
-    } else if (!EPI_DIRECT && !NO_EPI && warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
+    } else if (!EPI_DIRECT && NO_EPI == 0 && warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
@@ -185,7 +188,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           if (i != j) slice_gather(acc, Fixup{ws}, cta - j + i, cw, 1 + cw, c0, c1, p - 1, stage);
         tr.event(EV_WAIT_END, BAR_FIXUP, 0, 1, k1, t.id);
       }
-      if (NO_EPI) {
+      if (NO_EPI == 1) {
         if (acc[0] == 1.2345e-30f) s.C[0][threadIdx.x] = 1;  // keeps the accumulators live
         return;
       }
@@ -193,11 +196,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
 #pragma unroll
         for (int c = 0; c < CHUNKS; ++c) {
           u16* slot = s.C[direct_q % EPI_STAGES] + cw * 64 * EPI_N;
-          stage_chunk_sw128<BN, 64>(acc, slot, 0, c);
+          if (NO_EPI != 3) stage_chunk_sw128<BN, 64>(acc, slot, 0, c);
           fence_proxy_async_smem();
           if (wg_leader) tma_store_wait_read<EPI_STAGES - 2>();  // the next chunk's slot was read
           named_barrier_sync(1 + cw, 128);
-          if (wg_leader) {
+          if (NO_EPI != 2 && wg_leader) {
             tma_store_2d(&tmap_c, slot, t.n0 + c * EPI_N, t.m0 + 64 * cw);
             tma_store_commit();
           }
