@@ -72,6 +72,10 @@ CONFIGS.update({
     "9:noepi": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_NO_EPI": 1}),
     "9:stageonly": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1, "GL_EXP_NO_EPI": 2}),
     "9:storeonly": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1, "GL_EXP_NO_EPI": 3}),
+    # C through the load/store unit: staged 16-byte stores (stg1), 4-byte stores from registers (stg2)
+    "9:stg1": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 1}),
+    "9:stg2": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 2}),
+    "9:c1stg1": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 1}),
 })
 
 
@@ -101,6 +105,9 @@ class Kernel:
                 driver.TensorMap(b.data_ptr(), N, K, K, c["bn"] // cl, 64, self.bf16),
                 driver.TensorMap(out.data_ptr(), M, N, N, 64 if c["defines"].get("GL_EXP_EPI_DIRECT") else c["bm"], 64,
                                  self.bf16), M, N, K]
+        if c["defines"].get("GL_EXP_EPI_STG"):
+            import ctypes
+            args += [ctypes.c_uint64(out.data_ptr()), N]
         return driver.PreparedLaunch(self.kernel, (grid, 1, 1), (c["threads"], 1, 1), args,
                                      stream=torch.cuda.current_stream().cuda_stream,
                                      dynamic_smem=self.smem, cluster=(cl, 1, 1)), grid

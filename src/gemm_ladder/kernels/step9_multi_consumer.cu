@@ -54,6 +54,13 @@ constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN, STREAM_K = GL_STREAM_K;
 #ifndef GL_EXP_NO_EPI
 #define GL_EXP_NO_EPI 0
 #endif
+// GL_EXP_EPI_STG: C leaves through the load/store unit instead of TMA: 1 = staged (stmatrix,
+// then 16-byte ld.shared + st.global per thread), 2 = straight from registers (4-byte stores).
+#ifndef GL_EXP_EPI_STG
+#define GL_EXP_EPI_STG 0
+#endif
+constexpr int EPI_STG = GL_EXP_EPI_STG;
+static_assert(EPI_STG == 0 || (!STREAM_K && !GL_EXP_EPI_DIRECT && GL_EXP_NO_EPI == 0 && EPI_STAGES >= 2), "st.global probes");
 constexpr bool EPI_DIRECT = GL_EXP_EPI_DIRECT;
 constexpr int NO_EPI = GL_EXP_NO_EPI;
 static_assert(NO_EPI <= 1 || EPI_DIRECT, "stage-only / store-only probes run with direct stores");
@@ -94,6 +101,9 @@ static_assert(!STREAM_K || DEPTH * (BM + BN) * BK * 2 >= CONSUMERS * 64 * BN * 4
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                           const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K
+#if GL_EXP_EPI_STG
+                          , u16* __restrict__ Cg, int ldc
+#endif
 #if GL_STREAM_K
                           , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
 #endif
@@ -129,7 +139,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                                                       tiles.rank);
       }, sk_tiles, sk_ctas);
       tr.finish();
-    } else if (!EPI_DIRECT && NO_EPI == 0 && warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
+    } else if (!EPI_DIRECT && NO_EPI == 0 && EPI_STG == 0 && warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
@@ -192,6 +202,38 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         if (acc[0] == 1.2345e-30f) s.C[0][threadIdx.x] = 1;  // keeps the accumulators live
         return;
       }
+#if GL_EXP_EPI_STG
+      if (EPI_STG == 2) {  // registers -> global: pairs of columns, 4-byte stores
+        const int tt = threadIdx.x % 128, w = tt / 32, l = tt % 32;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = t.m0 + 64 * cw + 16 * w + l / 4 + 8 * h, col = t.n0 + 8 * j + 2 * (l % 4);
+            if (row < M && col < N)
+              *reinterpret_cast<u32*>(Cg + (long long)row * ldc + col) = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          }
+        return;
+      }
+      if (EPI_STG == 1) {  // staged: stmatrix, then 16-byte rows out through st.global
+        const int tt = threadIdx.x % 128;
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) {
+          u16* slot = s.C[direct_q % EPI_STAGES] + cw * 64 * EPI_N;
+          stage_chunk_sw128<BN, 64>(acc, slot, 0, c);
+          named_barrier_sync(1 + cw, 128);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int i = tt + 128 * k, r = i / 8, u = i % 8;
+            const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u8*>(slot) + r * 128 + ((u ^ (r % 8)) * 16));
+            const int row = t.m0 + 64 * cw + r, col = t.n0 + c * EPI_N + 8 * u;
+            if (row < M && col < N) *reinterpret_cast<uint4*>(Cg + (long long)row * ldc + col) = v;
+          }
+          ++direct_q;
+        }
+        return;
+      }
+#endif
       if (EPI_DIRECT) {  // each consumer stages and stores its own 64 rows of each chunk
 #pragma unroll
         for (int c = 0; c < CHUNKS; ++c) {
