@@ -76,6 +76,11 @@ CONFIGS.update({
     "9:stg1": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 1}),
     "9:stg2": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 2}),
     "9:c1stg1": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 1}),
+    # L2 eviction hints: C stores evict-first (cef), A/B loads evict-last (abel), both
+    "9:cef": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1}),
+    "9:abel": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_AB_EVICT_LAST": 1}),
+    "9:cefabel": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1, "GL_EXP_AB_EVICT_LAST": 1}),
+    "9:c1cef": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1}),
 })
 
 
