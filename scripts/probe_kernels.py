@@ -81,6 +81,11 @@ CONFIGS.update({
     "9:abel": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_AB_EVICT_LAST": 1}),
     "9:cefabel": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1, "GL_EXP_AB_EVICT_LAST": 1}),
     "9:c1cef": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1}),
+    # the whole tile staged at once (a slot per chunk, depth 3), each consumer storing its half
+    "9:d3e4direct": _cfg(*_S9D3, 2, 2, 4, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
+    "9:c1d3e4direct": _cfg(*_S9D3, 1, 2, 4, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
+    "9:d3e4": _cfg(*_S9D3, 2, 2, 4, extra={"GL_GROUP_M": 16}),
+    "9:d3direct": _cfg(*_S9D3, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
 })
 
 

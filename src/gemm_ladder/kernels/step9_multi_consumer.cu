@@ -234,6 +234,20 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         return;
       }
 #endif
+      if (EPI_DIRECT && EPI_STAGES >= CHUNKS) {  // a slot per chunk: stage the whole half-tile, then store it
+        if (wg_leader) tma_store_wait_read<0>();  // the previous tile's stores have read their slots
+        named_barrier_sync(1 + cw, 128);
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) stage_chunk_sw128<BN, 64>(acc, s.C[c] + cw * 64 * EPI_N, 0, c);
+        fence_proxy_async_smem();
+        named_barrier_sync(1 + cw, 128);
+        if (wg_leader) {
+#pragma unroll
+          for (int c = 0; c < CHUNKS; ++c) tma_store_2d(&tmap_c, s.C[c] + cw * 64 * EPI_N, t.n0 + c * EPI_N, t.m0 + 64 * cw);
+          tma_store_commit();
+        }
+        return;
+      }
       if (EPI_DIRECT) {  // each consumer stages and stores its own 64 rows of each chunk
 #pragma unroll
         for (int c = 0; c < CHUNKS; ++c) {
