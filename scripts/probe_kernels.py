@@ -63,30 +63,9 @@ CONFIGS.update({
     "9:c1d3e4g16": _cfg(*_S9D3, 1, 2, 4, extra={"GL_GROUP_M": 16}),
     "8:d5g16": _cfg(*_S8, 2, 1, 0, extra={"GL_GROUP_M": 16}),
 })
-# The epilogue's share of step 9 (groups of 16 as the Step): each consumer stores its own
-# 64-row half of a chunk (GL_EXP_EPI_DIRECT, no writeback hand-off; a 64-row C box), and no
-# epilogue at all (GL_EXP_NO_EPI: the bound, wrong output by design).
-CONFIGS.update({
-    "9:direct": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
-    "9:c1direct": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
-    "9:noepi": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_NO_EPI": 1}),
-    "9:stageonly": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1, "GL_EXP_NO_EPI": 2}),
-    "9:storeonly": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1, "GL_EXP_NO_EPI": 3}),
-    # C through the load/store unit: staged 16-byte stores (stg1), 4-byte stores from registers (stg2)
-    "9:stg1": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 1}),
-    "9:stg2": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 2}),
-    "9:c1stg1": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_STG": 1}),
-    # L2 eviction hints: C stores evict-first (cef), A/B loads evict-last (abel), both
-    "9:cef": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1}),
-    "9:abel": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_AB_EVICT_LAST": 1}),
-    "9:cefabel": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1, "GL_EXP_AB_EVICT_LAST": 1}),
-    "9:c1cef": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_C_EVICT_FIRST": 1}),
-    # the whole tile staged at once (a slot per chunk, depth 3), each consumer storing its half
-    "9:d3e4direct": _cfg(*_S9D3, 2, 2, 4, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
-    "9:c1d3e4direct": _cfg(*_S9D3, 1, 2, 4, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
-    "9:d3e4": _cfg(*_S9D3, 2, 2, 4, extra={"GL_GROUP_M": 16}),
-    "9:d3direct": _cfg(*_S9D3, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EPI_DIRECT": 1}),
-})
+# The epilogue experiments of perf-notes item 31 (direct stores, no-epilogue bounds, stores
+# through the load/store unit, L2 hints, whole-tile staging) ran with switches in step 9's
+# source at commits d157a87..ce2510e, since removed.
 
 
 class Kernel:
@@ -113,11 +92,7 @@ class Kernel:
         grid = min(self.max_clusters, tiles) * cl
         args = [driver.TensorMap(a.data_ptr(), M, K, K, c["bm"], 64, self.bf16),
                 driver.TensorMap(b.data_ptr(), N, K, K, c["bn"] // cl, 64, self.bf16),
-                driver.TensorMap(out.data_ptr(), M, N, N, 64 if c["defines"].get("GL_EXP_EPI_DIRECT") else c["bm"], 64,
-                                 self.bf16), M, N, K]
-        if c["defines"].get("GL_EXP_EPI_STG"):
-            import ctypes
-            args += [ctypes.c_uint64(out.data_ptr()), N]
+                driver.TensorMap(out.data_ptr(), M, N, N, c["bm"], 64, self.bf16), M, N, K]
         return driver.PreparedLaunch(self.kernel, (grid, 1, 1), (c["threads"], 1, 1), args,
                                      stream=torch.cuda.current_stream().cuda_stream,
                                      dynamic_smem=self.smem, cluster=(cl, 1, 1)), grid

@@ -4,36 +4,9 @@
 #pragma once
 #include "gl_common.cuh"
 
-// Experiment switches (probe builds only): L2 eviction priority hints on the copies.
-// GL_EXP_C_EVICT_FIRST: stores of C marked evict-first; GL_EXP_AB_EVICT_LAST: loads evict-last.
-#ifndef GL_EXP_C_EVICT_FIRST
-#define GL_EXP_C_EVICT_FIRST 0
-#endif
-#ifndef GL_EXP_AB_EVICT_LAST
-#define GL_EXP_AB_EVICT_LAST 0
-#endif
-GL_DEVICE u64 l2_policy_evict_first() {
-  u64 p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-GL_DEVICE u64 l2_policy_evict_last() {
-  u64 p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-
 // Load the box at (x = inner/column coordinate, y = row coordinate) into smem_dst; the
 // copy engine credits its bytes to `bar` (complete_tx), which must expect them.
 GL_DEVICE void tma_load_2d(void* smem_dst, const CUtensorMap* map, u64* bar, int x, int y) {
-#if GL_EXP_AB_EVICT_LAST
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%3, %4}], [%2], %5;"
-      ::"r"(smem_u32(smem_dst)), "l"((u64)map), "r"(smem_u32(bar)), "r"(x), "r"(y), "l"(l2_policy_evict_last())
-      : "memory");
-  return;
-#endif
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%3, %4}], [%2];"
@@ -46,15 +19,6 @@ GL_DEVICE void tma_load_2d(void* smem_dst, const CUtensorMap* map, u64* bar, int
 // land in its own shared memory.
 GL_DEVICE void tma_load_2d_multicast(void* smem_dst, const CUtensorMap* map, u64* bar, int x, int y,
                                      u16 cta_mask) {
-#if GL_EXP_AB_EVICT_LAST
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
-      " [%0], [%1, {%3, %4}], [%2], %5, %6;"
-      ::"r"(smem_u32(smem_dst)), "l"((u64)map), "r"(smem_u32(bar)), "r"(x), "r"(y), "h"(cta_mask),
-        "l"(l2_policy_evict_last())
-      : "memory");
-  return;
-#endif
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
       " [%0], [%1, {%3, %4}], [%2], %5;"
@@ -64,11 +28,6 @@ GL_DEVICE void tma_load_2d_multicast(void* smem_dst, const CUtensorMap* map, u64
 
 // Store the box at (x, y) from smem_src; completion is tracked by bulk async-groups.
 GL_DEVICE void tma_store_2d(const CUtensorMap* map, const void* smem_src, int x, int y) {
-#if GL_EXP_C_EVICT_FIRST
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;"
-               ::"l"((u64)map), "r"(smem_u32(smem_src)), "r"(x), "r"(y), "l"(l2_policy_evict_first()) : "memory");
-  return;
-#endif
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                ::"l"((u64)map), "r"(smem_u32(smem_src)), "r"(x), "r"(y) : "memory");
 }

@@ -45,26 +45,6 @@ static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups"
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
 constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN, STREAM_K = GL_STREAM_K;
-// Experiment switches (probe builds only): each consumer stores its own 64-row half of a chunk
-// (no writeback hand-off), or no epilogue at all (a bound, wrong output); with direct stores,
-// GL_EXP_NO_EPI=2 stages but stores nothing, =3 stores without staging (wrong output).
-#ifndef GL_EXP_EPI_DIRECT
-#define GL_EXP_EPI_DIRECT 0
-#endif
-#ifndef GL_EXP_NO_EPI
-#define GL_EXP_NO_EPI 0
-#endif
-// GL_EXP_EPI_STG: C leaves through the load/store unit instead of TMA: 1 = staged (stmatrix,
-// then 16-byte ld.shared + st.global per thread), 2 = straight from registers (4-byte stores).
-#ifndef GL_EXP_EPI_STG
-#define GL_EXP_EPI_STG 0
-#endif
-constexpr int EPI_STG = GL_EXP_EPI_STG;
-static_assert(EPI_STG == 0 || (!STREAM_K && !GL_EXP_EPI_DIRECT && GL_EXP_NO_EPI == 0 && EPI_STAGES >= 2), "st.global probes");
-constexpr bool EPI_DIRECT = GL_EXP_EPI_DIRECT;
-constexpr int NO_EPI = GL_EXP_NO_EPI;
-static_assert(NO_EPI <= 1 || EPI_DIRECT, "stage-only / store-only probes run with direct stores");
-static_assert(!EPI_DIRECT || (EPI_STAGES >= 2 && !STREAM_K), "direct stores: two slots per consumer, no stream-K");
 static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K runs without a cluster");
 static_assert(!B_MN || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
 constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
@@ -101,9 +81,6 @@ static_assert(!STREAM_K || DEPTH * (BM + BN) * BK * 2 >= CONSUMERS * 64 * BN * 4
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                           const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K
-#if GL_EXP_EPI_STG
-                          , u16* __restrict__ Cg, int ldc
-#endif
 #if GL_STREAM_K
                           , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
 #endif
@@ -112,6 +89,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
   constexpr int sk_tiles = 0, sk_ctas = 1;
   float* ws = nullptr;
 #endif
+  const int pieces = sk_ctas / max(sk_tiles, 1);  // stream-K: the CTAs sharing each split tile
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
@@ -139,7 +117,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                                                       tiles.rank);
       }, sk_tiles, sk_ctas);
       tr.finish();
-    } else if (!EPI_DIRECT && NO_EPI == 0 && EPI_STG == 0 && warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
+    } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
@@ -147,7 +125,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
         const auto t = tiles.at(ct, BM, BN);
         int c0 = 0, c1 = CHUNKS;  // stream-K: a split tile's piece stores its slice of chunks
-        if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id % (sk_ctas / sk_tiles), sk_ctas / sk_tiles, c0, c1);
+        if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id % pieces, pieces, c0, c1);
         for (int c = c0; c < c1; ++c) {  // two consumers: one 128x64 chunk at a time
           store_staged<BM, EPI_N>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
           chunk_st.advance();
@@ -166,7 +144,6 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
     float acc[BN / 2];
-    int direct_q = 0;  // EPI_DIRECT: chunks this consumer has staged
     for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
       const int count = k1 - k0;  // >= 1
@@ -185,7 +162,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       int c0 = 0, c1 = CHUNKS;  // the chunks this CTA writes: all, or its slice of a split tile
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
         fence_acc(acc);
-        const int cta = tiles.cluster_id, p = sk_ctas / sk_tiles, j = cta % p;
+        const int cta = tiles.cluster_id, p = pieces, j = cta % p;
         slice_of(j, p, c0, c1);
         publish_slot(acc, Fixup{ws}, cta, cw, 1 + cw, c0, c1);
         tr.event(EV_ARRIVE, BAR_FIXUP, 0, 1, k0, t.id);  // the other chunks published
@@ -198,72 +175,6 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           if (i != j) slice_gather(acc, Fixup{ws}, cta - j + i, cw, 1 + cw, c0, c1, p - 1, stage);
         tr.event(EV_WAIT_END, BAR_FIXUP, 0, 1, k1, t.id);
       }
-      if (NO_EPI == 1) {
-        if (acc[0] == 1.2345e-30f) s.C[0][threadIdx.x] = 1;  // keeps the accumulators live
-        return;
-      }
-#if GL_EXP_EPI_STG
-      if (EPI_STG == 2) {  // registers -> global: pairs of columns, 4-byte stores
-        const int tt = threadIdx.x % 128, w = tt / 32, l = tt % 32;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = t.m0 + 64 * cw + 16 * w + l / 4 + 8 * h, col = t.n0 + 8 * j + 2 * (l % 4);
-            if (row < M && col < N)
-              *reinterpret_cast<u32*>(Cg + (long long)row * ldc + col) = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-          }
-        return;
-      }
-      if (EPI_STG == 1) {  // staged: stmatrix, then 16-byte rows out through st.global
-        const int tt = threadIdx.x % 128;
-#pragma unroll
-        for (int c = 0; c < CHUNKS; ++c) {
-          u16* slot = s.C[direct_q % EPI_STAGES] + cw * 64 * EPI_N;
-          stage_chunk_sw128<BN, 64>(acc, slot, 0, c);
-          named_barrier_sync(1 + cw, 128);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int i = tt + 128 * k, r = i / 8, u = i % 8;
-            const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const u8*>(slot) + r * 128 + ((u ^ (r % 8)) * 16));
-            const int row = t.m0 + 64 * cw + r, col = t.n0 + c * EPI_N + 8 * u;
-            if (row < M && col < N) *reinterpret_cast<uint4*>(Cg + (long long)row * ldc + col) = v;
-          }
-          ++direct_q;
-        }
-        return;
-      }
-#endif
-      if (EPI_DIRECT && EPI_STAGES >= CHUNKS) {  // a slot per chunk: stage the whole half-tile, then store it
-        if (wg_leader) tma_store_wait_read<0>();  // the previous tile's stores have read their slots
-        named_barrier_sync(1 + cw, 128);
-#pragma unroll
-        for (int c = 0; c < CHUNKS; ++c) stage_chunk_sw128<BN, 64>(acc, s.C[c] + cw * 64 * EPI_N, 0, c);
-        fence_proxy_async_smem();
-        named_barrier_sync(1 + cw, 128);
-        if (wg_leader) {
-#pragma unroll
-          for (int c = 0; c < CHUNKS; ++c) tma_store_2d(&tmap_c, s.C[c] + cw * 64 * EPI_N, t.n0 + c * EPI_N, t.m0 + 64 * cw);
-          tma_store_commit();
-        }
-        return;
-      }
-      if (EPI_DIRECT) {  // each consumer stages and stores its own 64 rows of each chunk
-#pragma unroll
-        for (int c = 0; c < CHUNKS; ++c) {
-          u16* slot = s.C[direct_q % EPI_STAGES] + cw * 64 * EPI_N;
-          if (NO_EPI != 3) stage_chunk_sw128<BN, 64>(acc, slot, 0, c);
-          fence_proxy_async_smem();
-          if (wg_leader) tma_store_wait_read<EPI_STAGES - 2>();  // the next chunk's slot was read
-          named_barrier_sync(1 + cw, 128);
-          if (NO_EPI != 2 && wg_leader) {
-            tma_store_2d(&tmap_c, slot, t.n0 + c * EPI_N, t.m0 + 64 * cw);
-            tma_store_commit();
-          }
-          ++direct_q;
-        }
-        return;
-      }
       // two consumers: the chunked epilogue; each consumer stages its 64 rows of the chunk.
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
@@ -273,7 +184,6 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         chunk_st.advance();
       }
     });
-    if (EPI_DIRECT && wg_leader) tma_store_wait_all<0>();
     tr.finish();
   }
   cluster_sync();  // as step 8: nobody leaves while the peer may still write into it
