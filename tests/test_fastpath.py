@@ -561,3 +561,24 @@ def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch):
     assert seen[0][3:] == (11, 22, [33, 44], 5, 2) and seen[1][3:] == (55, 66, [77, 88], 5, 2)
     with pytest.raises(driver.CudaError, match="cuLaunchKernelEx.*CUDA_ERROR_INVALID_VALUE"):
         L(0xbad, (1, 2), (3, 4))
+
+
+def test_misaligned_b_rows_choose_the_multicast_cluster(monkeypatch):
+    """A row-major b whose rows are not whole 32-byte sectors (N = 5000: 10000-byte rows) is
+    read in place by step 9, whose cluster multicasts B (select.MISALIGNED_B_COST); the same
+    problem with aligned rows, or with only a's rows so, keeps the selection's pick."""
+    gpu = FakeGpu(monkeypatch, emulate=False)  # the choice only: no product computed
+    a, b = torch.zeros(3000, 4000, dtype=torch.float16), torch.zeros(4000, 5000, dtype=torch.float16)
+    a_op, b_op = fastconfig.operand_layouts("mm", a, b, (True, True), 3000, 5000, 4000)
+    assert fastpath.b_rows_misaligned(b_op) and not fastpath.b_rows_misaligned(a_op)
+    gemm_ladder.matmul(a, b)
+    assert gpu.prepared[-1][0] == "9" == api.step_for(3000, 5000, 4000, b_mn=True, b_misaligned=True).key
+    assert gpu.prepared[-1][3] == {"GL_B_MN": 1} and gpu.launches_counted == 1  # b read N-major, in place
+    b16 = torch.zeros(4000, 5008, dtype=torch.float16)[:, :5000]  # the same values' shape in aligned rows
+    gemm_ladder.matmul(a, b16)
+    assert gpu.prepared[-1][0] == api.step_for(3000, 5000, 4000, b_mn=True).key != "9"
+    bt = torch.zeros(5000, 4008, dtype=torch.float16)[:, :4000]  # b.T K-major in rows of 4008: misaligned too
+    _, bt_op = fastconfig.operand_layouts("nt", a, bt, (True, True), 3000, 5000, 4000)
+    assert bt_op.major == "K" and fastpath.b_rows_misaligned(bt_op)
+    one = fastconfig.operand_layouts("nt", a, torch.zeros(1, 4000, dtype=torch.float16), (True, True), 3000, 1, 4000)[1]
+    assert not fastpath.b_rows_misaligned(one)  # a single row has no stride

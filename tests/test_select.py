@@ -133,3 +133,27 @@ def test_default_candidates_pick_a_registered_step():
     # whatever of 8 and 9 is registered in this checkout, the pick is a real step
     key = select.pick(4096, 4096, 4096)
     assert steps.get_step(key).accepts(4096, 4096, 4096)
+
+
+def test_misaligned_b_rows_go_to_the_multicast_cluster():
+    """B rows that are not whole 32-byte sectors cost the kernels fetching B alone (9:c1,
+    9:n192: 9-29 % measured) and not step 9, whose cluster multicasts B (perf-notes item 32):
+    with b_misaligned the model charges the former and considers step 9."""
+    assert select.rows_misaligned(5000) and select.rows_misaligned(4008) and select.rows_misaligned(1000)
+    assert not any(select.rows_misaligned(n) for n in (4000, 4096, 16, 5008))
+    aligned = select.choose(3000, 5000, 4000)
+    assert aligned.pick.key != "9" and "9" not in [s.key for s in aligned.scores]
+    mis = select.choose(3000, 5000, 4000, b_misaligned=True)
+    assert mis.pick.key == "9" and select.pick(3000, 5000, 4000, b_misaligned=True) == "9"
+    by_key = {s.key: s for s in mis.scores}
+    base = {s.key: s for s in aligned.scores}
+    for key in ("9:c1", "9:n192"):  # charged, and saying why
+        assert by_key[key].score_us == pytest.approx(base[key].score_us * (1 + select.MISALIGNED_B_COST))
+        assert "32-byte sectors" in by_key[key].why
+    assert "32-byte sectors" not in by_key["9"].why  # the multicast kernel is not
+    assert select.choose(8192, 8200, 8192, b_misaligned=True).pick.key == "9"
+    # one wave or a memory-bound shape: nothing charged, the pick stays
+    for shape in [(1000, 1000, 1000), (16, 4104, 4096), (128, 4104, 4096)]:
+        assert select.choose(*shape, b_misaligned=True).pick.key == select.choose(*shape).pick.key, shape
+    # 2048 x 2056: the 192-wide tile's better wave outweighs the charge (measured: 46.8 against 52.2 us)
+    assert select.choose(2048, 2056, 2048, b_misaligned=True).pick.key == "9:n192"

@@ -134,7 +134,9 @@ def cmd_explain(args) -> int:
             import torch
             sms = torch.cuda.get_device_properties(0).multi_processor_count
     dev = select.Device(sms=sms)
-    ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev)
+    mis = (select.contiguous_b_misaligned(args.N, args.K) if args.ldb is None
+           else args.N > 1 and select.rows_misaligned(args.ldb))
+    ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev, b_misaligned=mis)
     if args.json:
         print(json.dumps(ch.as_dict(), indent=1, default=str))
         return 0 if ch.pick else 1
@@ -186,6 +188,9 @@ def add_parsers(sub, dtype_type) -> None:
     e.add_argument("K", type=_dim, help="the reduction dimension")
     e.add_argument("--dtype", type=dtype_type, default="float16", help="fp16 or bf16 (default fp16)")
     e.add_argument("--sms", type=doors.number(int, 1, 1024), help="SM count (default: this Hopper GPU's, else 132)")
+    e.add_argument("--ldb", type=_dim, help="B's row stride in elements as the kernel reads it (default: K rounded "
+                                             "up to 8, a contiguous (N, K) b; N for a row-major (K, N) b). Rows "
+                                             "that are not whole 32-byte sectors change the pick")
     e.add_argument("--json", action="store_true", help="print the candidates as JSON")
     e.set_defaults(fn=cmd_explain)
 

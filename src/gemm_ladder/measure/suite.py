@@ -85,7 +85,7 @@ def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: sel
     if call != "kernel":
         return _measure_call(bench, shape, row, torch_dtype, hbm_gbs, device)
     try:
-        choice = select.choose(M, N, K, dtype, device=device)
+        choice = select.choose(M, N, K, dtype, device=device, b_misaligned=select.contiguous_b_misaligned(N, K))
         row.selection, row.model_us = choice.reason, (choice.pick.score_us if choice.pick else math.nan)
         st = choice.step  # raises when nothing takes the shape
         pick = choice.pick
@@ -307,7 +307,8 @@ def plan_suite(name: str, dtypes: list[str], device: select.Device = select.Devi
     out = []
     for dtype in dtypes:
         for s in suites_mod.get_suite(name):
-            ch = select.choose(s.M, s.N, s.K, dtype, device=device)
+            ch = select.choose(s.M, s.N, s.K, dtype, device=device,
+                               b_misaligned=select.contiguous_b_misaligned(s.N, s.K))
             out.append({"M": s.M, "N": s.N, "K": s.K, "dtype": dtype, "group": s.group, "label": s.label,
                         "kernel": ch.pick.key if ch.pick else None,
                         "padded": bool(ch.pick and ch.pick.padded), "reps": reps_for(s.flop),

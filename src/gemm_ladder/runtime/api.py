@@ -25,6 +25,12 @@ The rule (`step_for`), computed once per configuration:
    copy of 128 KB costs ~6.4 us against 9:c1's 58 us -> copy. A row-major `b` at decode
    shapes is read in place by the family (its GL_B_MN build): copying it cost ~10x the GEMM
    (16 x 4096 x 14336: 416 against 42 us for torch.matmul, docs/perf-notes.md item 29).
+4. B rows that are not whole 32-byte sectors (`b_misaligned`, from the row stride the
+   kernel reads B with: a row-major b of N = 8 mod 16 columns, a K-major b of K = 8 mod 16)
+   slow the kernels that fetch B alone, not step 9, whose cluster multicasts it: the
+   selection charges them (select.MISALIGNED_B_COST) and considers step 9 too. E.g.
+   3000x5000x4000 with a row-major b (rows of 10000 bytes): 9:n192 235 us, step 9 184 us
+   (docs/perf-notes.md, item 32).
 `step=` forces a step; MN-major operands go to it directly when it reads them so
 (`steps.reads_mn`), else they are copied.
 """
@@ -52,15 +58,17 @@ def _torch():
 
 
 @functools.lru_cache(maxsize=64)
-def _pick_among(M: int, N: int, K: int, dtype: str, sms: int, keys: tuple[str, ...]) -> str | None:
+def _pick_among(M: int, N: int, K: int, dtype: str, sms: int, keys: tuple[str, ...],
+                b_misaligned: bool = False) -> str | None:
     """select.choose's pick among `keys`; None when none of them accepts the shape."""
-    ch = select.choose(M, N, K, dtype, device=select.Device(sms=sms), candidates=list(keys))
+    ch = select.choose(M, N, K, dtype, device=select.Device(sms=sms), candidates=list(keys),
+                       b_misaligned=b_misaligned)
     return ch.pick.key if ch.pick else None
 
 
-def _candidates(want) -> tuple[str, ...]:
+def _candidates(want, b_misaligned: bool = False) -> tuple[str, ...]:
     out = []
-    for key in select.CANDIDATES:
+    for key in select.candidate_keys(b_misaligned):
         try:
             st = get_step(key)
         except KeyError:
@@ -72,20 +80,22 @@ def _candidates(want) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFAULT, a_mn: bool = False,
-             b_mn: bool = False):
+             b_mn: bool = False, b_misaligned: bool = False):
     """The kernel `matmul` runs for (M, N, K) >= 1 when `a_mn`/`b_mn` say an operand could be
-    read in place only MN-major (module docstring); a Step or a kernel-family entry."""
+    read in place only MN-major and `b_misaligned` that B's rows are not whole 32-byte sectors
+    (module docstring); a Step or a kernel-family entry."""
+    bm = b_misaligned
     try:
-        st = get_step(select.pick(M, N, K, dtype, sms))
+        st = get_step(select.pick(M, N, K, dtype, sms, bm))
     except LookupError as e:
         raise launch.ShapeError(f"no kernel takes {M}x{N}x{K}: {e}") from None
     if not isinstance(st, Step) and not st.accepts(M, N, round_up(K, 8)):
-        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step)))
+        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step), bm), bm)
         st = get_step(key) if key else st
     if not _reads(st, a_mn, b_mn):  # (a family entry must take the shape as rule 2 says)
         key = _pick_among(M, N, K, dtype, sms, _candidates(
-            lambda s: _reads(s, a_mn, b_mn) and (isinstance(s, Step) or s.accepts(M, N, round_up(K, 8)))))
-        if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn)):
+            lambda s: _reads(s, a_mn, b_mn) and (isinstance(s, Step) or s.accepts(M, N, round_up(K, 8))), bm), bm)
+        if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn, bm)):
             st = get_step(key)
     return st
 
@@ -96,7 +106,8 @@ def _reads(st, a_mn: bool, b_mn: bool) -> bool:
     return (a_ok or not a_mn) and (b_ok or not b_mn)
 
 
-def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn: bool) -> bool:
+def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn: bool,
+                b_misaligned: bool = False) -> bool:
     """In the selection's model: `st` after copying the MN-major operand(s) K-major is slower
     than `in_place` reading them as they are."""
     dev = select.Device(sms=sms)
@@ -104,7 +115,9 @@ def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn
     a_cp, b_cp = a_mn and not a_ok, b_mn and not b_ok  # the operands st would need copied
     copy_bytes = 2 * select.ELEMENT_BYTES * K * ((M if a_cp else 0) + (N if b_cp else 0))  # read + write
     copy_us = (int(a_cp) + int(b_cp)) * COPY_LAUNCH_US + copy_bytes / (TRANSPOSE_COPY_TBS * 1e12) * 1e6
-    return select.score(st, M, N, K, dev).score_us + copy_us > select.score(in_place, M, N, K, dev).score_us
+    b_mis_st = select.rows_misaligned(round_up(K, 8)) if b_cp else b_misaligned  # a copy's rows: K-major
+    return (select.score(st, M, N, K, dev, b_mis_st).score_us + copy_us
+            > select.score(in_place, M, N, K, dev, b_misaligned).score_us)
 
 
 def best_step(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "float16", sms: int = SMS_DEFAULT):

@@ -87,7 +87,15 @@ def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
         return None
     a_op, b_op = fastconfig.operand_layouts(kind, a, b, (True, True), M, N, K)  # what could be read in place
     dev = fastconfig._device_index(a.device)
-    return api.step_for(M, N, K, _dtype_name(a.dtype), launch.num_sms(dev), *fastconfig.mn_flags(a_op, b_op))
+    return api.step_for(M, N, K, _dtype_name(a.dtype), launch.num_sms(dev), *fastconfig.mn_flags(a_op, b_op),
+                        b_rows_misaligned(b_op))
+
+
+def b_rows_misaligned(b_op) -> bool:
+    """B's rows, as the kernel reads them (in place, or from the K-major copy), are not whole
+    32-byte sectors (select.rows_misaligned); a single line has no row stride."""
+    lines = b_op.k if b_op.major == "MN" else b_op.rows
+    return lines > 1 and select.rows_misaligned(b_op.ld if b_op.direct else b_op.staged_ld)
 
 
 # ---- the per-call path -------------------------------------------------------------------
@@ -192,7 +200,7 @@ def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str
     if step is not None:
         kernels = [get_step(step) if isinstance(step, (str, int)) else step]
     else:
-        kernels = [get_step(k) for k in select.CANDIDATES]
+        kernels = [get_step(k) for k in select.candidate_keys(b_misaligned=True)]
     with fastconfig._building(dev):
         for st in kernels:
             a_ok, b_ok = reads_mn(st) if mn_major else (False, False)

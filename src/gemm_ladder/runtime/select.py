@@ -19,6 +19,13 @@ family is one entry in CANDIDATES. The model (docs/suite.md):
   score          max(t_compute / wave eff, t_memory / mem wave eff)       lower is better
                  (+ the second launch's fixed cost for a split-K deal with split tiles)
 
+B rows that are not whole 32-byte sectors (16-byte aligned, `rows_misaligned`: a K-major B
+with K = 8 mod 16, a row-major b with N = 8 mod 16) slow a compute-bound ladder kernel that
+fetches its own B tiles from L2 by MISALIGNED_B_COST, but not step 9, whose 2-CTA cluster
+multicasts B (each CTA fetches half of it): with `b_misaligned` such candidates are charged
+that cost when they need two waves or more, and where the best of them is so charged, step 9
+joins the candidates (MISALIGNED_B_CANDIDATES).
+
 Scores within TIE of the best are treated as equal (the model is not finer than that);
 among those the pick is the candidate moving the fewest operand bytes from L2 into shared
 memory (`operand_bytes`: each CTA reads its A and B tiles once per k-tile, a cluster reads
@@ -46,6 +53,23 @@ CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n192", "smallm:n128", "smallm", "sma
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
+# Measured (docs/perf-notes.md, item 32): B rows at 16-byte but not 32-byte offsets cost 9:c1 and
+# 9:n192 9-29 % from 2048^2 to 8192^2 problems (each 128-byte box row of B touches five 32-byte
+# sectors, and B is two thirds of the operand traffic from L2), ~1 % when only A's rows are so,
+# and step 9 with its multicast cluster within 1 %. One cost for all: the low end of the range.
+MISALIGNED_B_COST = 0.15
+MISALIGNED_B_CANDIDATES: list[str] = ["9"]
+SECTOR_BYTES = 32
+
+
+def rows_misaligned(row_stride_elems: int) -> bool:
+    """Rows `row_stride_elems` apart start at 16-byte but not 32-byte offsets (of each other)."""
+    return (row_stride_elems * ELEMENT_BYTES) % SECTOR_BYTES != 0
+
+
+def contiguous_b_misaligned(N: int, K: int) -> bool:
+    """A contiguous K-major B (N x K, what matmul_nt reads; K padded to 8) has such rows."""
+    return N > 1 and rows_misaligned(-(-K // 8) * 8)
 
 
 @dataclass(frozen=True)
@@ -148,6 +172,7 @@ class Score:
     padded_flop: float = math.nan
     bound: str = ""
     why: str = ""
+    slowed: bool = False  # charged MISALIGNED_B_COST
 
 
 def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
@@ -155,7 +180,7 @@ def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
     return M, N + (-N) % 8, K + (-K) % 8
 
 
-def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
+def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misaligned: bool = False) -> Score:
     s = Score(step.key, step.label)
     shape = (M, N, K)
     if not step.accepts(*shape):
@@ -218,12 +243,18 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device()) -> Score:
         s.score_us += getattr(step, "split_overhead_bytes", 0.0) / (dev.hbm_tbs * 1e12) * 1e6
     s.l2_bytes = operand_bytes(step, *shape)
     s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
+    s.slowed = slowed = (b_misaligned and isinstance(step, Step) and f.cluster_m == 1 and s.bound == "compute"
+                         and s.waves >= 2)
+    if slowed:  # B's rows straddle sectors and no cluster shares its fetches
+        s.score_us *= 1 + MISALIGNED_B_COST
     s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "
              f"{s.tiles} tiles of {cm_rows}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
              + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else "")
              + (f"; {describe_deal(deal)}" if deal is not None else "")
-             + (f"; stream-K: the last {sk_tiles} tiles in {sk_ctas // sk_tiles} pieces each" if sk_tiles else ""))
+             + (f"; stream-K: the last {sk_tiles} tiles in {sk_ctas // sk_tiles} pieces each" if sk_tiles else "")
+             + (f"; B rows not whole 32-byte sectors, fetched without multicast: +{MISALIGNED_B_COST:.0%}"
+                if slowed else ""))
     return s
 
 
@@ -277,11 +308,17 @@ def _candidate_steps(candidates) -> list[tuple[str, Step | None]]:
     return out
 
 
+def candidate_keys(b_misaligned: bool = False) -> list[str]:
+    """The default candidates; with B rows that are not whole sectors, step 9 too."""
+    return CANDIDATES + (MISALIGNED_B_CANDIDATES if b_misaligned else [])
+
+
 def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = Device(),
-           candidates=None) -> Choice:
-    """Score every candidate on (M, N, K) and pick one (module docstring)."""
+           candidates=None, b_misaligned: bool = False) -> Choice:
+    """Score every candidate on (M, N, K) and pick one (module docstring). b_misaligned: B's
+    rows (as the kernel reads them) are not whole 32-byte sectors (`rows_misaligned`)."""
     ch = Choice(M, N, K, dtype, device)
-    for key, st in _candidate_steps(CANDIDATES if candidates is None else candidates):
+    for key, st in _candidate_steps(candidate_keys(b_misaligned) if candidates is None else candidates):
         if st is None or getattr(st, "model_only", False):
             ch.scores.append(Score(key, available=False, why="not in the step registry" if st is None
                                    else "model only: no kernel yet"))
@@ -290,8 +327,14 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
         if dtype not in dtypes:
             ch.scores.append(Score(key, st.label, why=f"does not support {dtype}"))
             continue
-        ch.scores.append(score(st, M, N, K, device))
+        ch.scores.append(score(st, M, N, K, device, b_misaligned))
     ok = [s for s in ch.scores if s.accepted]
+    extra = [s for s in ok if b_misaligned and s.key in MISALIGNED_B_CANDIDATES and s.key not in CANDIDATES]
+    rest = [s for s in ok if s not in extra]
+    if extra and rest and not min(rest, key=lambda s: s.score_us).slowed:
+        for s in extra:  # only where the misalignment is what the best of the others pays
+            s.why += "; considered only where B's misalignment slows the best of the others"
+        ok = rest
     if not ok:
         ch.reason = "no candidate accepts the shape, even padded"
         return ch
@@ -308,9 +351,9 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
 
 
 @functools.lru_cache(maxsize=4096)
-def pick(M: int, N: int, K: int, dtype: str = "float16", sms: int = 132) -> str:
+def pick(M: int, N: int, K: int, dtype: str = "float16", sms: int = 132, b_misaligned: bool = False) -> str:
     """The chosen step key, memoized: cheap enough for a matmul call path."""
-    return choose(M, N, K, dtype, device=Device(sms=sms)).step.key
+    return choose(M, N, K, dtype, device=Device(sms=sms), b_misaligned=b_misaligned).step.key
 
 
 def explain_rows(ch: Choice) -> list[dict]:
