@@ -22,6 +22,8 @@ ap.add_argument("--splits", default="1,2,3,4")
 ap.add_argument("--ladder", default="7:d4,9:c1")
 ap.add_argument("--skwaves", default="132,128", help="grid sizes of the fixup deals")
 ap.add_argument("--sk", default="", help="stream-K fixup entries (c2,c2n128,...): one wave of 132 and of 128 CTAs")
+ap.add_argument("--adhoc", default="", help="ad-hoc family entries, e.g. n64:bn=64:depth=12 (from 'smallm', "
+                "integer fields), probed like --fams")
 ap.add_argument("--models", default="", help="deal-model constants to compare, e.g. old:0.85:1.0,new:0.65:2.0 "
                 "(name:HBM_SATURATION:WORKSPACE_COST); each adds <fam>:<name> with the deal picked under them")
 args = ap.parse_args()
@@ -30,6 +32,9 @@ F = smallm.FAMILIES
 BIG = 1 << 30
 fams = {k: smallm.with_fields(F[k] if k in F else F[f"smallm:{k}"], "anym", max_m=BIG)
         for k in filter(None, args.fams.split(","))}
+for spec in filter(None, args.adhoc.split(",")):
+    name, *kv = spec.split(":")
+    fams[name] = smallm.with_fields(F["smallm"], name, max_m=BIG, **{k: int(v) for k, v in (x.split("=") for x in kv)})
 SPLITS = [int(x) for x in args.splits.split(",")] if args.splits else []
 bench = Bench(0)
 sms = launch.num_sms(0)
