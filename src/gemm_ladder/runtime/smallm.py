@@ -58,7 +58,10 @@ FIXUP_SLOT_READS = 2  # fixup: the owner's slot reads, in slots (~a k-tile's wor
 # The deal model's two measured constants (an entry may carry its own; docs/perf-notes.md,
 # item 21): this share of the SMs streaming at once draws (nearly) the full HBM bandwidth ...
 HBM_SATURATION = 0.65
-WORKSPACE_COST = 2.0  # ... and the fp32 pieces cost this many times their bytes' streaming time
+# ... and the fp32 pieces cost this many times their bytes' streaming time: 4, not the 2 of item
+# 21, since every shape whose deal moved from 2 to 4 measured as fast or faster (item 33: 64 x
+# 4096 x 4096 21.4 -> 20.1 us on 2 planes instead of 4, 192 x 2048 x 2048 14.3 -> 13.1 us)
+WORKSPACE_COST = 4.0
 # clusters of P of this kernel resident at once on the H200 (cuOccupancyMaxActiveClusters):
 # clusters sit inside a GPC, so 4 and 8 fit 120 CTAs, not 128
 CLUSTER_SLOTS = {2: 66, 4: 30, 8: 15}
