@@ -1,4 +1,4 @@
-"""Compile every kernel strictly (no spills, no wgmma serialization warnings), with the
+"""Compile every kernel strictly (no spills, no wgmma serialization warnings, no compiler warnings), with the
 NVRTC this Python finds: every ladder step and variant and every small-M family entry, fp16
 and bf16, plus the debug (bounded waits) and trace builds and the builds for MN-major operands
 (an M-major A, an N-major B) of the kernels that read them. Needs no GPU and no torch:
@@ -11,7 +11,10 @@ under another.
 """
 from __future__ import annotations
 
+import re
 import sys
+
+FRONT_END_WARNING = re.compile(r"warning #\d+")
 
 
 def main() -> int:
@@ -31,9 +34,13 @@ def main() -> int:
                 continue  # nothing to bound or trace in the lockstep steps
             for bf16 in (False, True):
                 try:
-                    st.compile(bf16=bf16, extra_defines=extra, use_cache=False, strict=True)
+                    k = st.compile(bf16=bf16, extra_defines=extra, use_cache=False, strict=True)
                 except Exception as e:  # report every failure, not only the first
                     failures.append(f"{st.key} bf16={bf16} {extra}: {str(e).splitlines()[0]}")
+                    continue
+                # the front end's warnings too (e.g. a division by zero in a branch a build leaves dead)
+                failures += [f"{st.key} bf16={bf16} {extra}: {w}" for w in dict.fromkeys(k.report.warnings)
+                             if FRONT_END_WARNING.search(w)]
     print(f"NVRTC {major}.{minor}: {len(targets)} kernels, {len(failures)} failed builds")
     for f in failures:
         print("  " + f)
