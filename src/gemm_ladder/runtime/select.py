@@ -54,9 +54,9 @@ TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N t
 HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 # Measured (docs/perf-notes.md, item 32): B rows at 16-byte but not 32-byte offsets cost 9:c1 and
-# 9:n192 9-29 % from 2048^2 to 8192^2 problems (each 128-byte box row of B touches five 32-byte
-# sectors, and B is two thirds of the operand traffic from L2), ~1 % when only A's rows are so,
-# and step 9 with its multicast cluster within 1 %. One cost for all: the low end of the range.
+# 9:n192 9-29 % from 2048^2 to 8192^2 problems, N-major or K-major (each 128-byte box row of B
+# touches five 32-byte sectors, and B is two thirds of the operand traffic from L2), ~1 % when
+# only A's rows are so, and step 9 with its multicast cluster 0-2 %. One cost for all: the low end.
 MISALIGNED_B_COST = 0.15
 MISALIGNED_B_CANDIDATES: list[str] = ["9"]
 SECTOR_BYTES = 32
