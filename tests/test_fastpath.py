@@ -582,3 +582,10 @@ def test_misaligned_b_rows_choose_the_multicast_cluster(monkeypatch):
     assert bt_op.major == "K" and fastpath.b_rows_misaligned(bt_op)
     one = fastconfig.operand_layouts("nt", a, torch.zeros(1, 4000, dtype=torch.float16), (True, True), 3000, 1, 4000)[1]
     assert not fastpath.b_rows_misaligned(one)  # a single row has no stride
+    a2 = torch.zeros(3000, 3008, dtype=torch.float16)
+    odd = fastconfig.operand_layouts("nt", a2, torch.zeros(40, 4000, dtype=torch.float16)[:, 1:3009], (True, True),
+                                     3000, 40, 3008)[1]  # a 2-byte offset: copied, into rows of 3008 (whole sectors)
+    assert not odd.direct and not fastpath.b_rows_misaligned(odd)
+    odd = fastconfig.operand_layouts("nt", a2[:, :3000], torch.zeros(40, 4000, dtype=torch.float16)[:, 1:3001],
+                                     (True, True), 3000, 40, 3000)[1]  # copied into rows of 3000: not whole sectors
+    assert not odd.direct and fastpath.b_rows_misaligned(odd)
