@@ -84,7 +84,7 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
         store_staged<BM, BN>(epi, PipelineState<1>((phases >> w) & 1u), &tmap_c, s.C[w], t.n0, t.m0, w, t.id);
         phases ^= 1u << w;
       }
-      tma_store_wait_all<0>();
+      tma_store_wait_exit();
       tr.finish();
     }
   } else {  // ── MMA CONSUMERS, taking turns ──────────────────────────────────────────

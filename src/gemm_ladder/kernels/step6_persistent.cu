@@ -126,6 +126,6 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
       tr.event(EV_STORE_ISSUE, 0, 0, 0, 0, tile);
     }
   }
-  if (leader) tma_store_wait_all<0>();
+  if (leader) tma_store_wait_exit();
   tr.finish();
 }

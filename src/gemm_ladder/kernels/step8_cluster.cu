@@ -109,7 +109,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         store_staged<BM, BN>(epi, acc, &tmap_c, s.C, t.n0, t.m0, 0, t.id);
         acc.advance();
       }
-      tma_store_wait_all<0>();
+      tma_store_wait_exit();
       tr.finish();
     }
   } else {  // ── MMA CONSUMER (warpgroup 1) ──────────────────────────────────────────

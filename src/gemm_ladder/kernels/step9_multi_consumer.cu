@@ -131,7 +131,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           chunk_st.advance();
         }
       });
-      tma_store_wait_all<0>();
+      tma_store_wait_exit();
       tr.finish();
     }
   } else {  // ── MMA CONSUMERS (warpgroups 1 .. CONSUMERS) ────────────────────────────
