@@ -63,13 +63,7 @@ CONFIGS.update({
     "9:c1d3e4g16": _cfg(*_S9D3, 1, 2, 4, extra={"GL_GROUP_M": 16}),
     "8:d5g16": _cfg(*_S8, 2, 1, 0, extra={"GL_GROUP_M": 16}),
 })
-# A storing role's exit: waiting for the C writes to land (GL_EXP_EXIT_WAIT_ALL, as the kernels
-# did before perf-notes item 34) or only for the staging reads (tma_store_wait_exit).
-CONFIGS.update({
-    "9:g16exitall": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EXIT_WAIT_ALL": 1}),
-    "9:c1g16exitall": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16, "GL_EXP_EXIT_WAIT_ALL": 1}),
-    "8:d5g16exitall": _cfg(*_S8, 2, 1, 0, extra={"GL_GROUP_M": 16, "GL_EXP_EXIT_WAIT_ALL": 1}),
-})
+# The exit-wait experiment of perf-notes item 34 (GL_EXP_EXIT_WAIT_ALL) ran at 5a65efa, since removed.
 # The epilogue experiments of perf-notes item 31 (direct stores, no-epilogue bounds, stores
 # through the load/store unit, L2 hints, whole-tile staging) ran with switches in step 9's
 # source at commits d157a87..ce2510e, since removed.

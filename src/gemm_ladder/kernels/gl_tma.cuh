@@ -43,15 +43,8 @@ template <int N> GL_DEVICE void tma_store_wait_all() {
 
 // A storing role's last wait before it exits: the staging must outlive the copy engine's reads
 // of it; the writes themselves reach global memory before the grid completes (nothing in the
-// kernel reads them back), so waiting for them too would only keep the CTA alive longer.
-// GL_EXP_EXIT_WAIT_ALL=1 (probe builds) waits for the writes as well.
-#ifndef GL_EXP_EXIT_WAIT_ALL
-#define GL_EXP_EXIT_WAIT_ALL 0
-#endif
-GL_DEVICE void tma_store_wait_exit() {
-  if (GL_EXP_EXIT_WAIT_ALL) tma_store_wait_all<0>();
-  else tma_store_wait_read<0>();
-}
+// kernel reads them back). Waiting for them too measured the same (docs/perf-notes.md, item 34).
+GL_DEVICE void tma_store_wait_exit() { tma_store_wait_read<0>(); }
 
 GL_DEVICE void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"((u64)map) : "memory");

@@ -84,18 +84,18 @@ def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFA
     """The kernel `matmul` runs for (M, N, K) >= 1 when `a_mn`/`b_mn` say an operand could be
     read in place only MN-major and `b_misaligned` that B's rows are not whole 32-byte sectors
     (module docstring); a Step or a kernel-family entry."""
-    bm = b_misaligned
+    mis = b_misaligned
     try:
-        st = get_step(select.pick(M, N, K, dtype, sms, bm))
+        st = get_step(select.pick(M, N, K, dtype, sms, mis))
     except LookupError as e:
         raise launch.ShapeError(f"no kernel takes {M}x{N}x{K}: {e}") from None
     if not isinstance(st, Step) and not st.accepts(M, N, round_up(K, 8)):
-        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step), bm), bm)
+        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step), mis), mis)
         st = get_step(key) if key else st
     if not _reads(st, a_mn, b_mn):  # (a family entry must take the shape as rule 2 says)
         key = _pick_among(M, N, K, dtype, sms, _candidates(
-            lambda s: _reads(s, a_mn, b_mn) and (isinstance(s, Step) or s.accepts(M, N, round_up(K, 8))), bm), bm)
-        if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn, bm)):
+            lambda s: _reads(s, a_mn, b_mn) and (isinstance(s, Step) or s.accepts(M, N, round_up(K, 8))), mis), mis)
+        if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn, mis)):
             st = get_step(key)
     return st
 
