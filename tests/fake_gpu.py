@@ -72,6 +72,7 @@ class FakeTensorMap:
         assert box_cols * 2 <= 128 and box_rows <= 256
         self.ptr, self.rows, self.cols, self.ld = ptr, rows, cols, row_stride_elems
         self.box = (box_rows, box_cols)
+        self.swizzle_128b = swizzle_128b
         self.dtype = torch.bfloat16 if bf16 else torch.float16
         self._storage = ctypes.create_string_buffer(128)  # stands for the CUtensorMap bytes
         FakeTensorMap.registry[self.address()] = self
@@ -177,10 +178,15 @@ class FakeGpu:
         if function.name == smallm.SmallM.entry:
             return self._splitk(rec, args_ptr)
         st = steps.get_step(function.key)
-        slots = (ctypes.c_void_p * (9 if st.stream_k else 6)).from_address(args_ptr)
-        rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3)]
-        rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3, 6))
-        ma, mb, mc = rec.maps
+        tail = 1 if st.c_tail_box else 0  # a narrow last chunk's C map follows C's
+        slots = (ctypes.c_void_p * ((9 if st.stream_k else 6) + tail)).from_address(args_ptr)
+        rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3 + tail)]
+        rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3 + tail, 6 + tail))
+        ma, mb, mc = rec.maps[:3]
+        if tail:  # the same C, boxed as the kernel's last chunk, unswizzled
+            mt = rec.maps[3]
+            assert (mt.ptr, mt.rows, mt.cols, mt.ld) == (mc.ptr, mc.rows, mc.cols, mc.ld) and mt.box == st.c_tail_box
+            assert not mt.swizzle_128b and mc.swizzle_128b
         A = ma.view().t() if function.defines.get("GL_A_MN") else ma.view()
         B = mb.view().t() if function.defines.get("GL_B_MN") else mb.view()
         assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K) and (mc.rows, mc.cols) == (rec.M, rec.N)

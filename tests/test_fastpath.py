@@ -252,7 +252,7 @@ def test_tiny_shapes_read_mn_major_in_place(gpu):
     (9:c1 or 9:n192, whichever the model prefers), not copied for the family (issue 9)."""
     assert _small_m(api.step_for(128, 128, 128).key)
     mn = api.step_for(128, 128, 128, a_mn=True).key
-    assert mn in ("9:c1", "9:n192")
+    assert mn in ("9:c1", "9:n192", "9:n176")
     assert api._copy_loses(get_step(api.step_for(128, 128, 128).key), get_step(mn), 128, 128, 128, 132,
                            True, False)
     xt, w = rnd(128, 128).T, rnd(128, 128, seed=1)  # a transposed view: M-major a

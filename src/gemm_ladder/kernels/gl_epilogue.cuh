@@ -73,6 +73,23 @@ GL_DEVICE void stage_chunk_sw128(const float (&d)[N / 2], void* staging, int row
   for (int g = 0; g < 4; ++g) stage_group_sw128<N, ROWS>(d, smem_u32(staging), row, 4 * chunk + g, stmatrix_col(16 * g));
 }
 
+// A narrow last chunk (columns [64 chunk, 64 chunk + COLS), COLS < 64, a multiple of 16) of
+// an N-wide accumulator -> an unswizzled staging buffer of rows COLS x 2 bytes apart, the
+// layout a TMA store without swizzle reads for a box COLS wide. (A 128B-swizzled box narrower
+// than 128 bytes has no layout to count on here.) Rows 2 x COLS bytes apart put some of an
+// 8x8 matrix's rows in the same banks: a few conflicts, on the last chunk only.
+template <int N, int COLS>
+GL_DEVICE void stage_chunk_plain(const float (&d)[N / 2], void* staging, int row0, int chunk) {
+  static_assert(COLS > 0 && COLS % 16 == 0 && COLS < 64 && N % 64 == COLS, "the last chunk, 16-column groups");
+  const u32 base = smem_u32(staging) + stmatrix_row(row0) * (COLS * 2);
+#pragma unroll
+  for (int g = 0; g < COLS / 16; ++g) {
+    const int j = 4 * chunk + g;
+    stmatrix_x4(base + stmatrix_col(16 * g) * 2, pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
+                pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
+  }
+}
+
 // Both m64 halves of a 128-row accumulator tile -> the swizzled staging buffer.
 template <int BN>
 GL_DEVICE void stage_tile_128(const float (&acc)[2][BN / 2], void* staging) {

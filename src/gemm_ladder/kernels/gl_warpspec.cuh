@@ -57,7 +57,7 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
   u16* slice = B + rank * SLICE * BK;  // either layout: the slice's bytes of the stage
   const int n = n0 + rank * SLICE;
 #pragma unroll
-  for (int j = 0; j < (B_MN ? SLICE / MN : 1); ++j) {
+  for (int j = 0; j < (B_MN ? (SLICE + MN - 1) / MN : 1); ++j) {  // a narrower last block: loaded whole
     u16* dst = slice + j * MN * BK;
     const int x = B_MN ? n + j * MN : kt * BK, y = B_MN ? kt * BK : n;
     if (CLUSTER_M == 1)

@@ -19,7 +19,12 @@
 // and wgmma reads them through its transpose bits, so no operand is ever copied.
 // Tile width: 256, or 192 in the 9:n192 variant (m64n192k16, three epilogue chunks), which
 // the selection takes where 256-wide tiles leave a ragged last wave (3072^3: 288 tiles of
-// 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9).
+// 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9), or 176 in 9:n176 (512 x 11008:
+// 252 tiles of 128x176 are two full waves, 232 of 128x192 leave the second one 3/4 full).
+// A width that is not a multiple of 64 leaves a narrower last chunk (TAIL columns): it is
+// staged unswizzled, TAIL x 2 bytes per row, and stored through a second C map whose box is
+// that narrow (tmap_c_tail), so no store reaches into the next tile. An N-major B still
+// travels in whole 64-wide blocks (the last one partly unused: wgmma reads BN columns).
 // Stream-K (GL_STREAM_K, the 9:sk variant, no cluster): the last wave of whole tiles is ragged
 // where the tile count is not a multiple of the CTAs (512 x 11008: 172 tiles of 128 x 256 on
 // 132 SMs are 1.3 waves). The host names the last `sk_tiles` tiles of the order (the
@@ -39,17 +44,20 @@
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
-static_assert(BK == 64 && (BN == 256 || BN == 192) && BM == 64 * CONSUMERS,
-              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 192 for the 9:n192 variant");
+static_assert(BK == 64 && (BN == 256 || BN == 192 || BN == 176) && BM == 64 * CONSUMERS,
+              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 192 / 64 x 176 in its variants");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
-static_assert(EPI_STAGES >= 1 && BN % EPI_N == 0, "the epilogue ring needs a staging slot");
+static_assert(EPI_STAGES >= 1, "the epilogue ring needs a staging slot");
+constexpr int TAIL = BN % EPI_N;  // columns of a narrower last chunk (0: every chunk is 64 wide)
+static_assert(TAIL % 16 == 0 && (TAIL == 0 || CLUSTER_M == 1), "a narrow last chunk: 16-column groups, no cluster");
 constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN, STREAM_K = GL_STREAM_K;
 static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K runs without a cluster");
-static_assert(!B_MN || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
+static_assert(!B_MN || CLUSTER_M == 1 || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
 constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
 constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
-constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
+constexpr int BN_SMEM = (BN + MN_BLOCK - 1) / MN_BLOCK * MN_BLOCK;  // B rows a stage holds (Step.stage_bytes)
+constexpr u32 STAGE_BYTES = (BM + (B_MN ? BN_SMEM : BN)) * BK * 2;  // what lands per stage (whole N-major blocks)
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
@@ -57,7 +65,7 @@ using OperandRing = Ring<DEPTH, CLUSTER_M>;
 using EpilogueRing = Ring<EPI_STAGES>;
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 constexpr u32 BAR_CONSUMERS = 3;  // named barrier of both consumer warpgroups (1 + cw: each its own)
-constexpr int CHUNKS = BN / EPI_N;
+constexpr int CHUNKS = (BN + EPI_N - 1) / EPI_N;  // the last one TAIL wide when TAIL > 0
 static_assert(!STREAM_K || BN % EPI_N == 0, "stream-K slices are whole 64-column chunks");
 // Stream-K: the chunks [c0, c1) that piece j of a split tile's p writes (p <= CHUNKS).
 GL_DEVICE void slice_of(int j, int p, int& c0, int& c1) {
@@ -67,7 +75,7 @@ GL_DEVICE void slice_of(int j, int p, int& c0, int& c1) {
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];          // rows 64c.. of each stage feed consumer c
-  u16 B[DEPTH][BN * BK];          // shared by both consumers (and, sliced, by both CTAs)
+  u16 B[DEPTH][BN_SMEM * BK];     // shared by both consumers (and, sliced, by both CTAs)
   // (stream-K: the drained A and B stages, contiguous, hold the fixup's reads)
   u16 C[EPI_STAGES][BM * EPI_N];  // two consumers: chunk slots, 16 KB each
   u64 tma2mma[DEPTH];
@@ -80,7 +88,11 @@ static_assert(!STREAM_K || DEPTH * (BM + BN) * BK * 2 >= CONSUMERS * 64 * BN * 4
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K
+                          const __grid_constant__ CUtensorMap tmap_c,
+#if GL_BN % 64
+                          const __grid_constant__ CUtensorMap tmap_c_tail,  // box: TAIL columns, unswizzled
+#endif
+                          int M, int N, int K
 #if GL_STREAM_K
                           , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
 #endif
@@ -127,7 +139,12 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         int c0 = 0, c1 = CHUNKS;  // stream-K: a split tile's piece stores its slice of chunks
         if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id % pieces, pieces, c0, c1);
         for (int c = c0; c < c1; ++c) {  // two consumers: one 128x64 chunk at a time
-          store_staged<BM, EPI_N>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
+#if GL_BN % 64
+          const CUtensorMap* map = c == CHUNKS - 1 ? &tmap_c_tail : &tmap_c;  // the narrow last chunk
+#else
+          const CUtensorMap* map = &tmap_c;
+#endif
+          store_staged<BM, EPI_N>(epi, chunk_st, map, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
           chunk_st.advance();
         }
       });
@@ -179,8 +196,12 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
         if (c < c0 || c >= c1) continue;
-        stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id,
-                         [&] { stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c); });
+        stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
+          if constexpr (TAIL > 0) {
+            if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, s.C[chunk_st.stage], 64 * cw, c);
+          }
+          stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
+        });
         chunk_st.advance();
       }
     });

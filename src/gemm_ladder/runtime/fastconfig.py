@@ -74,13 +74,14 @@ class LRU:
 _TMAPS = LRU(MAX_TENSOR_MAPS)
 
 
-def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, bf16: bool = False):
+def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, bf16: bool = False,
+               swizzle_128b: bool = True):
     """driver.TensorMap with these arguments, encoded once and kept in a bounded LRU: the
     `make_map` the fast path hands to `kernel_args`."""
-    key = (ptr, rows, cols, ld, box_rows, box_cols, bf16)
+    key = (ptr, rows, cols, ld, box_rows, box_cols, bf16, swizzle_128b)
     m = _TMAPS.get(key)
     if m is None:
-        m = _TMAPS.put(key, driver.TensorMap(ptr, rows, cols, ld, box_rows, box_cols, bf16))
+        m = _TMAPS.put(key, driver.TensorMap(ptr, rows, cols, ld, box_rows, box_cols, bf16, swizzle_128b))
     return m
 
 

@@ -164,8 +164,9 @@ class Step:
     # -- shared memory ----------------------------------------------------------------------
     @property
     def stage_bytes(self) -> int:
-        """One operand stage: the A and B k-tiles (16-bit elements)."""
-        return (self.bm + self.bn) * self.bk * 2
+        """One operand stage: the A and B k-tiles (16-bit elements); a tile width that is not
+        a multiple of 64 (9:n176) keeps room for whole 64-wide blocks of an N-major B."""
+        return (self.bm + -(-self.bn // MN_BLOCK) * MN_BLOCK if self.bn % MN_BLOCK else self.bm + self.bn) * self.bk * 2
 
     @property
     def staging_bytes(self) -> int:
@@ -225,6 +226,12 @@ class Step:
         """TMA box of C: one 64-column chunk of the staged tile."""
         return (self.bm, EPI_CHUNK_COLS)
 
+    @property
+    def c_tail_box(self) -> tuple[int, int] | None:
+        """TMA box of a tile's narrower last chunk, stored unswizzled (9:n176: 48 columns);
+        None when the width is a multiple of 64."""
+        return (self.bm, self.bn % EPI_CHUNK_COLS) if self.bn % EPI_CHUNK_COLS else None
+
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int, *,
                     bf16: bool, a_mn: bool = False, b_mn: bool = False, lda: int | None = None,
                     ldb: int | None = None, ldc: int | None = None, make_map=None, ws_ptr: int = 0,
@@ -251,7 +258,10 @@ class Step:
                  else make_map(a_ptr, M, K, lda, *self.a_box, bf16))
         b_map = (make_map(b_ptr, K, N, ldb, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb, *self.b_box, bf16))
-        args = [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16), M, N, K]
+        args = [a_map, b_map, make_map(c_ptr, M, N, ldc or N, *self.c_box, bf16)]
+        if self.c_tail_box:  # the narrow last chunk's map, beside C's (the kernel's tmap_c_tail)
+            args.append(make_map(c_ptr, M, N, ldc or N, *self.c_tail_box, bf16, swizzle_128b=False))
+        args += [M, N, K]
         if self.stream_k:
             args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas]
         return args
@@ -441,6 +451,10 @@ VARIANTS: dict[str, Step] = {
     # a 192-wide tile (no cluster) for shapes whose 256-wide tiles leave a ragged last wave
     "9:n192": variant(STEPS[9], "n192", bn=192, cluster=(1, 1, 1),
                       sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x192x16")),
+    # 176 wide: where 192 leaves a ragged last wave and 176 fills it (512 x 11008: 252 tiles,
+    # two full waves of 132 CTAs); its last epilogue chunk is 48 columns
+    "9:n176": variant(STEPS[9], "n176", bn=176, cluster=(1, 1, 1),
+                      sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x176x16")),
     # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
     "9:sk": variant(STEPS[9], "sk", cluster=(1, 1, 1), stream_k=True),
     "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
