@@ -209,6 +209,12 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const u32 pieces = cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
+#if defined(GL_EXP_EARLY_PREFETCH) && GL_EXP_EARLY_PREFETCH  // probe switch: descriptors fetched before the init
+  if (threadIdx.x == 32) {
+    tma_prefetch_descriptor(&tmap_a);
+    tma_prefetch_descriptor(&tmap_b);
+  }
+#endif
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1,                            // the producer's arrive.expect_tx
                       s.mma2tma, CONSUMER_WARPS * CONSUMERS);  // one arrive per consumer warp
@@ -273,7 +279,9 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         named_barrier_sync(1, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
         stage_piece(acc, piece, 64 * cw, M - m0);
       } else if (seg.whole()) {
+#if !(defined(GL_EXP_NO_STORE) && GL_EXP_NO_STORE)  // probe switch: the epilogue's stores left out (timing only)
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
+#endif
       } else if (FIXUP && seg.k0() > 0) {  // a later piece: to this CTA's slot, then the flag
         publish_slot(acc, Fixup{ws}, seg.cta, cw, 2 + cw);
       } else if (FIXUP) {  // the owner: the later pieces in CTA order, then C

@@ -9,10 +9,10 @@ kernel's start (`gap`: launch latency with the queue full). Also lists cuBLAS's 
 """
 import argparse, json, statistics, sys
 import torch
-from torch.profiler import ProfilerActivity, profile
 from gemm_ladder.measure.bench import Bench, git_commit
 from gemm_ladder.measure.accuracy import check_product
 from gemm_ladder.runtime import launch, select
+from probe_latency_lib import profiled as _profiled
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--shapes", default="256x256x256,512x512x512,1024x1024x1024,1000x1000x1000,"
@@ -26,42 +26,6 @@ args = ap.parse_args()
 dtype = getattr(torch, args.dtype)
 bench = Bench(0)
 sms = launch.num_sms(0)
-
-
-def flush_name() -> str:
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        bench.flush_l2(); torch.cuda.synchronize()
-    return next(e.name for e in prof.events() if e.device_type.name == "CUDA")
-
-
-FLUSH = flush_name()
-
-
-def profiled(fn, reps: int) -> dict:
-    """Per call after a flush: kernels' summed device time, span, gap after the flush (us)."""
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            bench.flush_l2()
-            fn()
-        torch.cuda.synchronize()
-    ev = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                if e.device_type.name == "CUDA")
-    calls, cur, flush_end = [], None, None
-    for s, e, name in ev:
-        if name == FLUSH:
-            if cur:
-                calls.append(cur)
-            cur, flush_end = None, e
-            continue
-        if cur is None:
-            cur = {"first": s, "last": e, "dur": 0.0, "gap": s - flush_end, "names": []}
-        cur["last"] = max(cur["last"], e); cur["dur"] += e - s; cur["names"].append(name)
-    if cur:
-        calls.append(cur)
-    med = lambda k: statistics.median(c[k] for c in calls)  # noqa: E731
-    return {"dur_us": med("dur"), "span_us": statistics.median(c["last"] - c["first"] for c in calls),
-            "gap_us": med("gap"), "kernels": sorted(set(n[:90] for c in calls for n in c["names"])),
-            "calls": len(calls)}
 
 
 rows = []
@@ -85,7 +49,7 @@ for spec in args.shapes.split(","):
     cub(); torch.cuda.synchronize()
     times = bench.time_interleaved(fns + [cub], args.reps)
     ev = [statistics.median(t) * 1e3 for t in times]
-    prof = [profiled(f, args.prof_reps) for f in fns + [cub]]
+    prof = [_profiled(bench, f, args.prof_reps) for f in fns + [cub]]
     for (name, ok), t, pr in zip(cands + [("cublas", True)], ev, prof):
         row = {"M": M, "N": N, "K": K, "dtype": args.dtype, "kernel": name, "ok": bool(ok),
                "event_us": t, "ratio_to_cublas": ev[-1] / t, **pr}
