@@ -251,11 +251,13 @@ class FakeGpu:
         """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,
         tile-major (tiles column-major over C), in runs of `units` per CTA of a 1-D grid (the kernel's Segments): a whole
         tile goes to C, a piece to plane (CTA - first CTA of the tile) of ws."""
-        slots = (ctypes.c_void_p * 8).from_address(args_ptr)
-        ma, mb = (FakeTensorMap.registry[slots[i]] for i in range(2))
-        rec.maps = [ma, mb]
-        ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (2, 3))
-        rec.M, rec.N, rec.K, units = (ctypes.c_int32.from_address(slots[i]).value for i in range(4, 8))
+        slots = (ctypes.c_void_p * 9).from_address(args_ptr)
+        ma, mb, mc = (FakeTensorMap.registry[slots[i]] for i in range(3))
+        rec.maps = [ma, mb, mc]
+        ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (3, 4))
+        rec.M, rec.N, rec.K, units = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 9))
+        # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix
+        assert (mc.ptr, mc.rows, mc.cols, mc.ld, mc.box) == (c, rec.M, rec.N, rec.N, (64, 64)), vars(mc)
         rec.ws, rec.c, rec.units = ws, c, units
         b_mn = bool(rec.defines.get("GL_B_MN"))  # B given (K, N): its map's boxes are 64-wide blocks of k-rows
         A, B = ma.view(), (mb.view().t() if b_mn else mb.view())

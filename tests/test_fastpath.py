@@ -229,7 +229,7 @@ def test_small_m_family_reads_a_row_major_b_in_place(gpu):
     xt = rnd(2048, 16, seed=2).T  # a transposed view: an M-major a (16 x 2048)
     assert _small_m(api.step_for(16, 256, 2048, a_mn=True, b_mn=True).key)  # 128 KB copied: ~6 us
     assert_product(gemm_ladder.matmul(xt, b), xt, b)
-    ma, mb = _last_splitk(gpu).maps
+    ma, mb, _ = _last_splitk(gpu).maps
     assert ma.ptr != xt.data_ptr() and mb.ptr == b.data_ptr()  # a staged K-major, b in place
     assert_product(gemm_ladder.matmul(x, b, step="smallm"), x, b)  # forced: in place too
     assert gpu.prepared[-1][0] == "smallm" and _last_splitk(gpu).maps[1].ptr == b.data_ptr()

@@ -46,6 +46,13 @@
 //   tma2mma[s]  producer -> consumers  "stage s has landed"
 //   mma2tma[s]  consumers -> producer  "stage s may be refilled" (every consumer warp arrives)
 // Not persistent over tiles: one run of units per CTA (the grid is sized to about one wave).
+// A whole tile leaves through shared memory and TMA (STAGED_C): the consumers keep the stage of
+// their last k-tile instead of releasing it, stage the accumulators in it (stmatrix, 128B
+// swizzle, 64 x 64 chunks over the stage's A and B), and one thread per consumer stores them
+// with TMA (tmap_c); the stage goes back to the producer once the copy engine has read it.
+// Register-to-global stores (4 bytes per thread, eight rows per instruction) cost ~1.5 us of a
+// small problem's 3-4 us: a 64 x 128 tile at 256^2 x 64 ran in 4.1 us with them, 2.5 us with
+// the stores left out (docs/perf-notes.md, item 36). Pieces (fp32) still go straight to memory.
 // Shape: K and N multiples of 8 (TMA row strides; 8-byte workspace stores), any M. B K-major
 // (N, K) or, with GL_B_MN, N-major (K, N).
 #include "gl_common.cuh"
@@ -74,6 +81,12 @@ constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH>;
+// The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
+// held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
+// tile would need 8 of its 6, and keep the register stores.
+constexpr int C_CHUNKS = BN / 64;
+constexpr bool STAGED_C = CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
+constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];
@@ -81,6 +94,11 @@ struct SharedStorage {
   u64 tma2mma[DEPTH];
   u64 mma2tma[DEPTH];
 };
+// Chunk q of the staged epilogue in stage `stage`: the stage's A chunks first, then B's.
+GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
+  return q < CONSUMERS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - CONSUMERS) * 64 * BK;
+}
+
 // Cluster reduction: the piece, BM x BN fp32 over the drained ring, rows padded by 8 floats
 // (the fragment's 8 rows of a store land in different banks).
 constexpr int PIECE_LD = BN + 8;
@@ -200,6 +218,7 @@ struct Segments {
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+                   const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64: the staged epilogue
                    float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
@@ -209,12 +228,6 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const u32 pieces = cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
-#if defined(GL_EXP_EARLY_PREFETCH) && GL_EXP_EARLY_PREFETCH  // probe switch: descriptors fetched before the init
-  if (threadIdx.x == 32) {
-    tma_prefetch_descriptor(&tmap_a);
-    tma_prefetch_descriptor(&tmap_b);
-  }
-#endif
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1,                            // the producer's arrive.expect_tx
                       s.mma2tma, CONSUMER_WARPS * CONSUMERS);  // one arrive per consumer warp
@@ -272,20 +285,47 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
           wgmma_m64k16<BN, false, B_MN>(acc, desc_sw128(a + kk * 16), db, 1);
         }
       });
+      if (STAGED_C && pieces == 1 && seg.whole()) {  // the staged epilogue in the last k-tile's stage
+        wgmma_wait<0>();
+        fence_acc(acc);
+        tr.event(EV_MMA_DONE, 0, last.stage, last.phase, count - 1, t);
+        if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
+          named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
+        tr.event(EV_EPI_BEGIN, 0, last.stage, last.phase, 0, t);
+        const int row = stmatrix_row(0);
+#pragma unroll
+        for (int ch = 0; ch < C_CHUNKS; ++ch) {
+          const u32 base = smem_u32(c_chunk(s, last.stage, cw * C_CHUNKS + ch));
+#pragma unroll
+          for (int g = 0; g < 4; ++g) stage_group_sw128<BN, 64>(acc, base, row, 4 * ch + g, stmatrix_col(16 * g));
+        }
+        fence_proxy_async_smem();  // each writer, before the copy engine reads
+        named_barrier_sync(BAR_CONSUMER + cw, 128);
+        if (threadIdx.x % 128 == 0 && m0 < M) {  // rows past M (and columns past N) are clipped by TMA
+#pragma unroll
+          for (int ch = 0; ch < C_CHUNKS; ++ch)
+            tma_store_2d(&tmap_c, c_chunk(s, last.stage, cw * C_CHUNKS + ch), n0 + 64 * ch, m0);
+          tma_store_commit();
+          tma_store_wait_read<0>();
+          tr.event(EV_STORE_DONE, 0, last.stage, last.phase, 0, t);
+        }
+        named_barrier_sync(BAR_CONSUMER + cw, 128);  // staging read: the stage may be refilled
+        if (warp_leader) ops.consumer_release(last, count - 1);
+        tr.event(EV_EPI_END, 0, 0, 0, 0, t);
+        continue;
+      }
       mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
       fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
       tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
       if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
-        named_barrier_sync(1, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
+        named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
         stage_piece(acc, piece, 64 * cw, M - m0);
       } else if (seg.whole()) {
-#if !(defined(GL_EXP_NO_STORE) && GL_EXP_NO_STORE)  // probe switch: the epilogue's stores left out (timing only)
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
-#endif
       } else if (FIXUP && seg.k0() > 0) {  // a later piece: to this CTA's slot, then the flag
-        publish_slot(acc, Fixup{ws}, seg.cta, cw, 2 + cw);
+        publish_slot(acc, Fixup{ws}, seg.cta, cw, BAR_CONSUMER + cw);
       } else if (FIXUP) {  // the owner: the later pieces in CTA order, then C
-        fixup_collect(acc, Fixup{ws}, seg.cta, seg.last_cta(), cw, 2 + cw);
+        fixup_collect(acc, Fixup{ws}, seg.cta, seg.last_cta(), cw, BAR_CONSUMER + cw);
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
       } else {
         store_tile<false>(acc, ws, c, M, N, m0, n0, seg.plane());

@@ -340,7 +340,7 @@ class SmallMConfig(_Fast):
         return self.step.shape_problems(M, N, layout.round_up(K, 8))  # C is packed: N itself
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
-        maps = self._maps._d.get((pa, pb)) or self._encode(pa, pb)
+        maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
         if self.reduce is None:
             self.launch(stream, maps[0], (0, pc))
             return
@@ -350,11 +350,11 @@ class SmallMConfig(_Fast):
         self.launch(stream, maps[0], (ws.data_ptr(), pc))
         self.reduce(stream, (), (ws.data_ptr(), pc))
 
-    def _encode(self, pa: int, pb: int) -> tuple:
-        args = self.step.kernel_args(pa, pb, 0, 0, self.M, self.N, self.K, self.deal.units, make_map=tensor_map,
+    def _encode(self, pa: int, pb: int, pc: int) -> tuple:
+        args = self.step.kernel_args(pa, pb, 0, pc, self.M, self.N, self.K, self.deal.units, make_map=tensor_map,
                                      **self.map_args)
         maps = tuple(args[i] for i in self.launch._map_slots)
-        return self._maps.put((pa, pb), (tuple(m.address() for m in maps), maps))
+        return self._maps.put((pa, pb, pc), (tuple(m.address() for m in maps), maps))
 
 
 def make_config(kind: str, a, b, out, st, lead: tuple, N: int, K: int) -> Config:

@@ -74,6 +74,7 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 LADDER_WAVE_TILES = 132
 ALIGNED_K = 16
 MN_BLOCK = 64  # an N-major B's TMA box: 64 columns (128 bytes) by bk k-rows
+C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
 REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
@@ -139,8 +140,15 @@ class SmallM:
         return f"{self.key} ({self.name}, {self.bm}x{self.bn}, depth {self.depth})"
 
     @property
+    def staged_c(self) -> bool:
+        """Whole tiles leave through shared memory and TMA stores: the held stage's A and B
+        hold the consumers' 64 x 64 chunks (the kernel's STAGED_C, from the same fields)."""
+        chunks = self.bn // C_BOX
+        return self.consumers * chunks <= self.consumers + chunks
+
+    @property
     def claims(self) -> tuple[str, ...]:
-        return self.sass_claims + (f"HGMMA.64x{self.bn}x16",)
+        return self.sass_claims + (f"HGMMA.64x{self.bn}x16",) + (("UTMASTG", "STSM") if self.staged_c else ())
 
     @property
     def barriers(self) -> int:
@@ -297,14 +305,16 @@ class SmallM:
                     make_map=None, b_mn: bool = False) -> list:
         """The split-K kernel's arguments: A (M, K) K-major and B (N, K) K-major, or with b_mn
         a row-major (K, N) matrix (N-major; a build with layout_defines(b_mn=True)), row strides
-        lda, ldb in elements (default packed); the fp32 workspace (0 when no tile is split), C,
-        a packed (M, N) matrix, and the run length in k-tiles. make_map builds the tensor maps
-        (default driver.TensorMap), as in Step.kernel_args."""
+        lda, ldb in elements (default packed); C, a packed (M, N) matrix, as a tensor map (box
+        64 x 64: whole tiles leave through TMA) and as a pointer (pieces, the fixup), the fp32
+        workspace (0 when no tile is split), and the run length in k-tiles. make_map builds
+        the tensor maps (default driver.TensorMap), as in Step.kernel_args."""
         make_map = make_map or driver.TensorMap
         # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb or K, self.bn, self.bk, bf16))
         return [make_map(a_ptr, M, K, lda or K, self.bm, self.bk, bf16), b_map,
+                make_map(c_ptr, M, N, N, C_BOX, C_BOX, bf16),
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units]
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
