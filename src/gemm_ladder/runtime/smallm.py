@@ -190,7 +190,10 @@ class SmallM:
         if M > self.max_m:
             p += self.large_m_problems(M, N, K)
         if M < self.min_m:
-            p.append(f"M={M} is under {self.min_m}: {self.key}'s second consumer would compute only padding")
+            p.append(f"M={M} is under {self.min_m}: " + (
+                f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else
+                f"{self.key} is for problems above {self.max_m} rows under one wave (at M <= 16 its "
+                "64 x 64 tiles measured 25-50 % slower than 64 x 128, docs/perf-notes.md item 33)"))
         if K % 8:
             p.append(f"K={K} must be a multiple of 8 (TMA needs 16-byte row strides for A and B)")
         if N % 8:
@@ -422,6 +425,10 @@ FAMILIES: dict[str, SmallM] = {
     "smallm:dsmem": SmallM("smallm:dsmem", cluster_reduce=True, variant="dsmem"),
     # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 128; at 256,
     # two row blocks, measured 0.63-0.92x cuBLAS: the ladder's tiles take those)
+    # 64 x 64 for problems above 128 rows that its tiles fill in one wave: 256^3 16 tiles, 512^3
+    # 64, each CTA fetching 16 KB per k-tile instead of n128's 24 (measured 1.02 / 0.93x cuBLAS
+    # against n128's 0.96 / 0.88, docs/perf-notes.md item 37); at decode shapes n128 is faster
+    "smallm:n64": SmallM("smallm:n64", bn=64, depth=8, min_m=129, variant="n64"),
     "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2", **TWO_CONSUMER_DEAL),
     "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128",
                             **TWO_CONSUMER_DEAL),
