@@ -251,11 +251,14 @@ class FakeGpu:
         """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,
         tile-major (tiles column-major over C), in runs of `units` per CTA of a 1-D grid (the kernel's Segments): a whole
         tile goes to C, a piece to plane (CTA - first CTA of the tile) of ws."""
-        slots = (ctypes.c_void_p * 9).from_address(args_ptr)
+        slots = (ctypes.c_void_p * 10).from_address(args_ptr)
         ma, mb, mc = (FakeTensorMap.registry[slots[i]] for i in range(3))
         rec.maps = [ma, mb, mc]
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (3, 4))
-        rec.M, rec.N, rec.K, units = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 9))
+        rec.M, rec.N, rec.K, units, a_rows = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 10))
+        fam = steps.get_step(rec.key)
+        # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread)
+        assert ma.box == (a_rows, smallm.SmallM.bk) and a_rows == min(fam.bm, -(-rec.M // 8) * 8), (ma.box, a_rows)
         # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix
         assert (mc.ptr, mc.rows, mc.cols, mc.ld, mc.box) == (c, rec.M, rec.N, rec.N, (64, 64)), vars(mc)
         rec.ws, rec.c, rec.units = ws, c, units
@@ -263,7 +266,7 @@ class FakeGpu:
         A, B = ma.view(), (mb.view().t() if b_mn else mb.view())
         assert A.shape == (rec.M, rec.K) and B.shape == (rec.N, rec.K)
         assert not b_mn or mb.box == (smallm.SmallM.bk, 64), mb.box
-        bm, bn, bk = ma.box[0], (steps.get_step(rec.key).bn if b_mn else mb.box[0]), smallm.SmallM.bk
+        bm, bn, bk = fam.bm, (fam.bn if b_mn else mb.box[0]), smallm.SmallM.bk
         M, N = rec.M, rec.N
         m_tiles, kt = -(-M // bm), -(-rec.K // bk)
         total = m_tiles * -(-N // bn) * kt

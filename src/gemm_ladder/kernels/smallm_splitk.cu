@@ -76,7 +76,12 @@ static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 64 || BN == 128 || BN =
               "small M: one m64 row block per consumer, BN 64, 128 or 256, BK 64");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
-constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
+// A stage's bytes: the A box's rows (a_rows, from the host: BM, or M rounded up to 8 when the
+// problem has fewer rows than a tile) and B's BN rows of BK. Rows of the A stage past the box
+// keep whatever they held: wgmma computes garbage rows of C there, which no epilogue stores
+// (rows >= M are clipped or masked). TMA fills a box's out-of-range rows with zeros one by one:
+// at M = 72 a 128-row box took ~20 % longer per k-tile than at M = 112 (docs/perf-notes.md, item 39).
+GL_DEVICE u32 stage_bytes(int a_rows) { return (u32)(a_rows + BN) * BK * 2; }
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
@@ -219,7 +224,7 @@ struct Segments {
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                    const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64: the staged epilogue
-                   float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
+                   float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units, int a_rows) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   const int m_tiles = ceil_div(M, BM), k_tiles = ceil_div(K, BK);
@@ -248,7 +253,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         const int t = seg.tile(), m0 = t % m_tiles * BM, n0 = t / m_tiles * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           ops.producer_acquire(st, kt);
-          ops.producer_expect_tx(st, STAGE_BYTES);  // out-of-range rows/columns land as zeros and count too
+          ops.producer_expect_tx(st, stage_bytes(a_rows));  // out-of-range rows/columns land as zeros and count too
           load_stage<BM, BN, BK, 1, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt,
                                                  m0, n0, 0);
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);

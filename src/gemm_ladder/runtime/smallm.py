@@ -310,15 +310,23 @@ class SmallM:
         a row-major (K, N) matrix (N-major; a build with layout_defines(b_mn=True)), row strides
         lda, ldb in elements (default packed); C, a packed (M, N) matrix, as a tensor map (box
         64 x 64: whole tiles leave through TMA) and as a pointer (pieces, the fixup), the fp32
-        workspace (0 when no tile is split), and the run length in k-tiles. make_map builds
-        the tensor maps (default driver.TensorMap), as in Step.kernel_args."""
+        workspace (0 when no tile is split), the run length in k-tiles, and the rows of A's box
+        (`a_box_rows`). make_map builds the tensor maps (default driver.TensorMap), as in
+        Step.kernel_args."""
         make_map = make_map or driver.TensorMap
         # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb or K, self.bn, self.bk, bf16))
-        return [make_map(a_ptr, M, K, lda or K, self.bm, self.bk, bf16), b_map,
+        a_rows = self.a_box_rows(M)
+        return [make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16), b_map,
                 make_map(c_ptr, M, N, N, C_BOX, C_BOX, bf16),
-                ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units]
+                ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units, a_rows]
+
+    def a_box_rows(self, M: int) -> int:
+        """Rows of A's TMA box: the tile's bm, or M rounded up to 8 (a whole swizzle atom) when
+        the problem has fewer rows than a tile: TMA writes a box's out-of-range rows as zeros
+        one by one, and the kernel's epilogues never store the rows past M."""
+        return min(self.bm, -(-M // 8) * 8)
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
         """The build for the operands' layouts: GL_B_MN for an N-major B (A is K-major only)."""
