@@ -5,8 +5,8 @@
 // through a quarter of the SMs. At M <= 16 the problem is memory-bound; what matters is that
 // every SM streams B at its share of HBM bandwidth.
 //
-// So: the tile is BM = 64 x CONSUMERS rows (one m64 row block per consumer warpgroup; rows
-// >= M arrive as zeros from TMA) by BN = 64, 128 or 256 (m64nBNk16), and the work is split
+// So: the tile is BM = 64 x CONSUMERS rows (one m64 row block per consumer warpgroup; when M
+// is under a tile only its rows are loaded, see stage_bytes) by BN = 64, 128 or 256 (m64nBNk16), and the work is split
 // along K, stream-K style: the (tile, k-tile) units, tile-major (tiles column-major over C,
 // so CTAs that run together share B's tiles), are dealt out in equal contiguous runs of
 // `units` to the CTAs of a one-dimensional grid, so every CTA streams the
