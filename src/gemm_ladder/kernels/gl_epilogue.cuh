@@ -39,14 +39,20 @@ GL_DEVICE void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
                ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 
+// One 16-column group j of this thread's accumulator fragment, rounded to 16 bits -> four
+// 8x8 matrices, this thread's row of them at shared address `addr`.
+template <int N>
+GL_DEVICE void stmatrix_group(const float (&d)[N / 2], u32 addr, int j) {
+  stmatrix_x4(addr, pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
+              pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
+}
+
 // One 16-column group j of this thread's accumulator fragment -> 8x8 matrices at `col` of
 // the swizzled staging (conflict-free: the 8 rows of each 8x8 matrix land in 8 different
 // 16-byte units). `row`: this thread's stmatrix row address inside the staging tile.
 template <int N, int ROWS>
 GL_DEVICE void stage_group_sw128(const float (&d)[N / 2], u32 base, int row, int j, int col) {
-  stmatrix_x4(base + staging_offset<ROWS>(row, col),
-              pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
-              pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
+  stmatrix_group<N>(d, base + staging_offset<ROWS>(row, col), j);
 }
 GL_DEVICE int stmatrix_row(int row0) {
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
@@ -83,11 +89,7 @@ GL_DEVICE void stage_chunk_plain(const float (&d)[N / 2], void* staging, int row
   static_assert(COLS > 0 && COLS % 16 == 0 && COLS < 64 && N % 64 == COLS, "the last chunk, 16-column groups");
   const u32 base = smem_u32(staging) + stmatrix_row(row0) * (COLS * 2);
 #pragma unroll
-  for (int g = 0; g < COLS / 16; ++g) {
-    const int j = 4 * chunk + g;
-    stmatrix_x4(base + stmatrix_col(16 * g) * 2, pack2(d[8 * j + 0], d[8 * j + 1]), pack2(d[8 * j + 2], d[8 * j + 3]),
-                pack2(d[8 * j + 4], d[8 * j + 5]), pack2(d[8 * j + 6], d[8 * j + 7]));
-  }
+  for (int g = 0; g < COLS / 16; ++g) stmatrix_group<N>(d, base + stmatrix_col(16 * g) * 2, 4 * chunk + g);
 }
 
 // Both m64 halves of a 128-row accumulator tile -> the swizzled staging buffer.

@@ -297,13 +297,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
           named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
         tr.event(EV_EPI_BEGIN, 0, last.stage, last.phase, 0, t);
-        const int row = stmatrix_row(0);
 #pragma unroll
-        for (int ch = 0; ch < C_CHUNKS; ++ch) {
-          const u32 base = smem_u32(c_chunk(s, last.stage, cw * C_CHUNKS + ch));
-#pragma unroll
-          for (int g = 0; g < 4; ++g) stage_group_sw128<BN, 64>(acc, base, row, 4 * ch + g, stmatrix_col(16 * g));
-        }
+        for (int ch = 0; ch < C_CHUNKS; ++ch) stage_chunk_sw128<BN, 64>(acc, c_chunk(s, last.stage, cw * C_CHUNKS + ch), 0, ch);
         fence_proxy_async_smem();  // each writer, before the copy engine reads
         named_barrier_sync(BAR_CONSUMER + cw, 128);
         if (threadIdx.x % 128 == 0 && m0 < M) {  // rows past M (and columns past N) are clipped by TMA
