@@ -235,15 +235,53 @@ def test_small_m_family_reads_a_row_major_b_in_place(gpu):
     assert gpu.prepared[-1][0] == "smallm" and _last_splitk(gpu).maps[1].ptr == b.data_ptr()
 
 
-def test_n_not_a_multiple_of_8_with_a_row_major_b_takes_a_ladder_step(gpu):
-    """The small-M family writes C packed (N a multiple of 8): with a row-major b in padded
-    rows and N = 63 the library's choice among kernels that read b N-major must skip it
-    (found by the fuzzer: 920 x 63 x 336 once went to the family and raised ShapeError)."""
-    for shape in [(920, 63, 336), (30, 1025, 1), (16, 63, 64)]:
-        assert not _small_m(api.step_for(*shape, b_mn=True).key), shape
+def test_n_not_a_multiple_of_8_runs_on_the_small_m_family_with_padded_rows(gpu):
+    """N not a multiple of 8: the small-M family computes N rounded up to 8 columns into the
+    result's padded rows (B's rows past N read as zeros), so its shapes keep their kernel
+    (920 x 63 x 336 once raised ShapeError here: found by the fuzzer)."""
+    for shape in [(920, 63, 336), (16, 63, 64), (127, 8191, 255)]:
+        assert _small_m(api.step_for(*shape, b_mn=True).key), shape
+        assert _small_m(api.step_for(*shape).key), shape
     x, b = rnd(16, 64), rnd(64, 72, seed=1)[:, :63]  # b (K, N) = (64, 63) in rows of 72
-    assert_product(gemm_ladder.matmul(x, b), x, b)
-    assert gpu.launches[-1].maps[1].ptr == b.data_ptr()  # in place, on a ladder step
+    res = gemm_ladder.matmul(x, b)
+    assert_product(res, x, b)
+    assert res.stride() == (64, 1) and res.untyped_storage().nbytes() == 16 * 64 * 2  # owns its last row
+    rec = _last_splitk(gpu)
+    assert rec.maps[1].ptr == b.data_ptr() and (rec.maps[1].rows, rec.maps[1].cols) == (64, 63)  # in place
+    assert rec.N == 64 and rec.c == res.data_ptr()
+    full = torch.empty(16, 64).half()
+    full.copy_(res.as_strided((16, 64), (64, 1)))
+    assert not full[:, 63:].any()  # the padding column computed from B's zero-filled rows
+
+
+def test_row_major_b_with_odd_n_is_staged_n_major(gpu):
+    """A row-major b whose rows TMA cannot take (N = 8191: 16382-byte rows) is copied, and
+    for a kernel that reads B N-major the copy stays N-major (a plain copy into rows of N
+    rounded up to 8), not transposed; a and out work the same way."""
+    x, b = rnd(127, 255), rnd(255, 200, seed=3)[:, :199]  # K = 255, N = 199: rows of 398 bytes
+    b = b.contiguous()
+    res = gemm_ladder.matmul(x, b)
+    assert_product(res, x, b)
+    rec = _last_splitk(gpu)
+    assert _small_m(rec.key) and rec.defines == {"GL_B_MN": 1}
+    mb = rec.maps[1]
+    assert mb.ptr != b.data_ptr() and (mb.rows, mb.cols, mb.ld) == (255, 199, 200)  # (K, N) in rows of 200
+    cfg = fastpath.config_for("mm", x, b)
+    assert cfg.b.stage_mn and not cfg.b.direct and not cfg.a.direct and not cfg.a.stage_mn
+    out = torch.full((127, 199), float("nan")).half()
+    assert gemm_ladder.matmul(x, b, out=out) is out
+    assert_product(out, x, b)
+    xt = rnd(255, 127, seed=4).T  # an M-major a in rows of 254 bytes: step 9 reads a copy M-major
+    res = gemm_ladder.matmul(xt, b, step="9:c1")
+    assert_product(res, xt, b)
+    rec = gpu.launches[-1]
+    assert rec.defines == {"GL_A_MN": 1, "GL_B_MN": 1}
+    assert (rec.maps[0].rows, rec.maps[0].cols, rec.maps[0].ld) == (255, 127, 128) and rec.maps[0].ptr != xt.data_ptr()
+    # a kernel that reads B K-major only gets the transposed copy
+    res = gemm_ladder.matmul(x, b, step="8:c1")
+    assert_product(res, x, b)
+    mb = gpu.launches[-1].maps[1]
+    assert (mb.rows, mb.cols, mb.ld) == (199, 255, 256) and not gpu.launches[-1].defines.get("GL_B_MN")
 
 
 def test_tiny_shapes_read_mn_major_in_place(gpu):
@@ -272,9 +310,13 @@ def test_small_m_family_writes_c_packed(gpu):
     gemm_ladder.matmul_nt(x, w, out=dense)
     assert gpu.launches[-1].c == dense.data_ptr()
     assert_product(dense, x, w.T)
-    w60 = rnd(60, 512, seed=2)  # N=60 is not a multiple of 8: C cannot be packed, the ladder runs
-    assert_product(gemm_ladder.matmul_nt(x, w60), x, w60.T)
-    assert gpu.prepared[-1][0] == api.step_for(4, 60, 512).key == "8:c1"
+    w60 = rnd(60, 512, seed=2)  # N=60 is not a multiple of 8: 64 columns computed into rows of 64
+    res = gemm_ladder.matmul_nt(x, w60)
+    assert_product(res, x, w60.T)
+    assert _small_m(gpu.prepared[-1][0]) and res.stride() == (64, 1) and _last_splitk(gpu).N == 64
+    out = torch.full((4, 60), float("nan")).half()  # a packed out of N=60: through a buffer
+    assert gemm_ladder.matmul_nt(x, w60, out=out) is out and _last_splitk(gpu).c != out.data_ptr()
+    assert_product(out, x, w60.T)
 
 
 def test_batched_a_folds_into_rows(gpu):

@@ -10,11 +10,13 @@ the strict teaching steps. Invalid input raises a clear error.
 The rule (`step_for`), computed once per configuration:
 1. the selection's pick for the shape: `select.pick(M, N, K, dtype, SMs)` (memoized), among
    select.CANDIDATES (ladder steps 9:c1, 7:d4 and the small-M family's entries);
-2. the small-M family writes C packed (N a multiple of 8): it takes only shapes it accepts
-   with K rounded up to 8 (TMA zero-fills the K edge); otherwise the best ladder candidate;
-3. an operand the kernel could read in place only MN-major (an M-major `a`, i.e. a
-   transposed view; an N-major `b`, i.e. a row-major (K, N) `b`, the usual `a @ b`) needs a
-   kernel that reads it so (`steps.reads_mn`: a Step with `mn_major` reads both, the small-M
+2. the small-M family takes the shapes it accepts with N and K rounded up to 8 (TMA
+   zero-fills the K edge and B's rows past N; the result's rows are N rounded up to 8 long,
+   and the kernel writes the padding columns as zeros); otherwise the best ladder candidate;
+3. an operand stored MN-major (an M-major `a`, i.e. a transposed view; an N-major `b`,
+   i.e. a row-major (K, N) `b`, the usual `a @ b`) is read MN-major — in place, or from an
+   MN-major copy (a plain copy) when TMA cannot take its strides or address — by a kernel
+   that reads it so (`steps.reads_mn`: a Step with `mn_major` reads both, the small-M
    family an N-major `b` only). If the pick is a ladder step that does not, the best
    candidate that does (9:c1) runs instead when it accepts the shape; else the operand is
    copied K-major. The small-M family with an M-major `a` keeps the shape, `a` copied, when
@@ -96,13 +98,13 @@ def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFA
     if b_mn and _ragged(st):  # rule 5
         key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: not _ragged(s), mis), mis)
         st = get_step(key) if key else st
-    if not isinstance(st, Step) and not st.accepts(M, N, round_up(K, 8)):
+    if not isinstance(st, Step) and not st.accepts(M, round_up(N, 8), round_up(K, 8)):
         key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step), mis), mis)
         st = get_step(key) if key else st
     if not _reads(st, a_mn, b_mn):  # (a family entry must take the shape as rule 2 says)
         key = _pick_among(M, N, K, dtype, sms, _candidates(
             lambda s: _reads(s, a_mn, b_mn) and not (b_mn and _ragged(s))
-            and (isinstance(s, Step) or s.accepts(M, N, round_up(K, 8))), mis), mis)
+            and (isinstance(s, Step) or s.accepts(M, round_up(N, 8), round_up(K, 8))), mis), mis)
         if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn, mis)):
             st = get_step(key)
     return st

@@ -116,8 +116,8 @@ def output_layout(out, M: int, N: int) -> layout.Output:
 
 
 def mn_flags(a_op: layout.Operand, b_op: layout.Operand) -> tuple[bool, bool]:
-    """(A read M-major in place, B read N-major in place)."""
-    return a_op.direct and a_op.major == "MN", b_op.direct and b_op.major == "MN"
+    """(A read M-major, B read N-major): in place, or from an MN-major copy."""
+    return a_op.read_mn, b_op.read_mn
 
 
 # ---- kernels -----------------------------------------------------------------------------
@@ -196,6 +196,9 @@ class _Fast(Config):
         self.ldb = self.b.ld if self.b.direct else self.b.staged_ld
         self._maps = LRU(MAPS_PER_CONFIG)
         self._staged = not (self.a.direct and self.b.direct)
+        # A fresh result with rows padded to 16 bytes owns its last row's padding too: the
+        # kernels write it (a TMA store's last granule of a row; the small-M kernel's ldc columns)
+        self._whole_rows = N % 8 != 0
 
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
         # TMA zero-fills the K edge and the result's rows are padded to 16 bytes, so the
@@ -203,9 +206,12 @@ class _Fast(Config):
         return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8))
 
     # -- staging copies (only for operands the kernel cannot read in place) --
-    # Copies go to fresh storage (aligned, rows padded to 16 bytes), also when the source
-    # is contiguous but misaligned; with K a multiple of 8 that is one clone.
+    # Copies go to fresh storage (aligned, lines padded to 16 bytes), also when the source
+    # is contiguous but misaligned; with the line length a multiple of 8 that is one clone.
+    # An MN-major source read by an MN-major kernel stays MN-major (`stage_mn`): no transpose.
     def _stage_a(self, a):
+        if self.a.stage_mn:  # (K, M) lines
+            return self._stage_lines(a.reshape(self.M, self.K).t(), self.M, self.a.staged_ld)
         K, kp = self.K, self.a.staged_ld
         if kp == K:
             return a.clone(memory_format=torch.contiguous_format)
@@ -214,12 +220,17 @@ class _Fast(Config):
         return buf
 
     def _stage_b(self, b):
-        K, kp = self.K, self.b.staged_ld
+        if self.b.stage_mn:  # (K, N) lines
+            return self._stage_lines(b if self.kind == "mm" else b.t(), self.N, self.b.staged_ld)
         bt = b.t() if self.kind == "mm" else b
-        if kp == K:
-            return bt.clone(memory_format=torch.contiguous_format)
-        buf = torch.empty((self.N, kp), dtype=self.dtype, device=self.device)
-        buf[:, :K].copy_(bt)
+        return self._stage_lines(bt, self.K, self.b.staged_ld)
+
+    def _stage_lines(self, x, cols: int, ld: int):
+        """x (lines, cols) copied into fresh (lines, ld) storage, rows contiguous."""
+        if ld == cols:
+            return x.clone(memory_format=torch.contiguous_format)
+        buf = torch.empty((x.shape[0], ld), dtype=self.dtype, device=self.device)
+        buf[:, :cols].copy_(x)
         return buf
 
     def __call__(self, a, b, out, pa: int, pb: int):
@@ -236,8 +247,12 @@ class _Fast(Config):
         if out is None:
             # a's device and dtype are the configuration's; Tensor.new_empty_strided parses
             # fewer arguments than torch.empty_strided (a subclass might override it: not used)
-            c = (a.new_empty_strided(self.shape, self.strides) if a.__class__ is _Tensor else
-                 torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device))
+            if self._whole_rows:
+                c = torch.empty(self.M * self.c.ld, dtype=self.dtype, device=self.device).as_strided(
+                    self.shape, self.strides)
+            else:
+                c = (a.new_empty_strided(self.shape, self.strides) if a.__class__ is _Tensor else
+                     torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device))
         elif self.c.direct:
             c = out
         else:
@@ -310,20 +325,22 @@ class LadderConfig(_Fast):
 
 class SmallMConfig(_Fast):
     """The small-M split-K family (runtime/smallm.py): A K-major (else staged), B K-major or
-    a row-major (K, N) read in place (the GL_B_MN build), C written packed (row stride N:
-    else through a buffer), the deal of work fixed per configuration, the fp32 workspace
-    allocated per call from torch's caching allocator when a tile is split, then the
-    deterministic reduction (programmatic launch)."""
+    a row-major (K, N) read in place or from an N-major copy (the GL_B_MN build), C written
+    with row stride N rounded up to 8 (the kernel computes the padding columns too, as
+    zeros: a fresh result owns them; else through a buffer), the deal of work fixed per
+    configuration, the fp32 workspace allocated per call from torch's caching allocator
+    when a tile is split, then the deterministic reduction (programmatic launch)."""
 
     def __init__(self, kind: str, a, b, out, fam: smallm.SmallM, lead: tuple, N: int, K: int):
         super().__init__(kind, a, b, out, fam, lead, N, K)
         M = self.M
-        if not (self.c.direct and self.c.ld == N):
-            self.c = layout.Output(M, N, N, False, self.c.why or f"the small-M kernel writes C with row stride {N}")
-        self.deal = fam.deal(M, N, K, launch.num_sms(self.dev))
+        self.ldc = ldc = layout.round_up(N, 8)  # the columns the kernel computes and writes
+        if not (self.c.direct and self.c.ld == ldc):
+            self.c = layout.Output(M, N, ldc, False, self.c.why or f"the small-M kernel writes C with row stride {ldc}")
+        self.deal = fam.deal(M, ldc, K, launch.num_sms(self.dev))
         self.planes = self.deal.planes
-        b_mn = mn_flags(self.a, self.b)[1]  # a row-major (K, N) b read in place (the family's A is K-major)
-        self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb, b_mn=b_mn)
+        b_mn = mn_flags(self.a, self.b)[1]  # a row-major (K, N) b (the family's A is K-major)
+        self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb, ldc=ldc, b_mn=b_mn)
         self.defines = fam.layout_defines(b_mn=b_mn)
         template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.deal.units, make_map=driver.MapSlot, **self.map_args)
         with _building(self.dev):
@@ -333,11 +350,12 @@ class SmallMConfig(_Fast):
                                             dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster)
         self.reduce = None
         if reduce is not None:
-            self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, N), (smallm.REDUCE_THREADS, 1, 1),
-                                                fam.reduce_args(0, 0, M, N, K, self.deal.units), pdl=fam.pdl)
+            self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, ldc), (smallm.REDUCE_THREADS, 1, 1),
+                                                fam.reduce_args(0, 0, M, ldc, K, self.deal.units), pdl=fam.pdl)
 
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
-        return self.step.shape_problems(M, N, layout.round_up(K, 8))  # C is packed: N itself
+        # TMA zero-fills the K edge; C's rows are N rounded up to 8 long (the padding computed as zeros)
+        return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8))
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
         maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
@@ -346,7 +364,7 @@ class SmallMConfig(_Fast):
             return
         # released once both launches are queued: the allocator hands it out again only to
         # work ordered after them on this stream
-        ws = torch.empty((self.planes, self.M, self.N), dtype=torch.float32, device=self.device)
+        ws = torch.empty((self.planes, self.M, self.ldc), dtype=torch.float32, device=self.device)
         self.launch(stream, maps[0], (ws.data_ptr(), pc))
         self.reduce(stream, (), (ws.data_ptr(), pc))
 

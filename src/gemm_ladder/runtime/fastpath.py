@@ -94,8 +94,8 @@ def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
 def b_rows_misaligned(b_op) -> bool:
     """B's rows, as the kernel reads them (in place, or from the K-major copy), are not whole
     32-byte sectors (select.rows_misaligned); a single line has no row stride."""
-    if not b_op.direct:  # the copy is K-major: N lines of staged_ld elements
-        return b_op.rows > 1 and select.rows_misaligned(b_op.staged_ld)
+    if not b_op.direct:  # the copy: N lines (K lines if it stays N-major) of staged_ld elements
+        return (b_op.k if b_op.stage_mn else b_op.rows) > 1 and select.rows_misaligned(b_op.staged_ld)
     lines = b_op.k if b_op.major == "MN" else b_op.rows
     return lines > 1 and select.rows_misaligned(b_op.ld)
 

@@ -46,17 +46,26 @@ class Operand:
     """One operand as the kernel reads it: the (rows x k) matrix A (rows = M) or B^T
     (rows = N). `major` is how it is stored ("K": k contiguous; "MN": rows contiguous);
     `ld` the stride between its non-contiguous lines, in elements. A staged operand is
-    read from a K-major (rows x round_up(k, 8)) copy."""
+    read from a K-major (rows x round_up(k, 8)) copy, or with `stage_mn` from an MN-major
+    (k x round_up(rows, 8)) one: a stored-MN-major operand whose strides or address TMA
+    cannot take, for a kernel that reads MN-major — a plain copy, where the K-major one is
+    a transpose (~4x slower on the H200, docs/perf-notes.md item 40)."""
     rows: int
     k: int
     major: str
     ld: int
     direct: bool
     why: str = ""  # why the copy, for `explain` and tests
+    stage_mn: bool = False
 
     @property
     def staged_ld(self) -> int:
-        return round_up(self.k, ALIGN // ELEM)
+        return round_up(self.rows if self.stage_mn else self.k, ALIGN // ELEM)
+
+    @property
+    def read_mn(self) -> bool:
+        """The kernel reads this operand MN-major (in place, or from an MN-major copy)."""
+        return self.major == "MN" and (self.direct or self.stage_mn)
 
 
 def _synthetic_ld(extent: int) -> int:
@@ -96,7 +105,7 @@ def operand(rows: int, k: int, row_stride: int | None, col_stride: int, *, ptr_a
             return Operand(rows, k, major, ld, True)
         why = why or f"{major}-major, {problem}"
     major, ld, _ = candidates[0]
-    return Operand(rows, k, major, ld, False, why)
+    return Operand(rows, k, major, ld, False, why, stage_mn=major == "MN" and mn_major_ok and rows > 1)
 
 
 @dataclass(frozen=True)

@@ -305,22 +305,30 @@ class SmallM:
 
     def kernel_args(self, a_ptr: int, b_ptr: int, ws_ptr: int, c_ptr: int, M: int, N: int, K: int,
                     units: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,
-                    make_map=None, b_mn: bool = False) -> list:
+                    ldc: int | None = None, make_map=None, b_mn: bool = False) -> list:
         """The split-K kernel's arguments: A (M, K) K-major and B (N, K) K-major, or with b_mn
         a row-major (K, N) matrix (N-major; a build with layout_defines(b_mn=True)), row strides
-        lda, ldb in elements (default packed); C, a packed (M, N) matrix, as a tensor map (box
-        64 x 64: whole tiles leave through TMA) and as a pointer (pieces, the fixup), the fp32
-        workspace (0 when no tile is split), the run length in k-tiles, and the rows of A's box
-        (`a_box_rows`). make_map builds the tensor maps (default driver.TensorMap), as in
-        Step.kernel_args."""
+        lda, ldb in elements (default packed); C, an (M, ldc) row-major matrix (default ldc = N,
+        packed), as a tensor map (box 64 x 64: whole tiles leave through TMA) and as a pointer
+        (pieces, the fixup), the fp32 workspace (0 when no tile is split), the run length in
+        k-tiles, and the rows of A's box (`a_box_rows`). make_map builds the tensor maps
+        (default driver.TensorMap), as in Step.kernel_args.
+
+        With ldc > N (N not a multiple of 8, C's rows padded to 16 bytes) the kernel computes
+        all ldc columns, the sizes it is given being (M, ldc, K): B's map still ends at N, so
+        TMA reads its rows past N as zeros and the padding columns of C get zeros. The caller
+        owns that padding (the rows of C are ldc long, the last one too)."""
         make_map = make_map or driver.TensorMap
+        n_out = ldc or N
+        if not N <= n_out < N + 8 or n_out % 8 and n_out != N:
+            raise ConfigError(f"{self.key}: C's row stride {n_out} must be N={N} or N rounded up to 8")
         # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb or K, self.bn, self.bk, bf16))
         a_rows = self.a_box_rows(M)
         return [make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16), b_map,
-                make_map(c_ptr, M, N, N, C_BOX, C_BOX, bf16),
-                ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units, a_rows]
+                make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
+                ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
 
     def a_box_rows(self, M: int) -> int:
         """Rows of A's TMA box: the tile's bm, or M rounded up to 8 (a whole swizzle atom) when
