@@ -631,3 +631,44 @@ def test_misaligned_b_rows_choose_the_multicast_cluster(monkeypatch):
     odd = fastconfig.operand_layouts("nt", a2[:, :3000], torch.zeros(40, 4000, dtype=torch.float16)[:, 1:3001],
                                      (True, True), 3000, 40, 3000)[1]  # copied into rows of 3000: not whole sectors
     assert not odd.direct and fastpath.b_rows_misaligned(odd)
+
+
+def test_scratch_is_kept_per_stream_and_fresh_while_capturing(gpu, monkeypatch):
+    """Staging copies and the small-M partials live in per-stream scratch of the configuration:
+    a second call on the stream reuses them (no allocation, no new tensor map); another stream
+    gets its own; a CUDA graph capture gets fresh ones; sets over the size limit are per call."""
+    x, b = rnd(127, 255), rnd(255, 199, seed=3)  # both staged (rows of 510 and 398 bytes)
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    cfg = fastpath.config_for("mm", x, b)
+    assert set(cfg.scratch.shapes) >= {"a", "b"} and cfg.scratch.shapes["b"][0] == (255, 200)
+    kept = cfg.scratch._sets[gpu.stream]
+    encoded = fastconfig._TMAPS.misses
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    rec = _last_splitk(gpu)
+    assert rec.maps[0].ptr == kept["a"].data_ptr() and rec.maps[1].ptr == kept["b"].data_ptr()
+    # A's and B's maps found again (C's is new when the result lands at a new address)
+    assert fastconfig._TMAPS.misses <= encoded + 1 and cfg.scratch._sets[gpu.stream] is kept
+    if "ws" in cfg.scratch.shapes:
+        assert rec.ws == kept["ws"].data_ptr()
+    gpu.stream = 9  # another stream: its own set
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    assert _last_splitk(gpu).maps[0].ptr != kept["a"].data_ptr() and set(cfg.scratch._sets) == {7, 9}
+    monkeypatch.setattr(fastconfig, "_capturing", lambda: True)  # capture: fresh, not kept
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    assert _last_splitk(gpu).maps[0].ptr not in {s["a"].data_ptr() for s in cfg.scratch._sets.values()}
+    assert set(cfg.scratch._sets) == {7, 9}
+    monkeypatch.setattr(fastconfig, "_capturing", lambda: False)
+    monkeypatch.setattr(fastconfig, "MAX_SCRATCH_BYTES", 1024)  # too big to keep: per call
+    gpu.stream = 11
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    assert set(cfg.scratch._sets) == {7, 9}
+
+
+def test_split_k_partials_are_kept_per_stream(gpu):
+    x, w = rnd(16, 4096), rnd(4096, 4096, seed=1)
+    res = gemm_ladder.matmul_nt(x, w)
+    cfg = fastpath.config_for("nt", x, w)
+    assert _small_m(cfg.step) and cfg.deal.planes > 1 and cfg.scratch.shapes == {
+        "ws": ((cfg.deal.planes, 16, 4096), torch.float32)}
+    assert _last_splitk(gpu).ws == cfg.scratch._sets[gpu.stream]["ws"].data_ptr()
+    assert_product(res, x, w.T)

@@ -5,8 +5,9 @@ A configuration is built once: each operand's layout (layout.py: read in place, 
 MN-major, or staged by a copy), the kernel compiled and loaded with the layout's defines
 (`Step.layout_defines`), the launch (grid, cluster, shared memory, an argument array laid
 out by `Step.kernel_args` / the small-M family's `kernel_args`). Per call it only stages
-what cannot be read in place, allocates the result with torch (current stream, caching
-allocator: CUDA-graph safe), finds the tensor maps of the call's pointers (built by the
+what cannot be read in place (into per-stream scratch kept by the configuration, like the
+small-M kernel's partials: `Scratch`), allocates the result with torch (current stream,
+caching allocator: CUDA-graph safe), finds the tensor maps of the call's pointers (built by the
 same `kernel_args`, each map encoded once per pointer and geometry in a bounded LRU) and
 launches on `torch.cuda.current_stream()` — the stream is read per call, never cached.
 """
@@ -196,6 +197,12 @@ class _Fast(Config):
         self.ldb = self.b.ld if self.b.direct else self.b.staged_ld
         self._maps = LRU(MAPS_PER_CONFIG)
         self._staged = not (self.a.direct and self.b.direct)
+        staging = {}
+        if not self.a.direct:
+            staging["a"] = ((self.K, self.a.staged_ld) if self.a.stage_mn else (M, self.a.staged_ld), a.dtype)
+        if not self.b.direct:
+            staging["b"] = ((self.K, self.b.staged_ld) if self.b.stage_mn else (N, self.b.staged_ld), a.dtype)
+        self.scratch = Scratch(self._scratch_shapes(staging), a.device)
         # A fresh result with rows padded to 16 bytes owns its last row's padding too: the
         # kernels write it (a TMA store's last granule of a row; the small-M kernel's ldc columns)
         self._whole_rows = N % 8 != 0
@@ -205,45 +212,46 @@ class _Fast(Config):
         # step's multiple-of-8 rules apply to the padded sizes
         return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8))
 
+    def _scratch_shapes(self, staging: dict) -> dict:
+        """The configuration's scratch (name -> (shape, dtype)): the staging buffers, and what
+        the subclass adds."""
+        return staging
+
     # -- staging copies (only for operands the kernel cannot read in place) --
-    # Copies go to fresh storage (aligned, lines padded to 16 bytes), also when the source
-    # is contiguous but misaligned; with the line length a multiple of 8 that is one clone.
-    # An MN-major source read by an MN-major kernel stays MN-major (`stage_mn`): no transpose.
-    def _stage_a(self, a):
-        if self.a.stage_mn:  # (K, M) lines
-            return self._stage_lines(a.reshape(self.M, self.K).t(), self.M, self.a.staged_ld)
-        K, kp = self.K, self.a.staged_ld
-        if kp == K:
-            return a.clone(memory_format=torch.contiguous_format)
-        buf = torch.empty((*self.lead, kp), dtype=self.dtype, device=self.device)
-        buf[..., :K].copy_(a)
-        return buf
+    # Copies go to scratch (aligned, lines padded to 16 bytes), also when the source is
+    # contiguous but misaligned. An MN-major source read by an MN-major kernel stays
+    # MN-major (`stage_mn`): a plain copy, no transpose.
+    def _stage_a(self, a, buf):
+        src = a.reshape(self.M, self.K)
+        return self._stage_lines(src.t() if self.a.stage_mn else src, buf)
 
-    def _stage_b(self, b):
-        if self.b.stage_mn:  # (K, N) lines
-            return self._stage_lines(b if self.kind == "mm" else b.t(), self.N, self.b.staged_ld)
-        bt = b.t() if self.kind == "mm" else b
-        return self._stage_lines(bt, self.K, self.b.staged_ld)
+    def _stage_b(self, b, buf):
+        n_by_k = b.t() if self.kind == "mm" else b  # (N, K)
+        return self._stage_lines(n_by_k.t() if self.b.stage_mn else n_by_k, buf)
 
-    def _stage_lines(self, x, cols: int, ld: int):
-        """x (lines, cols) copied into fresh (lines, ld) storage, rows contiguous."""
-        if ld == cols:
-            return x.clone(memory_format=torch.contiguous_format)
-        buf = torch.empty((x.shape[0], ld), dtype=self.dtype, device=self.device)
-        buf[:, :cols].copy_(x)
-        return buf
+    @staticmethod
+    def _stage_lines(x, buf) -> int:
+        """x (lines, cols) copied into the first cols of buf's rows; buf's address."""
+        (buf if buf.shape[1] == x.shape[1] else buf[:, :x.shape[1]]).copy_(x)
+        return buf.data_ptr()
 
     def __call__(self, a, b, out, pa: int, pb: int):
         if _current_device() != self.dev:
             with torch.cuda.device(self.dev):  # inside, the current device is ours: no recursion
                 return self(a, b, out, pa, pb)
+        if self.scratch.shapes:
+            with self.scratch.lock:  # from the first copy to the last launch (Scratch)
+                return self._run(a, b, out, pa, pb)
+        return self._run(a, b, out, pa, pb)
+
+    def _run(self, a, b, out, pa: int, pb: int):
+        stream = _raw_stream(self.dev)
+        scratch = self.scratch.get(stream, _capturing()) if self.scratch.shapes else None
         if self._staged:
             if not self.a.direct:
-                a = self._stage_a(a)
-                pa = a.data_ptr()
+                pa = self._stage_a(a, scratch["a"])
             if not self.b.direct:
-                b = self._stage_b(b)
-                pb = b.data_ptr()
+                pb = self._stage_b(b, scratch["b"])
         if out is None:
             # a's device and dtype are the configuration's; Tensor.new_empty_strided parses
             # fewer arguments than torch.empty_strided (a subclass might override it: not used)
@@ -257,13 +265,13 @@ class _Fast(Config):
             c = out
         else:
             c = torch.empty((self.M, self.c.ld), dtype=self.dtype, device=self.device)
-        self._launch(pa, pb, c.data_ptr(), _raw_stream(self.dev))
+        self._launch(pa, pb, c.data_ptr(), stream, scratch)
         if out is not None and c is not out:
             out.copy_((c if self.c.ld == self.N else c[:, :self.N]).view(out.shape))
             return out
         return c
 
-    def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
+    def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         raise NotImplementedError
 
 
@@ -286,6 +294,44 @@ def stream_k_workspace(dev: int, stream: int, floats: int, device) -> torch.Tens
     return ws
 
 
+# Scratch kept per configuration and stream: see Scratch.
+MAX_SCRATCH_BYTES = 32 << 20  # a configuration's set larger than this is allocated per call
+MAX_SCRATCH_TOTAL = 512 << 20  # all sets kept at once (process-wide); beyond, per call
+_scratch_total = [0]
+
+
+class Scratch:
+    """Per-stream scratch memory of a configuration: staging copies of operands TMA cannot
+    read in place, the small-M kernel's fp32 partials. Allocating them per call costs host
+    time (torch.empty ~4 us on the H200's host, item 27), and a staged operand at a fresh
+    address needs a fresh tensor map (an encode through the driver). Launches on one
+    stream run in order, so the next call's copy lands after this call's kernels read the
+    last one; `lock` (held by the caller from the first copy to the last launch) keeps two
+    threads on one stream from interleaving copy and kernel. While a CUDA graph is
+    captured, and for sets beyond the size limits, scratch comes fresh per call (from the
+    graph's pool: a replay must not share it with launches outside the graph)."""
+
+    def __init__(self, shapes: dict, device):
+        self.shapes, self.device = shapes, device  # name -> (shape, dtype)
+        self.nbytes = sum(torch.Size(sh).numel() * dt.itemsize for sh, dt in shapes.values())
+        self.lock = threading.Lock()
+        self._sets: dict[int, dict] = {}
+
+    def get(self, stream: int, capturing: bool) -> dict:
+        got = self._sets.get(stream)
+        if got is not None and not capturing:
+            return got
+        fresh = {name: torch.empty(sh, dtype=dt, device=self.device) for name, (sh, dt) in self.shapes.items()}
+        if capturing or self.nbytes > MAX_SCRATCH_BYTES or _scratch_total[0] + self.nbytes > MAX_SCRATCH_TOTAL:
+            return fresh
+        _scratch_total[0] += self.nbytes
+        self._sets[stream] = fresh
+        return fresh
+
+    def __del__(self):
+        _scratch_total[0] -= self.nbytes * len(self._sets)
+
+
 class LadderConfig(_Fast):
     """A ladder step (a `Step` with TMA): one launch; M-major A / N-major B read in place
     when the step has `mn_major`; a stream-K step's workspace per stream
@@ -306,7 +352,7 @@ class LadderConfig(_Fast):
         self.launch = driver.ReusableLaunch(prep.kernel, grid, (st.threads, 1, 1), template,
                                             dynamic_smem=st.dynamic_smem, cluster=st.cluster)
 
-    def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
+    def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
         if self.ws_floats:
             ws = stream_k_workspace(self.dev, stream, self.ws_floats, self.device)
@@ -328,8 +374,8 @@ class SmallMConfig(_Fast):
     a row-major (K, N) read in place or from an N-major copy (the GL_B_MN build), C written
     with row stride N rounded up to 8 (the kernel computes the padding columns too, as
     zeros: a fresh result owns them; else through a buffer), the deal of work fixed per
-    configuration, the fp32 workspace allocated per call from torch's caching allocator
-    when a tile is split, then the deterministic reduction (programmatic launch)."""
+    configuration, the fp32 partials of split tiles in the configuration's per-stream
+    scratch (`Scratch`), then the deterministic reduction (programmatic launch)."""
 
     def __init__(self, kind: str, a, b, out, fam: smallm.SmallM, lead: tuple, N: int, K: int):
         super().__init__(kind, a, b, out, fam, lead, N, K)
@@ -337,7 +383,6 @@ class SmallMConfig(_Fast):
         self.ldc = ldc = layout.round_up(N, 8)  # the columns the kernel computes and writes
         if not (self.c.direct and self.c.ld == ldc):
             self.c = layout.Output(M, N, ldc, False, self.c.why or f"the small-M kernel writes C with row stride {ldc}")
-        self.deal = fam.deal(M, ldc, K, launch.num_sms(self.dev))
         self.planes = self.deal.planes
         b_mn = mn_flags(self.a, self.b)[1]  # a row-major (K, N) b (the family's A is K-major)
         self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb, ldc=ldc, b_mn=b_mn)
@@ -357,16 +402,21 @@ class SmallMConfig(_Fast):
         # TMA zero-fills the K edge; C's rows are N rounded up to 8 long (the padding computed as zeros)
         return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8))
 
-    def _launch(self, pa: int, pb: int, pc: int, stream: int) -> None:
+    def _scratch_shapes(self, staging: dict) -> dict:
+        # the fp32 partials of split tiles, written by the main kernel and read by the reduction
+        self.deal = self.step.deal(self.M, layout.round_up(self.N, 8), self.K, launch.num_sms(self.dev))
+        if self.deal.planes:
+            staging["ws"] = ((self.deal.planes, self.M, layout.round_up(self.N, 8)), torch.float32)
+        return staging
+
+    def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
         if self.reduce is None:
             self.launch(stream, maps[0], (0, pc))
             return
-        # released once both launches are queued: the allocator hands it out again only to
-        # work ordered after them on this stream
-        ws = torch.empty((self.planes, self.M, self.ldc), dtype=torch.float32, device=self.device)
-        self.launch(stream, maps[0], (ws.data_ptr(), pc))
-        self.reduce(stream, (), (ws.data_ptr(), pc))
+        ws = scratch["ws"].data_ptr()
+        self.launch(stream, maps[0], (ws, pc))
+        self.reduce(stream, (), (ws, pc))
 
     def _encode(self, pa: int, pb: int, pc: int) -> tuple:
         args = self.step.kernel_args(pa, pb, 0, pc, self.M, self.N, self.K, self.deal.units, make_map=tensor_map,
