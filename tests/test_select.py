@@ -160,3 +160,15 @@ def test_misaligned_b_rows_go_to_the_multicast_cluster():
     # 9:n176 is left out (api rule 5) and 9:n192 runs (measured 45.6 against 9:n176's 46.5 us)
     assert select.choose(2048, 2056, 2048, b_misaligned=True).pick.key in ("9:n192", "9:n176")
     assert api.step_for(2048, 2056, 2048, b_mn=True, b_misaligned=True).key == "9:n192"
+
+
+def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
+    """8:c1 (one consumer) and smallm:c2n128 (two) run 128 x 128 tiles with the same traffic and
+    tie in the model; measured, two issuers win in one wave, so the tie goes to them. Entries
+    with other tiles keep the old tie-break (n128's 64 x 128 against c2n64's 128 x 64)."""
+    ch = select.choose(512, 4096, 4096)
+    tied = {s.key: s for s in ch.scores if s.accepted and s.score_us <= ch.pick.score_us * (1 + select.TIE)}
+    assert {"8:c1", "smallm:c2n128"} <= set(tied) and tied["8:c1"].l2_bytes == tied["smallm:c2n128"].l2_bytes
+    assert ch.pick.key == "smallm:c2n128" and tied["smallm:c2n128"].consumers == 2 and tied["8:c1"].consumers == 1
+    assert select.choose(1024, 1024, 1024).pick.key == "smallm:n128"
+    assert select.choose(1000, 1000, 1000).pick.key == "8:c1"  # K = 1000 keeps the family out

@@ -27,9 +27,13 @@ that cost when they need two waves or more, and where the best of them is so cha
 joins the candidates (MISALIGNED_B_CANDIDATES).
 
 Scores within TIE of the best are treated as equal (the model is not finer than that);
-among those the pick is the candidate moving the fewest operand bytes from L2 into shared
-memory (`operand_bytes`: each CTA reads its A and B tiles once per k-tile, a cluster reads
-its shared operand once), then the one computing the least padding, then registry order.
+among those a candidate running the same tile with the same traffic as another but with
+fewer MMA warpgroups drops out (measured, the small-M family's two consumers on
+128 x 128, `smallm:c2n128`, against 8:c1's one in a single wave: 512 x 4096 x 4096 0.98
+against 0.94-0.95, 128 x 11008 x 4096 0.96 against 0.92, docs/perf-notes.md item 41); then
+the pick is the candidate moving the fewest operand bytes from L2 into shared memory
+(`operand_bytes`: each CTA reads its A and B tiles once per k-tile, a cluster reads its
+shared operand once), then the one computing the least padding, then registry order.
 A shape no candidate accepts (K or N not a multiple of 8) is scored at the shape the
 library pads it to, and the choice says so.
 """
@@ -173,6 +177,8 @@ class Score:
     bound: str = ""
     why: str = ""
     slowed: bool = False  # charged MISALIGNED_B_COST
+    consumers: int = 1  # MMA warpgroups per CTA
+    tile: tuple[int, int] = (0, 0)  # (bm, bn)
 
 
 def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
@@ -192,6 +198,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
         s.padded = True
     s.accepted, s.shape = True, shape
     f = facts(step)
+    s.consumers, s.tile = f.consumers, (f.bm, f.bn)
     deal = None
     if callable(getattr(step, "deal", None)):  # a split-K family deals out its work per shape
         deal = step.deal(*shape, dev.sms)
@@ -340,6 +347,9 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
         return ch
     best = min(s.score_us for s in ok)
     near = [s for s in ok if s.score_us <= best * (1 + TIE)]
+    # the same tile and traffic with more MMA issuers replaces one with fewer (module docstring)
+    near = [s for s in near if not any(t.tile == s.tile and t.l2_bytes == s.l2_bytes and t.padded == s.padded
+                                       and t.consumers > s.consumers for t in near)]
     # unpadded before padded, then least L2 traffic, then least wasted work, then registry order
     ch.pick = min(near, key=lambda s: (s.padded, s.l2_bytes, s.padded_flop))
     others = [s.key for s in near if s is not ch.pick]
