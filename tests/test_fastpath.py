@@ -7,7 +7,7 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu, rnd
-from gemm_ladder.runtime import api, fastconfig, fastpath, layout, select
+from gemm_ladder.runtime import api, fastconfig, fastpath, layout, select, smallm
 from gemm_ladder.runtime.steps import Step, get_step
 
 
@@ -491,12 +491,12 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
     monkeypatch.setattr(bench_api.launch, "plan", FakePlan)
-    rows = bench_api.device_rows([(192, 48, 40)], "bfloat16", log=lambda m: None)
-    # a kernel row per step the calls run: K-major b -> 8:c1, row-major b -> 9:n192 (mn_major; at this
-    # shape the 192-wide tile wastes less than the 256-wide one)
+    rows = bench_api.device_rows([(2048, 1152, 40)], "bfloat16", log=lambda m: None)
+    # a kernel row per step the calls run: K-major b -> 9:n176, row-major b -> 9:n192 (mn_major; an
+    # N-major B leaves the 176-wide tile out, api rule 5)
     assert [(r["call"], r["step"]) for r in rows] == [
-        ("kernel (launch.plan)", "8:c1"), ("kernel (launch.plan)", "9:n192"), (bench_api.CALLS[0], "8:c1"),
-        (bench_api.CALLS[1], "9:n192"), (bench_api.CALLS[2], "8:c1")]
+        ("kernel (launch.plan)", "9:n176"), ("kernel (launch.plan)", "9:n192"), (bench_api.CALLS[0], "9:n176"),
+        (bench_api.CALLS[1], "9:n192"), (bench_api.CALLS[2], "9:n176")]
     assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
     # call rows: three-way interleave, the kernel's time from that same run
     assert FakeBench.calls == [2, 2] * 2 + [3, 3] * 3
@@ -672,3 +672,21 @@ def test_split_k_partials_are_kept_per_stream(gpu):
         "ws": ((cfg.deal.planes, 16, 4096), torch.float32)}
     assert _last_splitk(gpu).ws == cfg.scratch._sets[gpu.stream]["ws"].data_ptr()
     assert_product(res, x, w.T)
+
+
+def test_unaligned_rows_above_128_rows_go_to_the_family_only_with_an_n_major_b(gpu):
+    """smallm.ALIGNED_K keeps the family off K-major rows that are not whole 32-byte sectors
+    above 128 rows (8:c1 is faster there), but with a row-major b the ladder's alternative is
+    step 9's 192-wide tile, which the family beats on such rows (docs/perf-notes.md item 42)."""
+    fam = smallm.FAMILIES["smallm:n128"]
+    assert not fam.accepts(1000, 1000, 1000) and fam.accepts(1000, 1000, 1000, b_mn=True)
+    assert api.step_for(1000, 1000, 1000).key == "8:c1"
+    assert _small_m(api.step_for(1000, 1000, 1000, b_mn=True).key)
+    x, b = rnd(200, 1000), rnd(1000, 264, seed=5)  # K = 1000: 2000-byte rows; M = 200 > 128
+    assert _small_m(api.step_for(200, 264, 1000, b_mn=True).key) and not _small_m(api.step_for(200, 264, 1000).key)
+    assert_product(gemm_ladder.matmul(x, b), x, b)
+    rec = _last_splitk(gpu)
+    assert rec.defines == {"GL_B_MN": 1} and rec.maps[1].ptr == b.data_ptr()  # in place, N-major
+    w = b.T.contiguous()  # the same B K-major: a ladder step
+    assert_product(gemm_ladder.matmul_nt(x, w), x, w.T)
+    assert gpu.launches[-1].name != "gemm_smallm_splitk"

@@ -12,7 +12,9 @@ The rule (`step_for`), computed once per configuration:
    select.CANDIDATES (ladder steps 9:c1, 7:d4 and the small-M family's entries);
 2. the small-M family takes the shapes it accepts with N and K rounded up to 8 (TMA
    zero-fills the K edge and B's rows past N; the result's rows are N rounded up to 8 long,
-   and the kernel writes the padding columns as zeros); otherwise the best ladder candidate;
+   and the kernel writes the padding columns as zeros; above 128 rows, K-major rows that are
+   not whole 32-byte sectors only with an N-major b: smallm.ALIGNED_K); otherwise the best
+   ladder candidate;
 3. an operand stored MN-major (an M-major `a`, i.e. a transposed view; an N-major `b`,
    i.e. a row-major (K, N) `b`, the usual `a @ b`) is read MN-major — in place, or from an
    MN-major copy (a plain copy) when TMA cannot take its strides or address — by a kernel
@@ -65,10 +67,10 @@ def _torch():
 
 @functools.lru_cache(maxsize=64)
 def _pick_among(M: int, N: int, K: int, dtype: str, sms: int, keys: tuple[str, ...],
-                b_misaligned: bool = False) -> str | None:
+                b_misaligned: bool = False, b_mn: bool = False) -> str | None:
     """select.choose's pick among `keys`; None when none of them accepts the shape."""
     ch = select.choose(M, N, K, dtype, device=select.Device(sms=sms), candidates=list(keys),
-                       b_misaligned=b_misaligned)
+                       b_misaligned=b_misaligned, b_mn=b_mn)
     return ch.pick.key if ch.pick else None
 
 
@@ -92,19 +94,19 @@ def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFA
     (module docstring); a Step or a kernel-family entry."""
     mis = b_misaligned
     try:
-        st = get_step(select.pick(M, N, K, dtype, sms, mis))
+        st = get_step(select.pick(M, N, K, dtype, sms, mis, b_mn))
     except LookupError as e:
         raise launch.ShapeError(f"no kernel takes {M}x{N}x{K}: {e}") from None
     if b_mn and _ragged(st):  # rule 5
-        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: not _ragged(s), mis), mis)
+        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: not _ragged(s), mis), mis, b_mn)
         st = get_step(key) if key else st
-    if not isinstance(st, Step) and not st.accepts(M, round_up(N, 8), round_up(K, 8)):
+    if not isinstance(st, Step) and not st.accepts(M, round_up(N, 8), round_up(K, 8), b_mn=b_mn):
         key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step), mis), mis)
         st = get_step(key) if key else st
     if not _reads(st, a_mn, b_mn):  # (a family entry must take the shape as rule 2 says)
         key = _pick_among(M, N, K, dtype, sms, _candidates(
             lambda s: _reads(s, a_mn, b_mn) and not (b_mn and _ragged(s))
-            and (isinstance(s, Step) or s.accepts(M, round_up(N, 8), round_up(K, 8))), mis), mis)
+            and (isinstance(s, Step) or s.accepts(M, round_up(N, 8), round_up(K, 8), b_mn=b_mn)), mis), mis, b_mn)
         if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn, mis)):
             st = get_step(key)
     return st
@@ -131,8 +133,8 @@ def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn
     copy_bytes = 2 * select.ELEMENT_BYTES * K * ((M if a_cp else 0) + (N if b_cp else 0))  # read + write
     copy_us = (int(a_cp) + int(b_cp)) * COPY_LAUNCH_US + copy_bytes / (TRANSPOSE_COPY_TBS * 1e12) * 1e6
     b_mis_st = select.rows_misaligned(round_up(K, 8)) if b_cp else b_misaligned  # a copy's rows: K-major
-    return (select.score(st, M, N, K, dev, b_mis_st).score_us + copy_us
-            > select.score(in_place, M, N, K, dev, b_misaligned).score_us)
+    return (select.score(st, M, N, K, dev, b_mis_st, b_mn and not b_cp).score_us + copy_us
+            > select.score(in_place, M, N, K, dev, b_misaligned, b_mn).score_us)
 
 
 def best_step(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "float16", sms: int = SMS_DEFAULT):

@@ -400,7 +400,7 @@ class SmallMConfig(_Fast):
 
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
         # TMA zero-fills the K edge; C's rows are N rounded up to 8 long (the padding computed as zeros)
-        return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8))
+        return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8), b_mn=self.b.read_mn)
 
     def _scratch_shapes(self, staging: dict) -> dict:
         # the fp32 partials of split tiles, written by the main kernel and read by the reduction

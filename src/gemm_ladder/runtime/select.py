@@ -186,13 +186,21 @@ def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
     return M, N + (-N) % 8, K + (-K) % 8
 
 
-def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misaligned: bool = False) -> Score:
+def _problems(step, shape: tuple[int, int, int], b_mn: bool) -> list[str]:
+    """Why `step` does not take the shape; the small-M family's answer depends on whether B
+    is read N-major (smallm.SmallM.large_m_problems), a ladder Step's does not."""
+    if b_mn and not isinstance(step, Step):
+        return step.shape_problems(*shape, b_mn=True)
+    return step.shape_problems(*shape)
+
+
+def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misaligned: bool = False,
+          b_mn: bool = False) -> Score:
     s = Score(step.key, step.label)
     shape = (M, N, K)
-    if not step.accepts(*shape):
-        problems = step.shape_problems(*shape)
+    if problems := _problems(step, shape, b_mn):
         shape = padded_shape(M, N, K)
-        if shape == (M, N, K) or not step.accepts(*shape):
+        if shape == (M, N, K) or _problems(step, shape, b_mn):
             s.why = "rejects the shape: " + "; ".join(problems)
             return s
         s.padded = True
@@ -321,9 +329,10 @@ def candidate_keys(b_misaligned: bool = False) -> list[str]:
 
 
 def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = Device(),
-           candidates=None, b_misaligned: bool = False) -> Choice:
+           candidates=None, b_misaligned: bool = False, b_mn: bool = False) -> Choice:
     """Score every candidate on (M, N, K) and pick one (module docstring). b_misaligned: B's
-    rows (as the kernel reads them) are not whole 32-byte sectors (`rows_misaligned`)."""
+    rows (as the kernel reads them) are not whole 32-byte sectors (`rows_misaligned`); b_mn:
+    B is read N-major (what the small-M family takes depends on it)."""
     ch = Choice(M, N, K, dtype, device)
     for key, st in _candidate_steps(candidate_keys(b_misaligned) if candidates is None else candidates):
         if st is None or getattr(st, "model_only", False):
@@ -334,7 +343,7 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
         if dtype not in dtypes:
             ch.scores.append(Score(key, st.label, why=f"does not support {dtype}"))
             continue
-        ch.scores.append(score(st, M, N, K, device, b_misaligned))
+        ch.scores.append(score(st, M, N, K, device, b_misaligned, b_mn))
     ok = [s for s in ch.scores if s.accepted]
     extra = [s for s in ok if b_misaligned and s.key in MISALIGNED_B_CANDIDATES and s.key not in CANDIDATES]
     rest = [s for s in ok if s not in extra]
@@ -361,9 +370,10 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
 
 
 @functools.lru_cache(maxsize=4096)
-def pick(M: int, N: int, K: int, dtype: str = "float16", sms: int = 132, b_misaligned: bool = False) -> str:
+def pick(M: int, N: int, K: int, dtype: str = "float16", sms: int = 132, b_misaligned: bool = False,
+         b_mn: bool = False) -> str:
     """The chosen step key, memoized: cheap enough for a matmul call path."""
-    return choose(M, N, K, dtype, device=Device(sms=sms), b_misaligned=b_misaligned).step.key
+    return choose(M, N, K, dtype, device=Device(sms=sms), b_misaligned=b_misaligned, b_mn=b_mn).step.key
 
 
 def explain_rows(ch: Choice) -> list[dict]:

@@ -70,7 +70,10 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 # fill less than one wave of the H200's SMs, and only from rows that are whole 32-byte sectors
 # (K a multiple of 16): 1000^3 and 1016^3 measured 0.70x cuBLAS on its 64 x 128 tile against
 # 1008^3 0.86x and 1024^3 0.92x, 256 x 4104 x 4104 0.59x against 256 x 4000 x 4000 0.97x
-# (docs/perf-notes.md, item 28)
+# (docs/perf-notes.md, item 28). Not for an N-major B (a row-major (K, N) b read in place): the
+# ladder's kernels that read it so are step 9's 192-wide tiles, which the family beats there on
+# such rows (1000^3 0.72 -> 0.77, 256 x 4088 x 4088 0.66 -> 0.78; one probed shape lost, 2000 x
+# 1000 x 1000 0.86 -> 0.82; docs/perf-notes.md, item 42)
 LADDER_WAVE_TILES = 132
 ALIGNED_K = 16
 MN_BLOCK = 64  # an N-major B's TMA box: 64 columns (128 bytes) by bk k-rows
@@ -183,12 +186,13 @@ class SmallM:
         return build(self.source, self.entry, self.kernel_defines(), bf16=bf16, extra_defines=extra_defines,
                      use_cache=use_cache, strict=strict)
 
-    def shape_problems(self, M: int, N: int, K: int) -> list[str]:
+    def shape_problems(self, M: int, N: int, K: int, *, b_mn: bool = False) -> list[str]:
+        """Why the family does not take (M, N, K); b_mn: B is read N-major (large_m_problems)."""
         p = []
         if min(M, N, K) < 1:
             p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
         if M > self.max_m:
-            p += self.large_m_problems(M, N, K)
+            p += self.large_m_problems(M, N, K, b_mn)
         if M < self.min_m:
             p.append(f"M={M} is under {self.min_m}: " + (
                 f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else
@@ -202,20 +206,21 @@ class SmallM:
             p.append("dimensions must be < 2^31")
         return p
 
-    def large_m_problems(self, M: int, N: int, K: int) -> list[str]:
+    def large_m_problems(self, M: int, N: int, K: int, b_mn: bool = False) -> list[str]:
         """Above max_m the family takes only problems too small for the ladder's 128 x 128
-        tiles to fill one wave, read from 32-byte aligned rows (module docstring)."""
+        tiles to fill one wave, read from 32-byte aligned rows unless B is N-major (the
+        constants' comment)."""
         tiles = _cdiv(M, 128) * _cdiv(N, 128)
         if tiles >= LADDER_WAVE_TILES:
             return [f"M={M} is over {self.max_m} and the ladder's 128x128 tiles fill the SMs ({tiles} tiles): "
                     "the small-M family is for decode-like shapes and problems under one wave"]
-        if K % ALIGNED_K:
+        if K % ALIGNED_K and not b_mn:
             return [f"M={M} is over {self.max_m} and K={K} is not a multiple of {ALIGNED_K}: rows that are "
                     "not 32-byte multiples cost this family more than the ladder's kernels"]
         return []
 
-    def accepts(self, M: int, N: int, K: int) -> bool:
-        return not self.shape_problems(M, N, K)
+    def accepts(self, M: int, N: int, K: int, *, b_mn: bool = False) -> bool:
+        return not self.shape_problems(M, N, K, b_mn=b_mn)
 
     # -- the deal of work -------------------------------------------------------------------
     def tiles(self, M: int, N: int) -> tuple[int, int]:
