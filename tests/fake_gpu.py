@@ -171,8 +171,11 @@ class FakeGpu:
             return
         grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
         rec = SimpleNamespace(name=function.name, stream=int(config.hStream), defines=function.defines, grid=grid,
+                              block=(config.blockDimX, config.blockDimY, config.blockDimZ),
                               attrs=config.numAttrs, cluster=_cluster_of(config), key=function.key)
         self.launches.append(rec)
+        if function.name == fastconfig.STAGE_COPY_ENTRY:
+            return self._stage_copy(rec, args_ptr)
         if function.name == smallm.SmallM.reduce_entry:
             return self._reduce(rec, args_ptr)
         if function.name == smallm.SmallM.entry:
@@ -246,6 +249,21 @@ class FakeGpu:
         assert sorted(covered) == [(t, k) for t in range(tiles) for k in range(kt)], "every unit exactly once"
         split = range(tiles - rec.sk_tiles, tiles)
         assert sorted(written) == [(t, c) for t in split for c in range(chunks)], "every chunk written once"
+
+    def _stage_copy(self, rec, args_ptr):
+        """gl_stage_copy(src0, dst0, rows0, cols0, rs0, ld0, src1, ...): blockIdx.y picks the
+        operand; element (r, c) read at src[r * rs + c], written at dst[r * ld + c]."""
+        slots = (ctypes.c_void_p * 12).from_address(args_ptr)
+        rec.copies = []
+        for j in range(rec.grid[1]):
+            src, dst = (ctypes.c_uint64.from_address(slots[6 * j + i]).value for i in (0, 1))
+            rows, cols, rs, ld = (ctypes.c_int64.from_address(slots[6 * j + i]).value for i in range(2, 6))
+            assert dst % 16 == 0 and (ld * 2) % 16 == 0 and ld >= cols and rec.block == (256, 1, 1)
+            n = (rows - 1) * rs + cols
+            raw = (ctypes.c_uint16 * n).from_address(src)
+            source = torch.frombuffer(raw, dtype=torch.int16).as_strided((rows, cols), (rs, 1))
+            _view(dst, torch.float16, (rows, cols), ld).view(torch.int16).copy_(source)
+            rec.copies.append((src, dst, rows, cols, rs, ld))
 
     def _splitk(self, rec, args_ptr):
         """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,

@@ -268,6 +268,11 @@ def test_row_major_b_with_odd_n_is_staged_n_major(gpu):
     assert mb.ptr != b.data_ptr() and (mb.rows, mb.cols, mb.ld) == (255, 199, 200)  # (K, N) in rows of 200
     cfg = fastpath.config_for("mm", x, b)
     assert cfg.b.stage_mn and not cfg.b.direct and not cfg.a.direct and not cfg.a.stage_mn
+    # both copies in one launch of the module's staging kernel, before the GEMM on its stream
+    cp = next(r for r in reversed(gpu.launches) if r.name == fastconfig.STAGE_COPY_ENTRY)
+    assert cp.grid == (255, 2, 1) and cp.stream == rec.stream and gpu.launches.index(cp) < gpu.launches.index(rec)
+    assert [c[1:] for c in cp.copies] == [(rec.maps[0].ptr, 127, 255, 255, 256), (mb.ptr, 255, 199, 199, 200)]
+    assert cp.copies[0][0] == x.data_ptr() and cp.copies[1][0] == b.data_ptr()
     out = torch.full((127, 199), float("nan")).half()
     assert gemm_ladder.matmul(x, b, out=out) is out
     assert_product(out, x, b)
@@ -277,9 +282,13 @@ def test_row_major_b_with_odd_n_is_staged_n_major(gpu):
     rec = gpu.launches[-1]
     assert rec.defines == {"GL_A_MN": 1, "GL_B_MN": 1}
     assert (rec.maps[0].rows, rec.maps[0].cols, rec.maps[0].ld) == (255, 127, 128) and rec.maps[0].ptr != xt.data_ptr()
-    # a kernel that reads B K-major only gets the transposed copy
+    # a kernel that reads B K-major only gets the transposed copy (torch's: the staging kernel
+    # copies rows as they are)
+    copies = sum(r.name == fastconfig.STAGE_COPY_ENTRY for r in gpu.launches)
     res = gemm_ladder.matmul(x, b, step="8:c1")
     assert_product(res, x, b)
+    assert sum(r.name == fastconfig.STAGE_COPY_ENTRY for r in gpu.launches) == copies
+    assert fastpath.config_for("mm", x, b, None, "8:c1")._copy is None
     mb = gpu.launches[-1].maps[1]
     assert (mb.rows, mb.cols, mb.ld) == (199, 255, 256) and not gpu.launches[-1].defines.get("GL_B_MN")
 

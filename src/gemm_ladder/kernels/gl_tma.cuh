@@ -3,6 +3,7 @@
 // (loads) or on a bulk async-group (stores).
 #pragma once
 #include "gl_common.cuh"
+#include "gl_stage.cuh"  // the library's staging copy rides in every TMA kernel's module
 
 // Load the box at (x = inner/column coordinate, y = row coordinate) into smem_dst; the
 // copy engine credits its bytes to `bar` (complete_tx), which must expect them.

@@ -14,6 +14,7 @@ launches on `torch.cuda.current_stream()` — the stream is read per call, never
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 from collections import OrderedDict
 
@@ -73,6 +74,8 @@ class LRU:
 
 
 _TMAPS = LRU(MAX_TENSOR_MAPS)
+STAGE_COPY_ENTRY = "gl_stage_copy"  # kernels/gl_stage.cuh, in every TMA kernel's module
+STAGE_COPY_BLOCKS = 1024  # its grid's blocks per operand (they stride over the rows)
 
 
 def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, bf16: bool = False,
@@ -197,6 +200,7 @@ class _Fast(Config):
         self.ldb = self.b.ld if self.b.direct else self.b.staged_ld
         self._maps = LRU(MAPS_PER_CONFIG)
         self._staged = not (self.a.direct and self.b.direct)
+        self._copy, self._copy_ops = None, ()  # the subclass sets the staging copy's launch
         staging = {}
         if not self.a.direct:
             staging["a"] = ((self.K, self.a.staged_ld) if self.a.stage_mn else (M, self.a.staged_ld), a.dtype)
@@ -216,6 +220,51 @@ class _Fast(Config):
         """The configuration's scratch (name -> (shape, dtype)): the staging buffers, and what
         the subclass adds."""
         return staging
+
+    def _init_stage_copy(self, kernel, a, b) -> None:
+        """The staged operands' copies as one launch of the module's `gl_stage_copy` (kernels/
+        gl_stage.cuh) when each is a plain copy (the source's rows contiguous along the copy's
+        rows); else (a transpose, leading dimensions that do not fold) torch's copies."""
+        self._copy, self._copy_ops = None, ()
+        ops = []
+        for name, op, t in (("a", self.a, a), ("b", self.b, b)):
+            if op.direct:
+                continue
+            geo = self._copy_geometry(name, op, t)
+            if geo is None:
+                return
+            ops.append((name, geo))
+        if not ops:
+            return
+        args, rows_max = [], 1
+        for _, (rows, cols, rs, ld) in ops + ops[:1] * (2 - len(ops)):  # unused second slot: a copy of the first
+            args += [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_int64(rows), ctypes.c_int64(cols),
+                     ctypes.c_int64(rs), ctypes.c_int64(ld)]
+            rows_max = max(rows_max, rows)
+        with _building(self.dev):
+            fn = kernel.sibling(STAGE_COPY_ENTRY)
+        self._copy = driver.ReusableLaunch(fn, (min(rows_max, STAGE_COPY_BLOCKS), len(ops), 1), (256, 1, 1), args)
+        self._copy_ops = tuple(name for name, _ in ops)
+
+    def _copy_geometry(self, name: str, op: layout.Operand, t) -> tuple[int, int, int, int] | None:
+        """(rows, cols, source row stride, copy row stride) of operand `name`'s staging copy
+        read from `t` as given, or None when it is not a plain copy."""
+        if name == "a":
+            folded = layout.fold_rows(t.shape, t.stride())
+            if folded is None:
+                return None
+            m_stride, k_stride = folded[1] if folded[1] is not None else 0, t.stride(-1)
+        else:
+            n_stride, k_stride = (t.stride(1), t.stride(0)) if self.kind == "mm" else (t.stride(0), t.stride(1))
+            m_stride = n_stride
+        lines = self.M if name == "a" else self.N
+        if op.stage_mn:  # (K, lines) rows of lines elements
+            rows, cols, rs, cs = self.K, lines, k_stride, m_stride
+        else:  # (lines, K)
+            rows, cols, rs, cs = lines, self.K, m_stride, k_stride
+        if cs != 1 and cols != 1:
+            return None
+        return rows, cols, rs, op.staged_ld
 
     # -- staging copies (only for operands the kernel cannot read in place) --
     # Copies go to scratch (aligned, lines padded to 16 bytes), also when the source is
@@ -247,7 +296,17 @@ class _Fast(Config):
     def _run(self, a, b, out, pa: int, pb: int):
         stream = _raw_stream(self.dev)
         scratch = self.scratch.get(stream, _capturing()) if self.scratch.shapes else None
-        if self._staged:
+        if self._copy is not None:  # one launch for both operands
+            src = {"a": pa, "b": pb}
+            ptrs = []
+            for name in self._copy_ops:
+                ptrs += [src[name], scratch[name].data_ptr()]
+            self._copy(stream, (), tuple(ptrs) + tuple(ptrs[:2]) * (2 - len(self._copy_ops)))
+            if "a" in self._copy_ops:
+                pa = scratch["a"].data_ptr()
+            if "b" in self._copy_ops:
+                pb = scratch["b"].data_ptr()
+        elif self._staged:
             if not self.a.direct:
                 pa = self._stage_a(a, scratch["a"])
             if not self.b.direct:
@@ -351,6 +410,7 @@ class LadderConfig(_Fast):
                                   sk_ctas=self.sk_deal[1], **self.map_args)
         self.launch = driver.ReusableLaunch(prep.kernel, grid, (st.threads, 1, 1), template,
                                             dynamic_smem=st.dynamic_smem, cluster=st.cluster)
+        self._init_stage_copy(prep.kernel, a, b)
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
@@ -393,6 +453,7 @@ class SmallMConfig(_Fast):
             reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
         self.launch = driver.ReusableLaunch(prep.kernel, self.deal.grid, (fam.threads, 1, 1), template,
                                             dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster)
+        self._init_stage_copy(prep.kernel, a, b)
         self.reduce = None
         if reduce is not None:
             self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, ldc), (smallm.REDUCE_THREADS, 1, 1),

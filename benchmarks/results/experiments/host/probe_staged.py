@@ -69,10 +69,16 @@ for spec in args.shapes.split(","):
                                                           pb if cfg.b.direct else sc["b"].data_ptr(),
                                                           c.data_ptr(), stream, sc),
                  "whole call": ours}
+        if getattr(cfg, "_copy", None) is not None:  # one launch of the staging kernel
+            ptrs = []
+            for name in cfg._copy_ops:
+                ptrs += [{"a": pa, "b": pb}[name], sc[name].data_ptr()]
+            ptrs = tuple(ptrs) + tuple(ptrs[:2]) * (2 - len(cfg._copy_ops))
+            parts["stage copy (one launch)"] = lambda: cfg._copy(stream, (), ptrs)
         if "a" in sc:
-            parts["stage a"] = lambda: cfg._stage_a(a, sc["a"])
+            parts["stage a (torch)"] = lambda: cfg._stage_a(a, sc["a"])
         if "b" in sc:
-            parts["stage b"] = lambda: cfg._stage_b(b, sc["b"])
+            parts["stage b (torch)"] = lambda: cfg._stage_b(b, sc["b"])
         row["breakdown_us"] = {k: per_call_us(f) for k, f in parts.items()}
         print("   ", ", ".join(f"{k} {v:.1f}" for k, v in row["breakdown_us"].items()), flush=True)
     rows.append(row)
