@@ -49,7 +49,7 @@ class Operand:
     read from a K-major (rows x round_up(k, 8)) copy, or with `stage_mn` from an MN-major
     (k x round_up(rows, 8)) one: a stored-MN-major operand whose strides or address TMA
     cannot take, for a kernel that reads MN-major — a plain copy, where the K-major one is
-    a transpose (~4x slower on the H200, docs/perf-notes.md item 40)."""
+    a transpose (torch's moved ~0.6 TB/s on the H200, docs/perf-notes.md item 29; item 40)."""
     rows: int
     k: int
     major: str
