@@ -7,7 +7,7 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu, rnd
-from gemm_ladder.runtime import api, fastconfig, fastpath, layout, select, smallm
+from gemm_ladder.runtime import api, fastconfig, fastpath, layout, select, smallm, staging
 from gemm_ladder.runtime.steps import Step, get_step
 
 
@@ -667,7 +667,7 @@ def test_scratch_is_kept_per_stream_and_fresh_while_capturing(gpu, monkeypatch):
     assert _last_splitk(gpu).maps[0].ptr not in {s["a"].data_ptr() for s in cfg.scratch._sets.values()}
     assert set(cfg.scratch._sets) == {7, 9}
     monkeypatch.setattr(fastconfig, "_capturing", lambda: False)
-    monkeypatch.setattr(fastconfig, "MAX_SCRATCH_BYTES", 1024)  # too big to keep: per call
+    monkeypatch.setattr(staging, "MAX_SCRATCH_BYTES", 1024)  # too big to keep: per call
     gpu.stream = 11
     assert_product(gemm_ladder.matmul(x, b), x, b)
     assert set(cfg.scratch._sets) == {7, 9}

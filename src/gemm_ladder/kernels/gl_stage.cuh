@@ -8,8 +8,9 @@
 
 // Copy `rows` x `cols` 16-bit elements, element (r, c) read at src[r * rs + c] (rows
 // contiguous: the library uses this for plain copies only, not transposes) and written at
-// dst[r * ld + c]. Blocks stride over rows, threads over columns; blockIdx.y picks the
-// operand (a second operand's arguments follow the first's; gridDim.y = operands).
+// dst[r * ld + c]. Blocks stride over rows, 256 threads (staging.STAGE_COPY_THREADS) over
+// columns; blockIdx.y picks the operand (a second operand's arguments follow the first's;
+// gridDim.y = operands).
 extern "C" __global__ void __launch_bounds__(256) gl_stage_copy(
     const u16* __restrict__ src0, u16* __restrict__ dst0, long long rows0, long long cols0, long long rs0,
     long long ld0, const u16* __restrict__ src1, u16* __restrict__ dst1, long long rows1, long long cols1,

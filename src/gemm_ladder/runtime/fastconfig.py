@@ -6,7 +6,7 @@ MN-major, or staged by a copy), the kernel compiled and loaded with the layout's
 (`Step.layout_defines`), the launch (grid, cluster, shared memory, an argument array laid
 out by `Step.kernel_args` / the small-M family's `kernel_args`). Per call it only stages
 what cannot be read in place (into per-stream scratch kept by the configuration, like the
-small-M kernel's partials: `Scratch`), allocates the result with torch (current stream,
+small-M kernel's partials: staging.py), allocates the result with torch (current stream,
 caching allocator: CUDA-graph safe), finds the tensor maps of the call's pointers (built by the
 same `kernel_args`, each map encoded once per pointer and geometry in a bounded LRU) and
 launches on `torch.cuda.current_stream()` — the stream is read per call, never cached.
@@ -14,13 +14,13 @@ launches on `torch.cuda.current_stream()` — the stream is read per call, never
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import threading
 from collections import OrderedDict
 
 import torch
 
-from . import api, driver, launch, layout, smallm
+from . import api, driver, launch, layout, smallm, staging
+from .staging import STAGE_COPY_ENTRY, Scratch  # noqa: F401  (STAGE_COPY_ENTRY: read here by the tests)
 from .steps import ShapeError, Step, reads_mn
 
 MAX_TENSOR_MAPS = 1024  # encoded CUtensorMaps kept: a model reuses its weights and buffers
@@ -74,8 +74,6 @@ class LRU:
 
 
 _TMAPS = LRU(MAX_TENSOR_MAPS)
-STAGE_COPY_ENTRY = "gl_stage_copy"  # kernels/gl_stage.cuh, in every TMA kernel's module
-STAGE_COPY_BLOCKS = 1024  # its grid's blocks per operand (they stride over the rows)
 
 
 def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, bf16: bool = False,
@@ -201,12 +199,12 @@ class _Fast(Config):
         self._maps = LRU(MAPS_PER_CONFIG)
         self._staged = not (self.a.direct and self.b.direct)
         self._copy, self._copy_ops = None, ()  # the subclass sets the staging copy's launch
-        staging = {}
+        buffers = {}
         if not self.a.direct:
-            staging["a"] = ((self.K, self.a.staged_ld) if self.a.stage_mn else (M, self.a.staged_ld), a.dtype)
+            buffers["a"] = ((self.K, self.a.staged_ld) if self.a.stage_mn else (M, self.a.staged_ld), a.dtype)
         if not self.b.direct:
-            staging["b"] = ((self.K, self.b.staged_ld) if self.b.stage_mn else (N, self.b.staged_ld), a.dtype)
-        self.scratch = Scratch(self._scratch_shapes(staging), a.device)
+            buffers["b"] = ((self.K, self.b.staged_ld) if self.b.stage_mn else (N, self.b.staged_ld), a.dtype)
+        self.scratch = Scratch(self._scratch_shapes(buffers), a.device)
         # A fresh result with rows padded to 16 bytes owns its last row's padding too: the
         # kernels write it (a TMA store's last granule of a row; the small-M kernel's ldc columns)
         self._whole_rows = N % 8 != 0
@@ -216,55 +214,23 @@ class _Fast(Config):
         # step's multiple-of-8 rules apply to the padded sizes
         return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8))
 
-    def _scratch_shapes(self, staging: dict) -> dict:
+    def _scratch_shapes(self, buffers: dict) -> dict:
         """The configuration's scratch (name -> (shape, dtype)): the staging buffers, and what
         the subclass adds."""
-        return staging
+        return buffers
 
     def _init_stage_copy(self, kernel, a, b) -> None:
-        """The staged operands' copies as one launch of the module's `gl_stage_copy` (kernels/
-        gl_stage.cuh) when each is a plain copy (the source's rows contiguous along the copy's
-        rows); else (a transpose, leading dimensions that do not fold) torch's copies."""
-        self._copy, self._copy_ops = None, ()
+        """The staged operands' copies as one launch of the module's staging kernel when each
+        is a plain copy (staging.stage_copy_launch); else torch's copies (`_stage_a/_b`)."""
         ops = []
         for name, op, t in (("a", self.a, a), ("b", self.b, b)):
-            if op.direct:
-                continue
-            geo = self._copy_geometry(name, op, t)
-            if geo is None:
-                return
-            ops.append((name, geo))
-        if not ops:
-            return
-        args, rows_max = [], 1
-        for _, (rows, cols, rs, ld) in ops + ops[:1] * (2 - len(ops)):  # unused second slot: a copy of the first
-            args += [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_int64(rows), ctypes.c_int64(cols),
-                     ctypes.c_int64(rs), ctypes.c_int64(ld)]
-            rows_max = max(rows_max, rows)
-        with _building(self.dev):
-            fn = kernel.sibling(STAGE_COPY_ENTRY)
-        self._copy = driver.ReusableLaunch(fn, (min(rows_max, STAGE_COPY_BLOCKS), len(ops), 1), (256, 1, 1), args)
-        self._copy_ops = tuple(name for name, _ in ops)
-
-    def _copy_geometry(self, name: str, op: layout.Operand, t) -> tuple[int, int, int, int] | None:
-        """(rows, cols, source row stride, copy row stride) of operand `name`'s staging copy
-        read from `t` as given, or None when it is not a plain copy."""
-        if name == "a":
-            folded = layout.fold_rows(t.shape, t.stride())
-            if folded is None:
-                return None
-            m_stride, k_stride = folded[1] if folded[1] is not None else 0, t.stride(-1)
-        else:
-            n_stride, k_stride = (t.stride(1), t.stride(0)) if self.kind == "mm" else (t.stride(0), t.stride(1))
-            m_stride = n_stride
-        lines = self.M if name == "a" else self.N
-        if op.stage_mn:  # (K, lines) rows of lines elements
-            rows, cols, rs, cs = self.K, lines, k_stride, m_stride
-        else:  # (lines, K)
-            rows, cols, rs, cs = lines, self.K, m_stride, k_stride
-        if cs != 1 and cols != 1:
-            return None
-        return rows, cols, rs, op.staged_ld
+            if not op.direct:
+                ops.append((name, staging.copy_geometry(self.kind, name, op, t, self.M, self.N, self.K)))
+        self._copy, self._copy_ops = None, ()
+        if ops and all(geo is not None for _, geo in ops):
+            with _building(self.dev):
+                self._copy = staging.stage_copy_launch(kernel, [geo for _, geo in ops])
+            self._copy_ops = tuple(name for name, _ in ops)
 
     # -- staging copies (only for operands the kernel cannot read in place) --
     # Copies go to scratch (aligned, lines padded to 16 bytes), also when the source is
@@ -353,44 +319,6 @@ def stream_k_workspace(dev: int, stream: int, floats: int, device) -> torch.Tens
     return ws
 
 
-# Scratch kept per configuration and stream: see Scratch.
-MAX_SCRATCH_BYTES = 32 << 20  # a configuration's set larger than this is allocated per call
-MAX_SCRATCH_TOTAL = 512 << 20  # all sets kept at once (process-wide); beyond, per call
-_scratch_total = [0]
-
-
-class Scratch:
-    """Per-stream scratch memory of a configuration: staging copies of operands TMA cannot
-    read in place, the small-M kernel's fp32 partials. Allocating them per call costs host
-    time (torch.empty ~4 us on the H200's host, item 27), and a staged operand at a fresh
-    address needs a fresh tensor map (an encode through the driver). Launches on one
-    stream run in order, so the next call's copy lands after this call's kernels read the
-    last one; `lock` (held by the caller from the first copy to the last launch) keeps two
-    threads on one stream from interleaving copy and kernel. While a CUDA graph is
-    captured, and for sets beyond the size limits, scratch comes fresh per call (from the
-    graph's pool: a replay must not share it with launches outside the graph)."""
-
-    def __init__(self, shapes: dict, device):
-        self.shapes, self.device = shapes, device  # name -> (shape, dtype)
-        self.nbytes = sum(torch.Size(sh).numel() * dt.itemsize for sh, dt in shapes.values())
-        self.lock = threading.Lock()
-        self._sets: dict[int, dict] = {}
-
-    def get(self, stream: int, capturing: bool) -> dict:
-        got = self._sets.get(stream)
-        if got is not None and not capturing:
-            return got
-        fresh = {name: torch.empty(sh, dtype=dt, device=self.device) for name, (sh, dt) in self.shapes.items()}
-        if capturing or self.nbytes > MAX_SCRATCH_BYTES or _scratch_total[0] + self.nbytes > MAX_SCRATCH_TOTAL:
-            return fresh
-        _scratch_total[0] += self.nbytes
-        self._sets[stream] = fresh
-        return fresh
-
-    def __del__(self):
-        _scratch_total[0] -= self.nbytes * len(self._sets)
-
-
 class LadderConfig(_Fast):
     """A ladder step (a `Step` with TMA): one launch; M-major A / N-major B read in place
     when the step has `mn_major`; a stream-K step's workspace per stream
@@ -463,12 +391,12 @@ class SmallMConfig(_Fast):
         # TMA zero-fills the K edge; C's rows are N rounded up to 8 long (the padding computed as zeros)
         return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8), b_mn=self.b.read_mn)
 
-    def _scratch_shapes(self, staging: dict) -> dict:
+    def _scratch_shapes(self, buffers: dict) -> dict:
         # the fp32 partials of split tiles, written by the main kernel and read by the reduction
         self.deal = self.step.deal(self.M, layout.round_up(self.N, 8), self.K, launch.num_sms(self.dev))
         if self.deal.planes:
-            staging["ws"] = ((self.deal.planes, self.M, layout.round_up(self.N, 8)), torch.float32)
-        return staging
+            buffers["ws"] = ((self.deal.planes, self.M, layout.round_up(self.N, 8)), torch.float32)
+        return buffers
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
