@@ -6,6 +6,7 @@ import pytest
 from gemm_ladder.choreography.whatifs import WHAT_IFS
 from gemm_ladder.measure import sass
 from gemm_ladder.runtime import jit, steps
+from gemm_ladder.runtime.smallm import FAMILIES
 
 ALL = steps.all_steps()
 IDS = [st.key for st in ALL]
@@ -138,3 +139,15 @@ def test_what_if_debug_builds_compile(name):
     w = WHAT_IFS[name]
     k = steps.get_step(w.default_step).compile(extra_defines={"GL_DEBUG_WAITS": 1, **w.ablation})
     assert k.report.spill_bytes == 0
+
+
+@pytest.mark.parametrize("st", TMA + list(FAMILIES.values()), ids=[st.key for st in TMA] + list(FAMILIES))
+def test_every_tma_module_carries_a_clean_staging_copy(st):
+    """The library launches its staging copy (kernels/gl_stage.cuh) from the module of the
+    kernel it runs, so every TMA kernel's module must hold the entry, compiled clean (the
+    JIT's strict check reads the main entry's report only)."""
+    from gemm_ladder.runtime import staging
+    k = st.compile(bf16=False)
+    assert staging.STAGE_COPY_ENTRY in jit.ptxas_sections(k.log), st.key
+    r = jit.parse_ptxas_log(k.log, staging.STAGE_COPY_ENTRY)
+    assert r.spill_bytes == 0 and r.stack_frame_bytes == 0 and 0 < r.registers <= 64 and not r.warnings
