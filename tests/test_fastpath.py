@@ -667,15 +667,10 @@ def test_scratch_is_kept_per_stream_and_fresh_while_capturing(gpu, monkeypatch):
     assert _last_splitk(gpu).maps[0].ptr not in {s["a"].data_ptr() for s in cfg.scratch._sets.values()}
     assert set(cfg.scratch._sets) == {7, 9}
     monkeypatch.setattr(fastconfig, "_capturing", lambda: False)
-    assert fastpath.cache_info()["scratch_bytes"] >= 2 * cfg.scratch.nbytes  # streams 7 and 9
     monkeypatch.setattr(staging, "MAX_SCRATCH_BYTES", 1024)  # too big to keep: per call
     gpu.stream = 11
     assert_product(gemm_ladder.matmul(x, b), x, b)
     assert set(cfg.scratch._sets) == {7, 9}
-    kept, mine = fastpath.cache_info()["scratch_bytes"], 2 * cfg.scratch.nbytes  # two streams' sets
-    del cfg
-    fastpath.cache_clear()  # the configurations go, and their scratch with them
-    assert fastpath.cache_info()["scratch_bytes"] == kept - mine
 
 
 def test_split_k_partials_are_kept_per_stream(gpu):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from . import api, fastconfig, launch, select, staging
+from . import api, fastconfig, launch, select
 from .fastconfig import LRU
 from .steps import Step, get_step, reads_mn
 
@@ -218,12 +218,10 @@ def cache_info() -> dict:
     """Sizes of the caches, and how many configurations / tensor maps were built."""
     maps = fastconfig._TMAPS
     return {"configs": len(_CONFIGS), "configs_max": _CONFIGS.maxsize, "configs_built": _CONFIGS.misses,
-            "tensor_maps": len(maps), "tensor_maps_max": maps.maxsize, "tensor_maps_encoded": maps.misses,
-            "scratch_bytes": staging.kept_bytes(), "scratch_bytes_max": staging.MAX_SCRATCH_TOTAL}
+            "tensor_maps": len(maps), "tensor_maps_max": maps.maxsize, "tensor_maps_encoded": maps.misses}
 
 
 def cache_clear() -> None:
-    """Forget every prepared configuration (and with them their scratch) and tensor map."""
     _CONFIGS.clear()
     fastconfig._TMAPS.clear()
 

@@ -56,11 +56,6 @@ class Scratch:
         _scratch_total[0] -= self.nbytes * len(self._sets)
 
 
-def kept_bytes() -> int:
-    """Bytes of scratch kept by the configurations alive now (all devices and streams)."""
-    return _scratch_total[0]
-
-
 def copy_geometry(kind: str, name: str, op: layout.Operand, t, M: int, N: int, K: int
                   ) -> tuple[int, int, int, int] | None:
     """(rows, cols, source row stride, copy row stride) of operand `name`'s ("a" or "b")
