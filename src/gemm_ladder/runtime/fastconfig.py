@@ -14,6 +14,7 @@ launches on `torch.cuda.current_stream()` — the stream is read per call, never
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections import OrderedDict
 
@@ -219,14 +220,10 @@ class _Fast(Config):
         the subclass adds."""
         return buffers
 
-    def _init_stage_copy(self, kernel, a, b) -> None:
+    def _init_stage_copy(self, kernel) -> None:
         """The staged operands' copies as one launch of the module's staging kernel when each
         is a plain copy (staging.stage_copy_launch); else torch's copies (`_stage_a/_b`)."""
-        ops = []
-        for name, op, t in (("a", self.a, a), ("b", self.b, b)):
-            if not op.direct:
-                ops.append((name, staging.copy_geometry(self.kind, name, op, t, self.M, self.N, self.K)))
-        self._copy, self._copy_ops = None, ()
+        ops = [(name, staging.copy_geometry(op)) for name, op in (("a", self.a), ("b", self.b)) if not op.direct]
         if ops and all(geo is not None for _, geo in ops):
             with _building(self.dev):
                 self._copy = staging.stage_copy_launch(kernel, [geo for _, geo in ops])
@@ -338,7 +335,7 @@ class LadderConfig(_Fast):
                                   sk_ctas=self.sk_deal[1], **self.map_args)
         self.launch = driver.ReusableLaunch(prep.kernel, grid, (st.threads, 1, 1), template,
                                             dynamic_smem=st.dynamic_smem, cluster=st.cluster)
-        self._init_stage_copy(prep.kernel, a, b)
+        self._init_stage_copy(prep.kernel)
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
@@ -367,8 +364,7 @@ class SmallMConfig(_Fast):
 
     def __init__(self, kind: str, a, b, out, fam: smallm.SmallM, lead: tuple, N: int, K: int):
         super().__init__(kind, a, b, out, fam, lead, N, K)
-        M = self.M
-        self.ldc = ldc = layout.round_up(N, 8)  # the columns the kernel computes and writes
+        M, ldc = self.M, self.ldc
         if not (self.c.direct and self.c.ld == ldc):
             self.c = layout.Output(M, N, ldc, False, self.c.why or f"the small-M kernel writes C with row stride {ldc}")
         self.planes = self.deal.planes
@@ -381,21 +377,31 @@ class SmallMConfig(_Fast):
             reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
         self.launch = driver.ReusableLaunch(prep.kernel, self.deal.grid, (fam.threads, 1, 1), template,
                                             dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster)
-        self._init_stage_copy(prep.kernel, a, b)
+        self._init_stage_copy(prep.kernel)
         self.reduce = None
         if reduce is not None:
             self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, ldc), (smallm.REDUCE_THREADS, 1, 1),
                                                 fam.reduce_args(0, 0, M, ldc, K, self.deal.units), pdl=fam.pdl)
 
+    @property
+    def ldc(self) -> int:
+        """The columns the kernel computes and writes: N rounded up to 8 (the padding as zeros)."""
+        return layout.round_up(self.N, 8)
+
+    @functools.cached_property
+    def deal(self) -> "smallm.Deal":
+        """The work's deal over the CTAs, fixed per configuration (first read while the base
+        class sizes the scratch)."""
+        return self.step.deal(self.M, self.ldc, self.K, launch.num_sms(self.dev))
+
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
-        # TMA zero-fills the K edge; C's rows are N rounded up to 8 long (the padding computed as zeros)
+        # as _Fast's, and K's alignment rule depends on how B is read (smallm.ALIGNED_K)
         return self.step.shape_problems(M, layout.round_up(N, 8), layout.round_up(K, 8), b_mn=self.b.read_mn)
 
     def _scratch_shapes(self, buffers: dict) -> dict:
         # the fp32 partials of split tiles, written by the main kernel and read by the reduction
-        self.deal = self.step.deal(self.M, layout.round_up(self.N, 8), self.K, launch.num_sms(self.dev))
         if self.deal.planes:
-            buffers["ws"] = ((self.deal.planes, self.M, layout.round_up(self.N, 8)), torch.float32)
+            buffers["ws"] = ((self.deal.planes, self.M, self.ldc), torch.float32)
         return buffers
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:

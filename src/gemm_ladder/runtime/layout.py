@@ -57,6 +57,9 @@ class Operand:
     direct: bool
     why: str = ""  # why the copy, for `explain` and tests
     stage_mn: bool = False
+    # the strides the call gave, in elements: (between lines, along k); the line stride is
+    # None for a single line; None when the lines do not form one strided dimension
+    strides: tuple[int | None, int] | None = None
 
     @property
     def staged_ld(self) -> int:
@@ -86,6 +89,7 @@ def _stride_problem(ld: int, extent: int) -> str:
 def operand(rows: int, k: int, row_stride: int | None, col_stride: int, *, ptr_aligned: bool,
             mn_major_ok: bool) -> Operand:
     """Classify a (rows x k) operand given its strides (row_stride None: a single row)."""
+    strides = (row_stride, col_stride)
     candidates = []
     if k == 1 or col_stride == 1:
         candidates.append(("K", row_stride if row_stride is not None else _synthetic_ld(k), k))
@@ -93,7 +97,7 @@ def operand(rows: int, k: int, row_stride: int | None, col_stride: int, *, ptr_a
         candidates.append(("MN", col_stride if k > 1 else _synthetic_ld(rows), rows))
     if not candidates:
         return Operand(rows, k, "K", round_up(k, 8), False,
-                       f"neither dimension is contiguous (strides {row_stride}, {col_stride})")
+                       f"neither dimension is contiguous (strides {row_stride}, {col_stride})", strides=strides)
     why = ""
     for major, ld, extent in candidates:
         problem = _stride_problem(ld, extent)
@@ -102,10 +106,11 @@ def operand(rows: int, k: int, row_stride: int | None, col_stride: int, *, ptr_a
         if not problem and major == "MN" and not mn_major_ok:
             problem = "MN-major and this step reads K-major operands only"
         if not problem:
-            return Operand(rows, k, major, ld, True)
+            return Operand(rows, k, major, ld, True, strides=strides)
         why = why or f"{major}-major, {problem}"
     major, ld, _ = candidates[0]
-    return Operand(rows, k, major, ld, False, why, stage_mn=major == "MN" and mn_major_ok and rows > 1)
+    return Operand(rows, k, major, ld, False, why, stage_mn=major == "MN" and mn_major_ok and rows > 1,
+                   strides=strides)
 
 
 @dataclass(frozen=True)

@@ -56,23 +56,18 @@ class Scratch:
         _scratch_total[0] -= self.nbytes * len(self._sets)
 
 
-def copy_geometry(kind: str, name: str, op: layout.Operand, t, M: int, N: int, K: int
-                  ) -> tuple[int, int, int, int] | None:
-    """(rows, cols, source row stride, copy row stride) of operand `name`'s ("a" or "b")
-    staging copy read from the tensor `t` as the call gives it (kind "mm": b is (K, N),
-    "nt": (N, K)), or None when it is not a plain copy (its rows not contiguous in `t`)."""
-    if name == "a":
-        folded = layout.fold_rows(t.shape, t.stride())
-        if folded is None:
-            return None
-        line_stride, k_stride, lines = folded[1] or 0, t.stride(-1), M
-    else:
-        line_stride, k_stride = (t.stride(1), t.stride(0)) if kind == "mm" else (t.stride(0), t.stride(1))
-        lines = N
-    if op.stage_mn:  # the copy is (K, lines)
-        rows, cols, rs, cs = K, lines, k_stride, line_stride
-    else:  # (lines, K)
-        rows, cols, rs, cs = lines, K, line_stride, k_stride
+def copy_geometry(op: layout.Operand) -> tuple[int, int, int, int] | None:
+    """(rows, cols, source row stride, copy row stride) of a staged operand's copy, from the
+    strides the call gave (`Operand.strides`), or None when it is not a plain copy (the
+    copy's rows are not contiguous in the source)."""
+    if op.strides is None:
+        return None
+    line_stride, k_stride = op.strides
+    line_stride = line_stride or 0  # a single line: never stepped over
+    if op.stage_mn:  # the copy is (k, lines)
+        rows, cols, rs, cs = op.k, op.rows, k_stride, line_stride
+    else:  # (lines, k)
+        rows, cols, rs, cs = op.rows, op.k, line_stride, k_stride
     if cs != 1 and cols != 1:
         return None
     return rows, cols, rs, op.staged_ld
