@@ -446,12 +446,11 @@ FAMILIES: dict[str, SmallM] = {
     "smallm:dsmem": SmallM("smallm:dsmem", cluster_reduce=True, variant="dsmem"),
     # two consumers: a 128-row tile, B loaded once for both row blocks (M = 65 .. 128; at 256,
     # two row blocks, measured 0.63-0.92x cuBLAS: the ladder's tiles take those)
-    # 64 x 64 for problems above 128 rows that its tiles fill in one wave: 256^3 16 tiles, 512^3
-    # 64, each CTA fetching 16 KB per k-tile instead of n128's 24 (measured 1.02 / 0.93x cuBLAS
-    # against n128's 0.96 / 0.88, docs/perf-notes.md item 37); at decode shapes n128 is faster
-    # Depth 12 (192 KB in flight, as n128's 8 stages of 24 KB): at depth 8 its whole tiles ran
-    # 21.4 us at 128 x 4096 x 4096, at 12 20.1 (cuBLAS 19.2); at M <= 128 it then beats the
-    # split n128 / c2n64 deals wherever its whole tiles fill the SMs (docs/perf-notes.md item 44)
+    # 64 x 64: above 128 rows for problems its tiles fill in one wave (256^3 16 tiles, 512^3 64,
+    # each CTA fetching 16 KB per k-tile instead of n128's 24: measured 1.02 / 0.93x cuBLAS
+    # against n128's 0.96 / 0.88, docs/perf-notes.md item 37), and at M <= 128 where its whole
+    # tiles fill the SMs. Depth 12 (192 KB in flight, as n128's 8 stages of 24 KB): at depth 8
+    # its whole tiles ran 21.4 us at 128 x 4096 x 4096, at 12 20.1 (cuBLAS 19.2; item 44)
     "smallm:n64": SmallM("smallm:n64", bn=64, depth=12, variant="n64"),
     "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2", **TWO_CONSUMER_DEAL),
     "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128",
