@@ -174,14 +174,15 @@ def test_selection_per_shape(gpu):
     a, w = rnd(192, 40), rnd(48, 40, seed=1)  # M > 128, K not a multiple of 16: a ladder step
     gemm_ladder.matmul_nt(a, w)
     assert gpu.prepared[-1][0] == "8:c1" == api.step_for(192, 48, 40).key == select.pick(192, 48, 40)
-    x, w2 = rnd(3, 1000), rnd(40, 1000, seed=2)  # decode-like: the small-M family
+    x, w2 = rnd(3, 8192), rnd(40, 8192, seed=2)  # decode-like, a long K: the small-M family splits it
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
-    assert _small_m(key) and key == select.pick(3, 40, 1000) and gpu.launches[-1].name == "gemm_smallm_reduce"
+    assert _small_m(key) and key == select.pick(3, 40, 8192) and gpu.launches[-1].name == "gemm_smallm_reduce"
     assert_product(gemm_ladder.matmul(x, w2.T), x, w2.T)  # a transposed view of w2: K-major, in place
     assert gpu.prepared[-1][0] == key and _last_splitk(gpu).maps[1].ptr == w2.data_ptr()
-    c = gemm_ladder.matmul_nt(x, w2, step="smallm:dsmem")  # 16 k-tiles in 4 pieces, summed in a cluster
-    assert_product(c, x, w2.T)
+    x3, w3 = rnd(3, 1000, seed=3), rnd(40, 1000, seed=4)
+    c = gemm_ladder.matmul_nt(x3, w3, step="smallm:dsmem")  # 16 k-tiles in 4 pieces, summed in a cluster
+    assert_product(c, x3, w3.T)
     assert gpu.launches[-1].name == "gemm_smallm_splitk" and gpu.launches[-1].cluster == (4, 1, 1)
     steps_before = len(gpu.prepared)
     gemm_ladder.matmul_nt(rnd(192, 40, seed=5), rnd(48, 40, seed=6))  # same configuration: no new choice
@@ -214,20 +215,26 @@ def test_small_m_family_splits_k_and_reduces(gpu):
 
 
 def test_small_m_family_reads_a_row_major_b_in_place(gpu):
-    """The small-M family reads B N-major (its GL_B_MN build) and A K-major only: a row-major
-    b (K, N) goes in place at every shape; a transposed-view a is copied while the model
-    prices the copy below the best step that reads it in place (api.step_for)."""
-    x, b = rnd(16, 2048), rnd(2048, 256, seed=1)  # row-major b (K, N)
-    key = api.step_for(16, 256, 2048, b_mn=True).key
-    assert _small_m(key) and key == api.step_for(16, 256, 2048).key
+    """The small-M family reads B N-major (its GL_B_MN build; not the 32-wide smallm:n32) and
+    A K-major only: a row-major b (K, N) goes in place at every shape; a transposed-view a is
+    copied while the model prices the copy below the best step that reads it in place
+    (api.step_for)."""
+    x, b = rnd(16, 4160), rnd(4160, 256, seed=1)  # row-major b (K, N); K past smallm:n32's niche
+    key = api.step_for(16, 256, 4160, b_mn=True).key
+    assert _small_m(key) and key == api.step_for(16, 256, 4160).key
     assert_product(gemm_ladder.matmul(x, b), x, b)
     assert gpu.prepared[-1][0] == key and gpu.prepared[-1][3] == {"GL_B_MN": 1}
     mb = _last_splitk(gpu).maps[1]  # 64-wide blocks of 64 k-rows, over b's own memory
-    assert (mb.ptr, mb.rows, mb.cols, mb.ld, mb.box) == (b.data_ptr(), 2048, 256, 256, (64, 64))
-    for shape in [(1, 28672, 8192), (16, 4096, 4096), (16, 4096, 14336), (128, 128, 128)]:
+    assert (mb.ptr, mb.rows, mb.cols, mb.ld, mb.box) == (b.data_ptr(), 4160, 256, 256, (64, 64))
+    for shape in [(1, 28672, 8192), (16, 4096, 14336), (128, 128, 128)]:
         assert api.step_for(*shape, b_mn=True).key == api.step_for(*shape).key  # in place: no other kernel
-    xt = rnd(2048, 16, seed=2).T  # a transposed view: an M-major a (16 x 2048)
-    assert _small_m(api.step_for(16, 256, 2048, a_mn=True, b_mn=True).key)  # 128 KB copied: ~6 us
+    # where the pick is smallm:n32 (K-major B only), a row-major b runs the best entry that
+    # reads it in place, never a copy of the weights
+    assert api.step_for(16, 4096, 4096).key == "smallm:n32"
+    alt = get_step(api.step_for(16, 4096, 4096, b_mn=True).key)
+    assert _small_m(alt.key) and alt.b_mn_major
+    xt = rnd(4160, 16, seed=2).T  # a transposed view: an M-major a (16 x 4160)
+    assert _small_m(api.step_for(16, 256, 4160, a_mn=True, b_mn=True).key)  # 133 KB copied: ~6 us
     assert_product(gemm_ladder.matmul(xt, b), xt, b)
     ma, mb, _ = _last_splitk(gpu).maps
     assert ma.ptr != xt.data_ptr() and mb.ptr == b.data_ptr()  # a staged K-major, b in place
@@ -674,7 +681,7 @@ def test_scratch_is_kept_per_stream_and_fresh_while_capturing(gpu, monkeypatch):
 
 
 def test_split_k_partials_are_kept_per_stream(gpu):
-    x, w = rnd(16, 4096), rnd(4096, 4096, seed=1)
+    x, w = rnd(16, 14336), rnd(4096, 14336, seed=1)  # a long K: split
     res = gemm_ladder.matmul_nt(x, w)
     cfg = fastpath.config_for("nt", x, w)
     assert _small_m(cfg.step) and cfg.deal.planes > 1 and cfg.scratch.shapes == {

@@ -58,9 +58,12 @@ def test_debug_build_in_a_child(key):
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
 
 
+# every entry at every M it takes, on the N x K it accepts (smallm:n32: one wave, short K only)
+MATCH_CASES = [(k, m, n, kk) for k, m in KEY_MS for n, kk in NKS if smallm.FAMILIES[k].accepts(m, n, kk)]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("N,K", NKS, ids=[f"{n}x{k}" for n, k in NKS])
-@pytest.mark.parametrize("key,M", KEY_MS, ids=[f"{k}-{m}" for k, m in KEY_MS])
+@pytest.mark.parametrize("key,M,N,K", MATCH_CASES, ids=[f"{k}-{m}-{n}x{kk}" for k, m, n, kk in MATCH_CASES])
 def test_matches_reference(key, M, N, K, dtype):
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
@@ -169,9 +172,11 @@ def test_plan_reuse_and_workspace():
 
 # Above 128 rows the family takes problems under one wave of the ladder's 128 x 128 tiles
 # (rows of whole 32-byte sectors): several row blocks, masked last rows, partial last tiles.
-def _entry_cases(shapes):
-    """(entry key, shape) for every entry that accepts the shape, and the pairs' test ids."""
-    cases = [(k, c) for k in KEYS for c in shapes if smallm.FAMILIES[k].accepts(*c)]
+def _entry_cases(shapes, b_mn: bool = False):
+    """(entry key, shape) for every entry that accepts the shape (b_mn: and reads an N-major B),
+    and the pairs' test ids."""
+    fams = smallm.FAMILIES
+    cases = [(k, c) for k in KEYS for c in shapes if fams[k].accepts(*c) and (fams[k].b_mn_major or not b_mn)]
     return cases, [f"{k}-{'x'.join(map(str, c))}" for k, c in cases]
 
 
@@ -208,7 +213,7 @@ def test_library_picks_the_family_above_128_rows(shape):
 # An N-major B (a row-major (K, N) matrix, x @ W): the GL_B_MN build reads it in place, through
 # the library (forced to each entry), whole tiles and split ones, ragged N and K edges.
 B_MN_CASES, B_MN_IDS = _entry_cases(
-    [(16, 4096, 4096), (7, 264, 72), (100, 11008, 4096), (1, 4096, 1000), (200, 1024, 2048)])
+    [(16, 4096, 4096), (7, 264, 72), (100, 11008, 4096), (1, 4096, 1000), (200, 1024, 2048)], b_mn=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from gemm_ladder.measure import sass
-from gemm_ladder.runtime import jit, launch, smallm, steps
+from gemm_ladder.runtime import api, jit, launch, select, smallm, steps
 
 FAMS = list(smallm.FAMILIES.values())
 IDS = [f.key for f in FAMS]
@@ -58,7 +58,8 @@ def test_kernel_takes_configuration_only_from_defines():
 
 
 # -- shapes -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("fam", FAMS, ids=IDS)
+@pytest.mark.parametrize("fam", [f for f in FAMS if not f.one_wave_max_kt],
+                         ids=[i for f, i in zip(FAMS, IDS) if not f.one_wave_max_kt])
 def test_accepts(fam):
     for shape in [(1, 8, 8), (7, 264, 72), (16, 4096, 4096), (128, 11008, 4096), (100, 4096, 11008)]:
         assert fam.accepts(*shape) == (shape[0] >= fam.min_m), fam.shape_problems(*shape)
@@ -73,6 +74,22 @@ def test_accepts(fam):
     assert "K=" in " ".join(fam.shape_problems(16, 4096, 4100))
     assert "N=" in " ".join(fam.shape_problems(16, 4100, 4096))
     assert not fam.accepts(0, 8, 8)
+
+
+def test_one_wave_entry_takes_its_niche_only():
+    """smallm:n32 (item 47): M <= 16, whole 64 x 32 tiles in one wave, K <= 4096; nothing else."""
+    fam = smallm.FAMILIES["smallm:n32"]
+    assert fam.accepts(1, 4096, 4096) and fam.accepts(16, 4096, 4096) and fam.accepts(16, 264, 72)
+    assert "M=17" in " ".join(fam.shape_problems(17, 4096, 4096))  # no large-M path
+    assert "one wave" in " ".join(fam.shape_problems(16, 4224 + 32, 4096))  # 133 tiles
+    assert "K=4160" in " ".join(fam.shape_problems(16, 4096, 4160))  # 65 k-tiles
+    assert not fam.b_mn_major and steps.reads_mn(fam) == (False, False)  # 32 columns: no N-major blocks
+    with pytest.raises(ValueError, match="64-column blocks"):
+        smallm.with_fields(fam, "mn", b_mn_major=True)
+    # the selection picks it only there: 1 and 16 x 4096 x 4096, not at a long K or with a row-major b
+    assert select.pick(16, 4096, 4096, "float16", H200_SMS) == "smallm:n32"
+    assert select.pick(16, 4096, 14336, "float16", H200_SMS) != "smallm:n32"
+    assert api.step_for(16, 4096, 4096, "float16", H200_SMS, a_mn=False, b_mn=True).key != "smallm:n32"
 
 
 # -- the deal of work --------------------------------------------------------------------------

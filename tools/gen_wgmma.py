@@ -5,7 +5,7 @@ which nobody should type by hand. Run: python tools/gen_wgmma.py
 """
 from pathlib import Path
 
-SHAPES = (64, 128, 176, 192, 256)  # N of m64nNk16; the accumulator holds N/2 floats per thread
+SHAPES = (32, 64, 128, 176, 192, 256)  # N of m64nNk16; the accumulator holds N/2 floats per thread
 
 
 def wrapper(n: int) -> str:

@@ -32,9 +32,10 @@ GL_DEVICE u64 desc_interleaved(const void* smem, u32 lbo, u32 sbo) {
 // One m64nNk16 for a tile width N known at compile time (the generated wrappers by N).
 template <int N, int MN_A = 0, int MN_B = 0>
 GL_DEVICE void wgmma_m64k16(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
-  static_assert(N == 64 || N == 128 || N == 176 || N == 192 || N == 256,
-                "gl_wgmma_ops.cuh has m64n{64,128,176,192,256}k16");
-  if constexpr (N == 64) wgmma_m64n64k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
+  static_assert(N == 32 || N == 64 || N == 128 || N == 176 || N == 192 || N == 256,
+                "gl_wgmma_ops.cuh has m64n{32,64,128,176,192,256}k16");
+  if constexpr (N == 32) wgmma_m64n32k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
+  else if constexpr (N == 64) wgmma_m64n64k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 128) wgmma_m64n128k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 176) wgmma_m64n176k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 192) wgmma_m64n192k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);

@@ -2,6 +2,19 @@
 #pragma once
 #include "gl_common.cuh"
 
+// D[64x32] (+)= A[64x16] * B[32x16]^T, A and B in shared memory (descriptors), K-major
+// unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
+// bits). D in registers: 16 floats per thread. scale_d = 0 overwrites D, 1 accumulates.
+template <int MN_A = 0, int MN_B = 0>
+GL_DEVICE void wgmma_m64n32k16(float (&d)[16], u64 desc_a, u64 desc_b, u32 scale_d) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." GL_AB_TYPE "." GL_AB_TYPE
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
+}
+
 // D[64x64] (+)= A[64x16] * B[64x16]^T, A and B in shared memory (descriptors), K-major
 // unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
 // bits). D in registers: 32 floats per thread. scale_d = 0 overwrites D, 1 accumulates.

@@ -6,7 +6,7 @@
 // every SM streams B at its share of HBM bandwidth.
 //
 // So: the tile is BM = 64 x CONSUMERS rows (one m64 row block per consumer warpgroup; when M
-// is under a tile only its rows are loaded, see stage_bytes) by BN = 64, 128 or 256 (m64nBNk16), and the work is split
+// is under a tile only its rows are loaded, see stage_bytes) by BN = 32, 64, 128 or 256 (m64nBNk16), and the work is split
 // along K, stream-K style: the (tile, k-tile) units, tile-major (tiles column-major over C,
 // so CTAs that run together share B's tiles), are dealt out in equal contiguous runs of
 // `units` to the CTAs of a one-dimensional grid, so every CTA streams the
@@ -72,8 +72,9 @@ constexpr bool B_MN = GL_B_MN;
 constexpr int MN_BLOCK = 64;                        // an N-major B: 64-element blocks (128 B rows)
 constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
 static_assert(!GL_A_MN, "the small-M family reads A K-major");
-static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 64 || BN == 128 || BN == 256),
-              "small M: one m64 row block per consumer, BN 64, 128 or 256, BK 64");
+static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 32 || BN == 64 || BN == 128 || BN == 256),
+              "small M: one m64 row block per consumer, BN 32, 64, 128 or 256, BK 64");
+static_assert(!(B_MN && BN < MN_BLOCK), "an N-major B is loaded in 64-column blocks: BN >= 64");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
 // A stage's bytes: the A box's rows (a_rows, from the host: BM, or M rounded up to 8 when the
@@ -88,9 +89,9 @@ constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH>;
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
 // held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
-// tile would need 8 of its 6, and keep the register stores.
+// tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
 constexpr int C_CHUNKS = BN / 64;
-constexpr bool STAGED_C = CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
+constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
 struct SharedStorage {

@@ -121,11 +121,18 @@ class SmallM:
     # B also N-major (a row-major (K, N) matrix, read through wgmma's transpose bit, GL_B_MN);
     # A is always K-major
     b_mn_major: bool = True
+    # > 0: the entry takes only M <= max_m (no large-M path), whole tiles that fit one wave,
+    # and K up to this many k-tiles (the narrow tile's niche: where the wider tiles' split
+    # deals pay their second pass on a short K; item 47)
+    one_wave_max_kt: int = 0
 
     def __post_init__(self) -> None:
-        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (64, 128, 256):
-            raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 64, 64 x 128 or 64 x 256, "
-                             "k-tile 64")
+        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
+            raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
+                             "64 x 256, k-tile 64")
+        if self.b_mn_major and self.bn < MN_BLOCK:
+            raise ValueError(f"{self.key}: an N-major B is loaded in {MN_BLOCK}-column blocks; BN {self.bn} "
+                             "needs b_mn_major=False")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
 
@@ -147,7 +154,7 @@ class SmallM:
         """Whole tiles leave through shared memory and TMA stores: the held stage's A and B
         hold the consumers' 64 x 64 chunks (the kernel's STAGED_C, from the same fields)."""
         chunks = self.bn // C_BOX
-        return self.consumers * chunks <= self.consumers + chunks
+        return chunks > 0 and self.consumers * chunks <= self.consumers + chunks
 
     @property
     def claims(self) -> tuple[str, ...]:
@@ -192,7 +199,10 @@ class SmallM:
         if min(M, N, K) < 1:
             p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
         if M > self.max_m:
-            p += self.large_m_problems(M, N, K, b_mn)
+            p += ([f"M={M} is over {self.max_m}: {self.key} is for decode-like rows only"] if self.one_wave_max_kt
+                  else self.large_m_problems(M, N, K, b_mn))
+        elif self.one_wave_max_kt:
+            p += self.one_wave_problems(M, N, K)
         if M < self.min_m:
             p.append(f"M={M} is under {self.min_m}: " + (
                 f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else
@@ -217,6 +227,17 @@ class SmallM:
         if K % ALIGNED_K and not b_mn:
             return [f"M={M} is over {self.max_m} and K={K} is not a multiple of {ALIGNED_K}: rows that are "
                     "not 32-byte multiples cost this family more than the ladder's kernels"]
+        return []
+
+    def one_wave_problems(self, M: int, N: int, K: int) -> list[str]:
+        """The `one_wave_max_kt` rule: whole tiles in one wave, a short K."""
+        m_tiles, n_tiles = self.tiles(M, N)
+        if m_tiles * n_tiles > LADDER_WAVE_TILES:
+            return [f"{self.key}'s {m_tiles * n_tiles} tiles of {self.bm}x{self.bn} are more than one wave "
+                    f"({LADDER_WAVE_TILES})"]
+        if self.k_tiles(K) > self.one_wave_max_kt:
+            return [f"K={K} is over {self.one_wave_max_kt * self.bk}: on a long K the wider tiles' split deals "
+                    f"measured faster than {self.key}'s whole tiles"]
         return []
 
     def accepts(self, M: int, N: int, K: int, *, b_mn: bool = False) -> bool:
@@ -452,6 +473,13 @@ FAMILIES: dict[str, SmallM] = {
     # tiles fill the SMs. Depth 12 (192 KB in flight, as n128's 8 stages of 24 KB): at depth 8
     # its whole tiles ran 21.4 us at 128 x 4096 x 4096, at 12 20.1 (cuBLAS 19.2; item 44)
     "smallm:n64": SmallM("smallm:n64", bn=64, depth=12, variant="n64"),
+    # 64 x 32 at M <= 16 (docs/perf-notes.md item 47): whole tiles on up to 132 CTAs where the
+    # wider tiles split K and pay a second pass; 16 stages of 12 KB. Measured ahead only at
+    # K <= 4096 (1 and 16 x 4096 x 4096: 18.3-18.8 us against 19.3-19.6, cuBLAS 19.1-19.3);
+    # behind at 4096 x 14336 (43.5-44.0 against 42.8-43.4). K-major B only (an N-major B comes
+    # in 64-column blocks)
+    "smallm:n32": SmallM("smallm:n32", bn=32, depth=16, max_m=16, variant="n32", b_mn_major=False,
+                         one_wave_max_kt=64),
     "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2", **TWO_CONSUMER_DEAL),
     "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128",
                             **TWO_CONSUMER_DEAL),
