@@ -4,35 +4,24 @@ deterministic second pass. Its configuration and its launch live here together, 
 do in steps.py and launch.py.
 
 Not a rung of the ladder: a kernel family beside it (kernels/smallm_splitk.cu). Its entries
-are reached by key through `steps.get_step("smallm")` / `"smallm:n128"` / `"smallm:c2"` /
-`"smallm:c2n128"` and are never listed by `steps.all_steps()`, so nothing that walks the
+are reached by key through `steps.get_step("smallm")` / `"smallm:n128"` / ... (FAMILIES
+below) and are never listed by `steps.all_steps()`, so nothing that walks the
 ladder meets them by accident. An entry has the parts of a `Step` the shared machinery reads
 (key, label, source, entry, threads, kernel_defines(), dynamic_smem, barriers, compile(),
 shape_problems(), accepts(), claims), so `launch.prepare`, `launch.plan`/`run_step`, the
 compile report and the benchmark take it as they take a step; what differs (the deal of
 work, the workspace, two launches) is here.
 
-The deal (`deal`): C has `tiles` tiles of BM x BN (BM = 64 per consumer warpgroup), each
-`k_tiles` k-tiles long; the tiles x k_tiles units of work, tile-major, go in equal runs of
-`units` to ceil(total / units) CTAs, one per SM at a time (the ring fills ~200 KB of shared
-memory). A tile whose units fall to more than one CTA is "split": each CTA writes its piece
-in fp32 to one plane of the workspace and the second kernel sums the planes in order. Among
-runs of at least MIN_KT_PER_SPLIT k-tiles (or the whole K), pick the one that minimizes the
-time in k-tile stages of the whole machine (`deal_cost`): a run costs
-    run = units + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (segments - 1)
-(`segments`: the most tile pieces one run touches; CTA_OVERHEAD_KT prices a CTA's ring fill
-and tile store, SEGMENT_OVERHEAD_KT each further piece's store), a wave of `active` CTAs
-takes run * max(active, sat) / SMs, because one SM streams at most 1/sat of the HBM
-bandwidth (sat = HBM_SATURATION * SMs: a wave of 86 CTAs is as fast as one of 132, a
-ragged second wave of 10 as slow as one of 86), and a split adds the second launch
-(REDUCE_OVERHEAD_BYTES) and its fp32 round trip, 2 * planes * M * N * 4 bytes written and
-read, priced at WORKSPACE_COST times their streaming time (scattered 8-byte stores, a second
-kernel), in stages.
-Ties go to fewer planes, then longer runs. The candidate runs are ceil(k_tiles / s) (K split
-s ways) and ceil(total / g) for every grid size g up to MAX_WAVES waves. Equal runs remove a
-ragged last wave: at 1 x 28672 x 8192 with BN = 128, 224 whole tiles are 1.7 waves, 112
-runs of two whole tiles one (measured 144 -> 126 us with runs of 218 k-tiles over 132
-CTAs). `fixed_deal(M, N, K, splits)` is the plain split, for experiments and tests.
+The deal (`deal`; the whole model with its measured constants in docs/smallm.md): the tiles x
+k_tiles units of work, tile-major, go in equal runs of `units` to ceil(total / units) CTAs,
+one per SM at a time; a tile whose units fall to more than one CTA is split, its pieces
+written in fp32 to planes of a workspace that the second kernel sums in order. Among runs
+of at least MIN_KT_PER_SPLIT k-tiles (or the whole K), split s ways or dealt over g CTAs (up
+to MAX_WAVES waves), the deal minimizes `deal_cost`: a run's k-tiles plus CTA and segment
+overheads, a wave priced as if HBM_SATURATION of the SMs were busy (that many draw the full
+bandwidth), the second launch and the fp32 round trip priced in streaming time. Ties go to
+fewer planes, then longer runs. `fixed_deal(M, N, K, splits)` is the plain split, for
+experiments and tests.
 
 The reduction is our own second kernel, not torch's `ws.sum(0).to(dtype)`: one pass that
 reads the fp32 partials once and writes the 16-bit C straight into `out` (torch would
