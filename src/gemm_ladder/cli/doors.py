@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 from ..runtime.stepkeys import UnknownStep, as_step, parse_step_spec
-from ..runtime.steps import all_steps
+from ..runtime.steps import Step, all_steps
 
 DEFAULT_OUT_DIR = "out"
 MAX_DIM = 2**31 - 1  # the kernels index with 32-bit ints
@@ -100,8 +100,11 @@ def traced_step(key: str):
         st = as_step(key)
     except UnknownStep as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    tma = ", ".join(s.key for s in all_steps(include_variants=False) if s.uses_tma)
+    if not isinstance(st, Step):  # a kernel family beside the ladder: its deal and launches are its own
+        raise argparse.ArgumentTypeError(f"{st.key} is a kernel family beside the ladder; trace and deadlock "
+                                         f"take the ladder's steps with mbarrier pipelines ({tma})")
     if not st.uses_tma:
-        tma = ", ".join(s.key for s in all_steps(include_variants=False) if s.uses_tma)
         raise argparse.ArgumentTypeError(f"step {st.key} has no mbarrier pipeline to trace or ablate "
                                          f"(steps {tma} have)")
     return st

@@ -175,9 +175,10 @@ def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None
         st = step if isinstance(step, Step) else get_step(step, modelled=True)
     except KeyError as e:
         raise ValueError(e.args[0]) from None
-    if not st.uses_tma:
+    if not isinstance(st, Step) or not st.uses_tma:
         keys = ", ".join(s.key for s in simulated_steps())
-        raise ValueError(f"the simulator models steps {keys} (their mbarrier pipelines), not step {st.key}")
+        what = f"{st.key}, a kernel family beside the ladder" if not isinstance(st, Step) else f"step {st.key}"
+        raise ValueError(f"the simulator models steps {keys} (their mbarrier pipelines), not {what}")
     base: dict[str, Any] = dict(
         step=st.number, key=st.key, name=st.name, style=st.style, model_only=st.model_only,
         depth=st.depth, tile_m=st.bm if st.pingpong else st.bm // st.consumers, tile_n=st.bn,
