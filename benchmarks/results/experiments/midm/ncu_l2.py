@@ -20,7 +20,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--cases", default="128x4096x4096:n128:2,128x4096x4096:c2n128:4,128x4096x4096:c2n128:2,"
                 "128x4096x4096:n128:1,64x4096x4096:n128:2,64x4096x4096:n128:4,64x4096x4096:n128:1,"
                 "128x4096x4096:cublas,64x4096x4096:cublas,1000x1000x1000:8:c1,1000x1000x1000:cublas",
-                help="MxNxK:family:splits, MxNxK:ladder step key, or MxNxK:cublas")
+                help="MxNxK:family:splits (family n32x: smallm:n32 off its niche), MxNxK:ladder step key, or MxNxK:cublas")
 ap.add_argument("--dtype", default="float16")
 ap.add_argument("--reps", type=int, default=40)
 args = ap.parse_args()
@@ -41,7 +41,10 @@ for case in args.cases.split(","):
         fn = lambda a=a, b=b: torch.matmul(a, b.T)
         ok = True
     elif len(what) == 2 and what[1].isdigit():
-        fam = smallm.with_fields(F[what[0]] if what[0] in F else F[f"smallm:{what[0]}"], "anym", max_m=BIG)
+        if what[0] == "n32x":  # smallm:n32 without its niche rule (any M, any K)
+            fam = smallm.with_fields(F["smallm:n32"], "anym", max_m=BIG, one_wave_max_kt=0)
+        else:
+            fam = smallm.with_fields(F[what[0]] if what[0] in F else F[f"smallm:{what[0]}"], "anym", max_m=BIG)
         fn = fam.plan(a, b, out, splits=int(what[1]))
         fn(); torch.cuda.synchronize()
         ok = bool(check_product(out, a, b)[0])
