@@ -365,12 +365,14 @@ class SmallM:
 
     # -- the launch -------------------------------------------------------------------------
     def plan(self, a, b, out=None, *, splits: int | None = None, units: int | None = None,
-             wave: int | None = None, debug: bool = False, pdl: bool | None = None) -> "SmallMPlan":
+             wave: int | None = None, debug: bool = False, pdl: bool | None = None,
+             trace_buffer=None, trace_events: int = 0) -> "SmallMPlan":
         """Validate, compile, load, allocate the workspace and build both launches of
         C = A @ B^T once; calling the plan launches them on the stream current now.
         splits: K split that many ways (fixed_deal) instead of the rule's deal; units: runs
         of that many k-tiles (make_deal); wave: a fixup entry's deal on that many CTAs.
-        pdl: launch the reduction programmatically (default: the entry's `pdl`)."""
+        pdl: launch the reduction programmatically (default: the entry's `pdl`). trace_buffer:
+        an int64 CUDA tensor for a GL_TRACE build (as launch.plan's)."""
         import torch
         if problem := self.smem_problem():
             raise ConfigError(f"{self.key} cannot run: {problem}")
@@ -381,7 +383,12 @@ class SmallM:
         dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
         bf16 = a.dtype == torch.bfloat16
         with torch.cuda.device(dev):
-            prep = launch.prepare(self, dev, bf16=bf16, debug=debug)
+            prep = launch.prepare(self, dev, bf16=bf16, debug=debug,
+                                  extra_defines={"GL_TRACE": 1} if trace_buffer is not None else None)
+            if trace_buffer is not None:
+                torch.cuda.synchronize(dev)
+                prep.kernel.set_global_u64("gl_trace_buf", trace_buffer.data_ptr())
+                prep.kernel.set_global_u32("gl_trace_events", trace_events)
             if wave is not None and self.fixup:  # a fixup deal on `wave` CTAs (experiments, tests)
                 m_tiles, n_tiles = self.tiles(M, N)
                 d = Deal.hybrid(m_tiles * n_tiles, self.k_tiles(K), wave)
