@@ -66,20 +66,6 @@ template <int H, int R> GL_DEVICE void zero_acc(float (&d)[H][R]) {
   for (int h = 0; h < H; ++h) zero_acc(d[h]);
 }
 
-// Independent accumulation chains (a narrow tile's wgmmas are short, and each waits for the
-// previous one on the same accumulators: with C chains, k-slice kk goes to chain kk % C and
-// the chains overlap). After the last group retired (wait_group 0): chain 0 += the others,
-// in chain order (a fixed order: the same inputs give the same bits).
-template <int C, int R> GL_DEVICE void fold_chains(float (&d)[C][R]) {
-#pragma unroll
-  for (int c = 0; c < C; ++c) fence_acc(d[c]);
-#pragma unroll
-  for (int c = 1; c < C; ++c) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) d[0][i] += d[c][i];
-  }
-}
-
 // One 64-wide k-tile of a 128 x 128 output tile, both operands K-major and 128B-swizzled
 // (as TMA writes them): 4 k-slices of 16 x 2 m64 halves; acc[h] holds rows 64h..64h+63.
 // The caller brackets it with wgmma_fence / wgmma_commit and chooses when to wait.

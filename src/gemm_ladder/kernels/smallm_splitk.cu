@@ -84,10 +84,6 @@ static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the pro
 // at M = 72 a 128-row box took ~20 % longer per k-tile than at M = 112 (docs/perf-notes.md, item 39).
 GL_DEVICE u32 stage_bytes(int a_rows) { return (u32)(a_rows + BN) * BK * 2; }
 constexpr u32 CONSUMER_WARPS = 4;
-// A 64 x 64 or narrower tile's k-slices alternate between two accumulator sets: its wgmmas
-// are short and each would wait for the one before on the same registers (the traced k-tile
-// period was ~0.4 us against 35-70 ns of tensor-core work: docs/perf-notes.md item 50)
-constexpr int ACC_CHAINS = BN <= 64 ? 2 : 1;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH>;
@@ -281,24 +277,23 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
     const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
-    float accs[ACC_CHAINS][BN / 2];
-    float(&acc)[BN / 2] = accs[0];  // the tile's sum once the chains are folded
+    float acc[BN / 2];
     for (Segments seg(tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
       const int t = seg.tile(), m0 = t % m_tiles * BM + 64 * cw, n0 = t / m_tiles * BN;
       const int count = seg.k1() - seg.k0();
-      zero_acc(accs);
+      zero_acc(acc);
       const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) {
         const u16* a = s.A[stage] + cw * 64 * BK;
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows N-major
           const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
                               : desc_sw128(s.B[stage] + kk * 16);
-          wgmma_m64k16<BN, false, B_MN>(accs[kk % ACC_CHAINS], desc_sw128(a + kk * 16), db, 1);
+          wgmma_m64k16<BN, false, B_MN>(acc, desc_sw128(a + kk * 16), db, 1);
         }
       });
       if (STAGED_C && pieces == 1 && seg.whole()) {  // the staged epilogue in the last k-tile's stage
         wgmma_wait<0>();
-        fold_chains(accs);
+        fence_acc(acc);
         tr.event(EV_MMA_DONE, 0, last.stage, last.phase, count - 1, t);
         if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
           named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
@@ -321,7 +316,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         continue;
       }
       mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
-      fold_chains(accs);  // the epilogue reads the accumulators only after the last group retired
+      fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
       tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
       if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
         named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
