@@ -2,7 +2,8 @@
 Runs the GL_TRACE build of each entry once (L2 flushed first) and reports, over the CTAs, the
 medians per k-tile of: the period (a role's first to last event / its k-tiles), the producer's
 wait on `mma2tma` (ring full: the consumers set the pace), the consumer's wait on `tma2mma`
-(data not there: the loads set it), the wgmma group's issue -> retirement.
+(data not there: the loads set it), the wgmma group's issue -> retirement; and the ring's
+refill round trip (round_trip: load issue -> landed, release -> producer wake -> issue).
 
     PYTHONPATH=src python benchmarks/results/experiments/midm/trace_family.py \
         --cases smallm:n64:64x4096x4096,smallm:n32:16x4096x4096 [--json out.json]
@@ -19,6 +20,49 @@ ap.add_argument("--cases", default="smallm:n64:64x4096x4096,smallm:n32:16x4096x4
                 "smallm:n128:16x11008x4096,smallm:n128:64x4096x4096")
 ap.add_argument("--json", default=None)
 args = ap.parse_args()
+def round_trip(recs, depth: int) -> dict:
+    """The ring's refill round trip, per CTA on one time axis (each slot's events are ns after
+    its own globaltimer anchor t0), medians over k-tiles k >= depth and CTAs: the load's
+    issue -> the consumer's wait on it ending (exact where it waited: the landing), the
+    consumer's release of k-tile k -> the producer's wait for k + depth ending, and that
+    wake -> the load's issue. (The consumer's release is its leader warp's; the stage frees
+    when all four warps have arrived.)"""
+    by_block = {}
+    for r in recs:
+        by_block.setdefault(r["block"], {})[r["slot"]] = r
+    lat, rel_wake, wake_issue = [], [], []
+    for slots in by_block.values():
+        if 0 not in slots or 1 not in slots:
+            continue
+        base = min(slots[0]["t0"], slots[1]["t0"])
+        def events(r):
+            off = r["t0"] - base
+            return [(t + off, trace.EVENT_NAMES.get(kind, "?"), trace.BARRIERS.get(bar), k)
+                    for t, kind, bar, _, _, k, _ in sorted(r["events"])]
+        issue, wake, ready, waited, release = {}, {}, {}, set(), {}
+        for t, n, b, k in events(slots[0]):
+            if n == "EV_LOAD_ISSUE":
+                issue[k] = t
+            elif n == "EV_WAIT_END" and b == "mma2tma":
+                wake[k] = t
+        begin = {}
+        for t, n, b, k in events(slots[1]):
+            if n == "EV_WAIT_BEGIN" and b == "tma2mma":
+                begin[k] = t
+            elif n == "EV_WAIT_END" and b == "tma2mma":
+                ready[k] = t
+                if t - begin.get(k, t) > 20.0:
+                    waited.add(k)
+            elif n == "EV_ARRIVE" and b == "mma2tma":
+                release[k] = t
+        lat += [ready[k] - issue[k] for k in waited if k in issue and k >= depth]
+        rel_wake += [wake[k + depth] - release[k] for k in release if k + depth in wake]
+        wake_issue += [issue[k] - wake[k] for k in wake if k in issue and k >= depth]
+    med = lambda v: statistics.median(v) if v else None
+    return {"load_latency": med(lat), "release_to_wake": med(rel_wake), "wake_to_issue": med(wake_issue),
+            "waited_k_tiles": len(lat)}
+
+
 bench = Bench(0)
 sms = launch.num_sms(0)
 out_rows = []
@@ -72,6 +116,8 @@ for case in args.cases.split(","):
             if mma:
                 s["mma"].append(statistics.median(mma))
     med = {role: {k: (statistics.median(v) if v else None) for k, v in d.items()} for role, d in stats.items()}
+    rt = round_trip(recs, fam.depth)
+    med["ring"] = rt
     row = dict(case=case, ok=ok, ctas=deal.ctas, units=deal.units, planes=deal.planes,
                us_plain=statistics.median(t_plain) * 1e3, us_traced=statistics.median(t_traced) * 1e3, **{
                    f"{role}_{k}_ns": v for role, d in med.items() for k, v in d.items()})
@@ -80,6 +126,8 @@ for case in args.cases.split(","):
           f" traced {row['us_traced']:.1f}: per k-tile (ns, median over CTAs) producer period "
           f"{med['producer']['period']:.0f} wait-empty {med['producer']['wait_empty']:.0f}; consumer period "
           f"{med['consumer']['period']:.0f} wait-full {med['consumer']['wait_full']:.0f} "
-          f"mma issue->done {med['consumer']['mma'] or 0:.0f}", flush=True)
+          f"mma issue->done {med['consumer']['mma'] or 0:.0f}; ring: load issue->landed (where the consumer "
+          f"waited) {rt['load_latency'] or 0:.0f}, release->producer wake {rt['release_to_wake'] or 0:.0f}, "
+          f"wake->issue {rt['wake_to_issue'] or 0:.0f}", flush=True)
 if args.json:
     json.dump(dict(commit=git_commit(), rows=out_rows), open(args.json, "w"), indent=1)
