@@ -195,8 +195,7 @@ class SmallM:
         if M < self.min_m:
             p.append(f"M={M} is under {self.min_m}: " + (
                 f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else
-                f"{self.key} is for problems above {self.max_m} rows under one wave (at M <= 16 its "
-                "64 x 64 tiles measured 25-50 % slower than 64 x 128, docs/perf-notes.md item 33)"))
+                f"{self.key} takes M >= {self.min_m}"))
         if K % 8:
             p.append(f"K={K} must be a multiple of 8 (TMA needs 16-byte row strides for A and B)")
         if N % 8:
