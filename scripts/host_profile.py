@@ -64,9 +64,9 @@ def profile(size: int = 128, calls: int = 2000, rounds: int = 5, device: str = "
         # when nothing is staged (else pa/pb are not what the kernel reads)
         launch_args = None
         if cfg.a.direct and cfg.b.direct and isinstance(cfg, fastconfig.LadderConfig):
-            launch_args = (cfg._encode(pa, pb, c.data_ptr())[0], ())
+            launch_args = (cfg._map_addresses(pa, pb, c.data_ptr()), ())
         elif cfg.a.direct and cfg.b.direct and isinstance(cfg, fastconfig.SmallMConfig) and cfg.reduce is None:
-            launch_args = (cfg._encode(pa, pb, c.data_ptr())[0], (0, c.data_ptr()))
+            launch_args = (cfg._map_addresses(pa, pb, c.data_ptr()), (0, c.data_ptr()))
         if launch_args is not None:
             components[f"{form}: ReusableLaunch call ({steps[form]})"] = \
                 lambda L=cfg.launch, s=fastconfig._raw_stream(cfg.dev), m=launch_args[0], p=launch_args[1]: L(s, m, p)

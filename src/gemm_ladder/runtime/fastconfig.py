@@ -296,6 +296,21 @@ class _Fast(Config):
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         raise NotImplementedError
 
+    def _kernel_args(self, pa: int, pb: int, pc: int) -> list:
+        """The launch's arguments for these pointers, tensor maps built by `tensor_map`."""
+        raise NotImplementedError
+
+    def _map_addresses(self, pa: int, pb: int, pc: int) -> tuple:
+        """The tensor-map addresses of a pointer triple: a small memo per configuration over
+        the tensor-map LRU, so a call with known pointers costs one lookup (hits skip the
+        recency update: an evicted triple is rebuilt from the LRU, not re-encoded)."""
+        got = self._maps._d.get((pa, pb, pc))
+        if got is None:
+            args = self._kernel_args(pa, pb, pc)
+            maps = tuple(args[i] for i in self.launch._map_slots)
+            got = self._maps.put((pa, pb, pc), (tuple(m.address() for m in maps), maps))
+        return got[0]
+
 
 # Stream-K workspaces (flags + slots), zeroed once per (device, stream): the kernel lowers
 # every flag it raised, and launches on one stream run in order. Never shared between
@@ -338,20 +353,15 @@ class LadderConfig(_Fast):
         self._init_stage_copy(prep.kernel)
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
-        maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
+        maps = self._map_addresses(pa, pb, pc)
         if self.ws_floats:
             ws = stream_k_workspace(self.dev, stream, self.ws_floats, self.device)
-            self.launch(stream, maps[0], (ws.data_ptr(),))
+            self.launch(stream, maps, (ws.data_ptr(),))
         else:
-            self.launch(stream, maps[0])
+            self.launch(stream, maps)
 
-    def _encode(self, pa: int, pb: int, pc: int) -> tuple:
-        """(map addresses, maps) of a pointer triple: a small memo per configuration over the
-        tensor-map LRU, so a call with known pointers costs one lookup (hits skip the recency
-        update: an evicted triple is rebuilt from the LRU, not re-encoded)."""
-        args = self.step.kernel_args(pa, pb, pc, self.M, self.N, self.K, make_map=tensor_map, **self.map_args)
-        maps = tuple(args[i] for i in self.launch._map_slots)
-        return self._maps.put((pa, pb, pc), (tuple(m.address() for m in maps), maps))
+    def _kernel_args(self, pa: int, pb: int, pc: int) -> list:
+        return self.step.kernel_args(pa, pb, pc, self.M, self.N, self.K, make_map=tensor_map, **self.map_args)
 
 
 class SmallMConfig(_Fast):
@@ -405,19 +415,17 @@ class SmallMConfig(_Fast):
         return buffers
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
-        maps = self._maps._d.get((pa, pb, pc)) or self._encode(pa, pb, pc)
+        maps = self._map_addresses(pa, pb, pc)
         if self.reduce is None:
-            self.launch(stream, maps[0], (0, pc))
+            self.launch(stream, maps, (0, pc))
             return
         ws = scratch["ws"].data_ptr()
-        self.launch(stream, maps[0], (ws, pc))
+        self.launch(stream, maps, (ws, pc))
         self.reduce(stream, (), (ws, pc))
 
-    def _encode(self, pa: int, pb: int, pc: int) -> tuple:
-        args = self.step.kernel_args(pa, pb, 0, pc, self.M, self.N, self.K, self.deal.units, make_map=tensor_map,
+    def _kernel_args(self, pa: int, pb: int, pc: int) -> list:
+        return self.step.kernel_args(pa, pb, 0, pc, self.M, self.N, self.K, self.deal.units, make_map=tensor_map,
                                      **self.map_args)
-        maps = tuple(args[i] for i in self.launch._map_slots)
-        return self._maps.put((pa, pb, pc), (tuple(m.address() for m in maps), maps))
 
 
 def make_config(kind: str, a, b, out, st, lead: tuple, N: int, K: int) -> Config:

@@ -143,6 +143,14 @@ def prepare(step: Step, device_index: int, *, bf16: bool, debug: bool = False,
     return _PREPARED[key]
 
 
+def attach_trace(prep: Launched, dev: int, trace_buffer, trace_events: int) -> None:
+    """Point a GL_TRACE build's globals at `trace_buffer` (int64 CUDA tensor), `trace_events`
+    per slot; after the device's earlier work, which may still trace into the old buffer."""
+    _torch().cuda.synchronize(dev)
+    prep.kernel.set_global_u64("gl_trace_buf", trace_buffer.data_ptr())
+    prep.kernel.set_global_u32("gl_trace_events", trace_events)
+
+
 def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
          trace_buffer=None, trace_events: int = 0, sk_tiles: int | None = None,
          sk_ctas: int | None = None) -> "Plan":
@@ -176,9 +184,7 @@ def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_d
         driver.ensure_context(dev)
         prep = prepare(step, dev, bf16=bf16, debug=debug, extra_defines=defines)
         if trace_buffer is not None:
-            torch.cuda.synchronize(dev)
-            prep.kernel.set_global_u64("gl_trace_buf", trace_buffer.data_ptr())
-            prep.kernel.set_global_u32("gl_trace_events", trace_events)
+            attach_trace(prep, dev, trace_buffer, trace_events)
         stream = torch.cuda.current_stream(dev).cuda_stream
         grid = launch_grid(step, prep.kernel, M, N, dev)
         ws, deal = None, (0, 1)

@@ -385,9 +385,7 @@ class SmallM:
             prep = launch.prepare(self, dev, bf16=bf16, debug=debug,
                                   extra_defines={"GL_TRACE": 1} if trace_buffer is not None else None)
             if trace_buffer is not None:
-                torch.cuda.synchronize(dev)
-                prep.kernel.set_global_u64("gl_trace_buf", trace_buffer.data_ptr())
-                prep.kernel.set_global_u32("gl_trace_events", trace_events)
+                launch.attach_trace(prep, dev, trace_buffer, trace_events)
             if wave is not None and self.fixup:  # a fixup deal on `wave` CTAs (experiments, tests)
                 m_tiles, n_tiles = self.tiles(M, N)
                 d = Deal.hybrid(m_tiles * n_tiles, self.k_tiles(K), wave)
