@@ -43,7 +43,7 @@ for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 1100
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    smallm.run_smallm(a, b, out, splits, family={key!r}, debug=True)
+    smallm.run_smallm(a, b, out, splits if fam.multicast == 1 else None, family={key!r}, debug=True)
     ok, mx, rel, msg = check_product(out, a, b)
     assert ok, (M, N, K, splits, msg)
 print("ok")
@@ -84,7 +84,9 @@ FORCED = [(16, 4096, 4096, 1),     # no split: the kernel writes C itself
           (16, 4096, 4096, 8),     # clusters of 8 sum the pieces through DSMEM
           (80, 1000, 4096, 2),     # clusters of 2; N = 1000 clips the last tile
           (96, 4096, 4096, 4)]     # clusters of 4, two consumers' rows
-FORCED_CASES = [(k, c) for k in KEYS for c in FORCED if smallm.FAMILIES[k].accepts(*c[:3])]
+# (multicast entries run whole tiles only: their forced split is the one of 1)
+FORCED_CASES = [(k, c) for k in KEYS for c in FORCED
+                if smallm.FAMILIES[k].accepts(*c[:3]) and (smallm.FAMILIES[k].multicast == 1 or c[3] == 1)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -101,7 +103,7 @@ def test_forced_splits(key, case, dtype):
 # (M, N, K, splits, summed in a cluster where the family does)
 DET = [(16, 4096, 4096, 8, True), (100, 11008, 4096, 3, False), (1, 4096, 11008, 4, True),
        (1, 14336, 4096, 5, False), (80, 4096, 4096, 2, True), (96, 4096, 4096, 5, False)]
-DET_CASES = [(k, c) for k in KEYS for c in DET if smallm.FAMILIES[k].accepts(*c[:3])]
+DET_CASES = [(k, c) for k in KEYS for c in DET if smallm.FAMILIES[k].accepts(*c[:3]) and smallm.FAMILIES[k].multicast == 1]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -341,4 +343,67 @@ print("ok")
 def test_fixup_debug_build_in_a_child():
     """The fixup's flag waits are bounded in the debug build like the mbarrier waits."""
     res = run_child(_FIXUP_CHILD)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+# Multicast pairs (clusters of two CTAs along M sharing each B tile): an odd number of row
+# blocks (the pair's second tile below C), rows that are not whole 32-byte sectors, more groups
+# than clusters (several rounds per cluster), a partial last k-tile; 20 launches each on a
+# poisoned output, compared with fp32 and bit for bit with the first. The entries' M limit is
+# lifted here (the kernel takes any M); an N-major B goes through the library, forced to the
+# entry, on the shapes the entry takes.
+MC_KEYS = [k for k in KEYS if smallm.FAMILIES[k].multicast > 1]
+MC_SHAPES = [(1000, 1000, 1000), (1000, 1000, 1008), (136, 520, 72), (128, 4096, 4096), (960, 8192, 1024),
+             (1, 4096, 4096), (200, 1024, 2048)]
+MC_CASES = [(k, c) for k in MC_KEYS for c in MC_SHAPES]
+MC_B_MN_CASES = [(k, c) for k in MC_KEYS for c in MC_SHAPES
+                 if smallm.FAMILIES[k].b_mn_major and smallm.FAMILIES[k].accepts(*c, b_mn=True)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("key,case", MC_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in MC_CASES])
+def test_multicast_pairs(key, case, dtype):
+    M, N, K = case
+    dt = _dtype(dtype)
+    fam = smallm.with_fields(smallm.FAMILIES[key], "anym", max_m=1 << 30)
+    d = fam.deal(M, N, K, 132)
+    assert d.cluster == (2, 1, 1) and d.ctas % 2 == 0 and d.planes == 0
+    a, b = fresh(M, N, K, dt, next(_seed))
+    out = _poisoned(M, N, dt)
+    assert_repeatable(fam.plan(a, b, out), out, a, b, what=f"{key} {case}")
+
+
+@pytest.mark.parametrize("key,case", MC_B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in MC_B_MN_CASES])
+def test_multicast_pairs_n_major_b(key, case):
+    import torch
+    import gemm_ladder
+    M, N, K = case
+    a, b = fresh(M, N, K, torch.float16, next(_seed))
+    out = _poisoned(M, N, torch.float16)
+    gemm_ladder.matmul(a, b.t().contiguous(), out=out, step=key)
+    torch.cuda.synchronize()
+    assert_matches(out, a, b)
+
+
+_MC_CHILD = """
+import torch
+from gemm_ladder.runtime import smallm
+from gemm_ladder.measure.accuracy import check_product
+fam = smallm.with_fields(smallm.FAMILIES[{key!r}], "anym", max_m=1 << 30)
+for (M, N, K) in [(1000, 1000, 1000), (136, 520, 72), (960, 8192, 1024)]:
+    g = torch.Generator(device="cuda").manual_seed(M)
+    a = torch.randn((M, K), device="cuda", generator=g).half()
+    b = torch.randn((N, K), device="cuda", generator=g).half()
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    smallm.run_smallm(a, b, out, family=fam, debug=True)
+    ok, mx, rel, msg = check_product(out, a, b)
+    assert ok, (M, N, K, msg)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("key", MC_KEYS)
+def test_multicast_debug_build_in_a_child(key):
+    """The multicast entries' debug builds (bounded waits) at the pairs' edge cases."""
+    res = run_child(_MC_CHILD.format(key=key))
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]

@@ -35,7 +35,7 @@ def test_reached_by_key_but_not_a_rung():
 def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
-                                        GL_FIXUP=int(fam.fixup))
+                                        GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast)
     assert fam.threads == 128 * (1 + fam.consumers)
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
@@ -98,9 +98,19 @@ SPLIT_SHAPES = [(M, N, K) for M in (1, 7, 16, 64, 100, 128)
                              (4096, 14336), (28672, 4096), (28672, 8192), (8192, 8192), (8, 8), (4096, 520)]]
 
 
-def _runs(d):
-    """Walk the deal as the kernel's Segments does: per CTA, its (tile, k0, k1, plane or None)."""
+def _runs(d, m_tiles=0):
+    """Walk the deal as the kernel's Segments (or, multicast, PairWalk) does: per CTA, its
+    (tile, k0, k1, plane or None); a multicast pair's tile below C (row block m_tiles) as None."""
     out = []
+    if d.mc > 1:
+        m_groups = -(-m_tiles // d.mc)
+        for cta in range(d.ctas):
+            segs = []
+            for g in range(cta // d.mc, d.groups, d.clusters):
+                mb, nb = g % m_groups * d.mc + cta % d.mc, g // m_groups
+                segs.append((nb * m_tiles + mb if mb < m_tiles else None, 0, d.k_tiles, None))
+            out.append(segs)
+        return out
     for cta in range(d.ctas):
         u, u1, segs = cta * d.units, min((cta + 1) * d.units, d.total), []
         while u < u1:
@@ -123,9 +133,12 @@ def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
         assert d.tiles == m_tiles * n_tiles and d.k_tiles == fam.k_tiles(K)
         assert d.units >= min(d.k_tiles, smallm.MIN_KT_PER_SPLIT)
         covered = {}
-        for segs in _runs(d):
+        for segs in _runs(d, m_tiles):
             assert 1 <= len(segs) <= d.segments
             for t, k0, k1, plane in segs:
+                if t is None:  # a multicast pair's second tile below C: loads zeros, stores nothing
+                    assert d.mc > 1 and m_tiles % d.mc
+                    continue
                 for k in range(k0, k1):
                     assert (t, k) not in covered  # no unit twice
                     covered[(t, k)] = plane
@@ -143,7 +156,9 @@ def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
         # 4096 floats, as measured at 128 x 1024 x 1024 and 192 x 2048 x 2048, perf-notes item 33).
         # Half the SMs' worth of whole tiles may stay whole: n64's 64 at 64 x 4096 x 4096 measured
         # 18.5-18.9 us against 21.0 split in two (perf-notes item 44)
-        if M <= 64 and d.tiles * 3 <= H200_SMS and d.k_tiles >= 4 * smallm.MIN_KT_PER_SPLIT:
+        if d.mc > 1:  # whole tiles, pairs of clusters at most as many as fit at once
+            assert d.cluster == (d.mc, 1, 1) and d.ctas % d.mc == 0 and d.ctas <= H200_SMS and not d.planes
+        elif M <= 64 and d.tiles * 3 <= H200_SMS and d.k_tiles >= 4 * smallm.MIN_KT_PER_SPLIT:
             assert d.splits > 1, (M, N, K)
         assert fam.workspace_shape(M, N, d) == ((d.planes, M, N) if d.planes else None)
         assert not (d.dsmem and d.planes)
@@ -267,7 +282,7 @@ def test_sass_holds_claims(fam):
     # each with a CTA barrier, and adds its own where warps reach them on divergent paths)
     assert bars[0] == "BAR.SYNC.DEFER_BLOCKING 0x0", bars
     named = [b for b in bars if b.startswith("BAR.SYNC.DEFER_BLOCKING 0x1")]
-    both = 1 + (fam.staged_c and fam.consumers > 1)
+    both = (fam.multicast == 1) + (fam.staged_c and fam.consumers > 1)  # multicast pairs: no cluster reduction
     assert named == [f"BAR.SYNC.DEFER_BLOCKING 0x1, {hex(128 * fam.consumers)}"] * both, bars
     assert sass.count_class(ops, "UCGABAR_ARV") and sass.count_class(ops, "UCGABAR_WAIT")
 

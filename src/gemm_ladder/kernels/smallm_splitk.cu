@@ -38,6 +38,15 @@
 // column slice r of the tile over the P CTAs' shared memory (DSMEM), in rank order 0, 1, ...
 // (deterministic), and writes C. No workspace, no second launch.
 //
+// With GL_MULTICAST = 2 (large M, whole tiles only), the grid is clusters of two CTAs along M:
+// the pair takes two vertically adjacent tiles of one column of C (column-major over C, as the
+// deal), and each CTA's producer loads half of the shared B tile and multicasts it into both
+// CTAs' stages, as step 8 does: each CTA fetches 64 + BN / 2 rows per k-tile instead of 64 + BN.
+// Each full barrier expects the whole stage (its A + all of B); a stage is refilled only when
+// the consumers of both CTAs have released it (the empty barriers count both, the peer's
+// arriving remotely); barrier init is published, and the exit held, by cluster barriers. A
+// pair's second tile past C (odd row blocks) loads zeros and stores nothing.
+//
 // Organisation as step 7 (load_stage and the consumer's k-loop from gl_warpspec.cuh), without
 // its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
 // registers away (setmaxnreg.dec), its warp 0 is the TMA producer; warpgroups 1..CONSUMERS
@@ -60,11 +69,12 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST)
+#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
+constexpr int MC = GL_MULTICAST;  // CTAs along M of a cluster sharing each B tile (1: no cluster)
 // B may also be given N-major (a row-major (K, N) matrix, the usual x @ W): TMA loads it as
 // 64-wide blocks of k-rows and wgmma reads it through its transpose bit, as step 9 does. A
 // (the activations, M <= a few hundred rows) is always K-major.
@@ -86,12 +96,14 @@ GL_DEVICE u32 stage_bytes(int a_rows) { return (u32)(a_rows + BN) * BK * 2; }
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-using OperandRing = Ring<DEPTH>;
+using OperandRing = Ring<DEPTH, MC>;  // multicast: releases go to both CTAs' empty barriers
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
 // held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
 // tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
 constexpr int C_CHUNKS = BN / 64;
 constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
+static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
+static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
 struct SharedStorage {
@@ -220,7 +232,39 @@ struct Segments {
     if (dp()) ++round;
     else u = (tile() + 1) * k_tiles;
   }
+  GL_DEVICE int m_block(int m_tiles) const { return tile() % m_tiles; }
+  GL_DEVICE int n_block(int m_tiles) const { return tile() / m_tiles; }
 };
+
+// Multicast (MC CTAs along M per cluster): whole tiles, walked in groups of MC vertically
+// adjacent ones (column-major over C, as Segments): cluster g takes groups g, g + clusters, ...,
+// its CTA of rank r row block MC * (group's row) + r, so both CTAs of a cluster load the same
+// B tile at every step. A row block past C (odd m_tiles) reads zeros and is not stored.
+struct PairWalk {
+  int k_tiles, m_groups, groups, g, stride;
+  u32 rank;
+  GL_DEVICE PairWalk(int m_tiles, int n_tiles, int kt)
+      : k_tiles(kt), m_groups(ceil_div(m_tiles, MC)), groups(ceil_div(m_tiles, MC) * n_tiles),
+        g((int)blockIdx.x / MC), stride((int)gridDim.x / MC), rank(cluster_ctarank()) {}
+  GL_DEVICE bool more() const { return g < groups; }
+  GL_DEVICE void next() { g += stride; }
+  GL_DEVICE int m_block(int) const { return g % m_groups * MC + (int)rank; }
+  GL_DEVICE int n_block(int) const { return g / m_groups; }
+  GL_DEVICE int tile() const { return g * MC + (int)rank; }  // an id for traces
+  GL_DEVICE int k0() const { return 0; }
+  GL_DEVICE int k1() const { return k_tiles; }
+  GL_DEVICE bool whole() const { return true; }
+  // whole tiles: never a piece (the Segments names the consumer's other epilogues read)
+  static constexpr int cta = 0;
+  GL_DEVICE int plane() const { return 0; }
+  GL_DEVICE int last_cta() const { return 0; }
+};
+
+// This CTA's walk: the deal's runs (Segments), or multicast pairs of whole tiles.
+GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool clustered) {
+  if constexpr (MC > 1) return PairWalk(m_tiles, n_tiles, k_tiles);
+  else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
+}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
@@ -228,18 +272,20 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
                    float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units, int a_rows) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const int m_tiles = ceil_div(M, BM), k_tiles = ceil_div(K, BK);
-  const int tiles = m_tiles * ceil_div(N, BN);
+  const int m_tiles = ceil_div(M, BM), n_tiles = ceil_div(N, BN), k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
-  const u32 pieces = cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
+  const u32 pieces = MC > 1 ? 1 : cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
   if (threadIdx.x == 0) {
-    OperandRing::init(s.tma2mma, 1,                            // the producer's arrive.expect_tx
-                      s.mma2tma, CONSUMER_WARPS * CONSUMERS);  // one arrive per consumer warp
+    OperandRing::init(s.tma2mma, 1,                                 // the producer's arrive.expect_tx
+                      s.mma2tma, CONSUMER_WARPS * CONSUMERS * MC);  // one arrive per consumer warp (of both CTAs)
     fence_barrier_init();
   }
-  __syncthreads();  // the only CTA-wide barrier: from here on the roles run apart
+  // the only CTA-wide barrier: from here on the roles run apart (multicast: the peer's
+  // barriers are initialised before any load lands in them or any release arrives)
+  if constexpr (MC > 1) cluster_sync();
+  else __syncthreads();
   if (threadIdx.x == 0) pdl_launch_dependents();  // the reduction may be scheduled (it waits for us)
 
   if (warpgroup_idx() == 0) {
@@ -250,13 +296,15 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       tma_prefetch_descriptor(&tmap_a);
       tma_prefetch_descriptor(&tmap_b);
       auto st = PipelineState<DEPTH>::producer();
-      for (Segments seg(tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
-        const int t = seg.tile(), m0 = t % m_tiles * BM, n0 = t / m_tiles * BN;
+      const u32 rank = MC > 1 ? cluster_ctarank() : 0;
+      for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
+        const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           ops.producer_acquire(st, kt);
-          ops.producer_expect_tx(st, stage_bytes(a_rows));  // out-of-range rows/columns land as zeros and count too
-          load_stage<BM, BN, BK, 1, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt,
-                                                 m0, n0, 0);
+          // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
+          ops.producer_expect_tx(st, stage_bytes(a_rows));
+          load_stage<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt,
+                                                  m0, n0, rank);
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);
           st.advance();
         }
@@ -278,8 +326,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
     float acc[BN / 2];
-    for (Segments seg(tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
-      const int t = seg.tile(), m0 = t % m_tiles * BM + 64 * cw, n0 = t / m_tiles * BN;
+    for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
+      const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
       const int count = seg.k1() - seg.k0();
       zero_acc(acc);
       const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) {
@@ -341,6 +389,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     }
     tr.finish();
   }
+  // multicast: no CTA leaves while its peer may still multicast into it or arrive on its barriers
+  if constexpr (MC > 1) cluster_sync();
 }
 
 // The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed

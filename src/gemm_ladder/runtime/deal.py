@@ -26,6 +26,18 @@ class Deal:
     dsmem: bool = False
     fixup: bool = False  # split tiles summed in the kernel (GL_FIXUP entries): no planes
     wave: int = 0  # fixup: the CTAs of its one wave (whole tiles round by round, then runs of `units`)
+    # multicast entries: clusters of `mc` CTAs along M walk groups of mc vertically adjacent
+    # whole tiles (the kernel's PairWalk): `groups` of them on `clusters` clusters
+    mc: int = 1
+    groups: int = 0
+    clusters: int = 0
+
+    @classmethod
+    def multicast(cls, m_tiles: int, n_tiles: int, k_tiles: int, mc: int, max_clusters: int) -> "Deal":
+        """Whole tiles in groups of `mc` along M, one cluster per group, at most `max_clusters`
+        clusters (the rest round by round)."""
+        groups = _cdiv(m_tiles, mc) * n_tiles
+        return cls(m_tiles * n_tiles, k_tiles, k_tiles, mc=mc, groups=groups, clusters=min(groups, max_clusters))
 
     @classmethod
     def hybrid(cls, tiles: int, k_tiles: int, grid: int) -> "Deal":
@@ -36,6 +48,8 @@ class Deal:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "units", max(1, min(self.units, self.total)))
+        if self.mc > 1 and (self.units != self.k_tiles or self.dsmem or self.fixup or self.clusters < 1):
+            raise ValueError("a multicast deal runs whole tiles on at least one cluster")
         if self.dsmem and (self.k_tiles % self.units or self.k_tiles // self.units not in CLUSTER_PIECES):
             raise ValueError(f"a cluster reduction needs runs of k_tiles / P, P in {CLUSTER_PIECES} "
                              f"(k_tiles {self.k_tiles}, units {self.units})")
@@ -46,7 +60,14 @@ class Deal:
 
     @property
     def ctas(self) -> int:
+        if self.mc > 1:
+            return self.mc * self.clusters
         return self.wave if self.wave else _cdiv(self.total, self.units)
+
+    @property
+    def rounds(self) -> int:
+        """Multicast: the groups each cluster walks at most (else 1)."""
+        return _cdiv(self.groups, self.clusters) if self.mc > 1 else 1
 
     @property
     def dp_rounds(self) -> int:
@@ -56,6 +77,8 @@ class Deal:
     @property
     def run(self) -> int:
         """k-tiles of the longest run."""
+        if self.mc > 1:
+            return self.rounds * self.k_tiles
         return self.dp_rounds * self.k_tiles + (self.units if not self.wave or self.tiles % self.wave else 0)
 
     @property
@@ -64,7 +87,10 @@ class Deal:
 
     @property
     def cluster(self) -> tuple[int, int, int]:
-        """The launch's cluster shape: (P, 1, 1) for a cluster reduction, else (1, 1, 1)."""
+        """The launch's cluster shape: (P, 1, 1) for a cluster reduction, (mc, 1, 1) for a
+        multicast deal, else (1, 1, 1)."""
+        if self.mc > 1:
+            return (self.mc, 1, 1)
         return (self.k_tiles // self.units, 1, 1) if self.dsmem else (1, 1, 1)
 
     def pieces(self, tile: int) -> int:
@@ -103,7 +129,9 @@ class Deal:
 
     @property
     def segments(self) -> int:
-        """The most tile pieces one run touches."""
+        """The most tile pieces one run touches (multicast: whole tiles, round by round)."""
+        if self.mc > 1:
+            return self.rounds
         if self.units % self.k_tiles == 0:
             return self.units // self.k_tiles
         if self.k_tiles % self.units == 0:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from . import driver, jit, launch
 from .deal import CLUSTER_PIECES, Deal, _cdiv, fixup_flag_floats  # noqa: F401 (smallm.Deal, ...: the family's names)
-from .steps import MAX_SMEM_PER_BLOCK, ConfigError, build
+from .steps import CLUSTER_CLAIMS, MAX_SMEM_PER_BLOCK, ConfigError, build
 
 MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills the ring
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
@@ -114,8 +114,16 @@ class SmallM:
     # and K up to this many k-tiles (the narrow tile's niche: where the wider tiles' split
     # deals pay their second pass on a short K; item 47)
     one_wave_max_kt: int = 0
+    # 2: clusters of two CTAs along M share each B tile, each loading half of it and
+    # multicasting it into both (GL_MULTICAST; whole tiles only, the kernel's PairWalk)
+    multicast: int = 1
 
     def __post_init__(self) -> None:
+        if self.multicast not in (1, 2) or self.multicast > 1 and (
+                self.fixup or self.cluster_reduce or not self.staged_c
+                or self.b_mn_major and self.bn // self.multicast % MN_BLOCK):
+            raise ValueError(f"{self.key}: multicast pairs run whole tiles with the staged epilogue (no fixup, "
+                             "no cluster reduction), and an N-major B's half must be whole 64-column blocks")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
@@ -147,7 +155,8 @@ class SmallM:
 
     @property
     def claims(self) -> tuple[str, ...]:
-        return self.sass_claims + (f"HGMMA.64x{self.bn}x16",) + (("UTMASTG", "STSM") if self.staged_c else ())
+        return (self.sass_claims + (f"HGMMA.64x{self.bn}x16",) + (("UTMASTG", "STSM") if self.staged_c else ())
+                + (CLUSTER_CLAIMS if self.multicast > 1 else ()))
 
     @property
     def barriers(self) -> int:
@@ -174,7 +183,7 @@ class SmallM:
 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
-                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup))
+                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -241,6 +250,10 @@ class SmallM:
 
     def make_deal(self, M: int, N: int, K: int, units: int) -> "Deal":
         """The deal of runs of `units` k-tiles (clipped to 1 .. all the work)."""
+        if self.multicast > 1:
+            if units != self.k_tiles(K):
+                raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): units must be the k-tiles")
+            return self.deal(M, N, K, 132)
         m_tiles, n_tiles = self.tiles(M, N)
         return Deal(m_tiles * n_tiles, self.k_tiles(K), units)
 
@@ -250,6 +263,10 @@ class SmallM:
         if splits < 1:
             raise ValueError(f"splits must be >= 1, got {splits}")
         kt = self.k_tiles(K)
+        if self.multicast > 1:
+            if splits != 1:
+                raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): splits must be 1")
+            return self.deal(M, N, K, 132)
         units = _cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
         if self.fixup:  # the kernel sums split tiles itself: always a fixup deal, one wave at most
@@ -261,7 +278,7 @@ class SmallM:
     def deal_cost(self, M: int, N: int, num_sms: int, d: "Deal") -> float:
         """The deal's time in k-tile stages of the whole machine (module docstring)."""
         slots = num_sms
-        if d.dsmem:  # clusters sit inside a GPC (measured capacity, scaled to this SM count)
+        if d.dsmem or d.mc > 1:  # clusters sit inside a GPC (measured capacity, scaled to this SM count)
             p = d.cluster[0]
             slots = max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // 132 // p * p))
         saturation = HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
@@ -291,6 +308,9 @@ class SmallM:
         """The deal by the rule in the module docstring."""
         m_tiles, n_tiles = self.tiles(M, N)
         kt = self.k_tiles(K)
+        if self.multicast > 1:  # whole tiles, a cluster per group, as many clusters as fit at once
+            p = self.multicast
+            return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // 132))
         total = m_tiles * n_tiles * kt
         shortest = min(kt, MIN_KT_PER_SPLIT)
         runs = ({_cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
@@ -336,9 +356,10 @@ class SmallM:
         n_out = ldc or N
         if not N <= n_out < N + 8 or n_out % 8 and n_out != N:
             raise ConfigError(f"{self.key}: C's row stride {n_out} must be N={N} or N rounded up to 8")
-        # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9
+        # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9; a
+        # multicast pair's CTAs each load BN / 2 rows of a K-major B (the box is that tall)
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
-                 else make_map(b_ptr, N, K, ldb or K, self.bn, self.bk, bf16))
+                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.multicast, self.bk, bf16))
         a_rows = self.a_box_rows(M)
         return [make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16), b_map,
                 make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
@@ -473,6 +494,8 @@ FAMILIES: dict[str, SmallM] = {
     # in 64-column blocks)
     "smallm:n32": SmallM("smallm:n32", bn=32, depth=16, max_m=16, variant="n32", b_mn_major=False,
                          one_wave_max_kt=64),
+    # 64 x 128 tiles in clusters of two along M sharing (multicasting) each B tile: whole tiles
+    "smallm:n128m2": SmallM("smallm:n128m2", bn=128, depth=8, variant="n128m2", multicast=2),
     "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2", **TWO_CONSUMER_DEAL),
     "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128",
                             **TWO_CONSUMER_DEAL),
