@@ -288,10 +288,26 @@ class FakeGpu:
         if B.shape[0] < rec.N:
             B = torch.cat([B, B.new_zeros((rec.N - B.shape[0], rec.K))])
         assert not b_mn or mb.box == (smallm.SmallM.bk, 64), mb.box
-        bm, bn, bk = fam.bm, (fam.bn if b_mn else mb.box[0]), smallm.SmallM.bk
+        # a multicast pair's CTAs each load half of a K-major B tile (the map's box)
+        bm, bn, bk = fam.bm, (fam.bn if b_mn else mb.box[0] * fam.multicast), smallm.SmallM.bk
         M, N = rec.M, rec.N
         m_tiles, kt = -(-M // bm), -(-rec.K // bk)
         total = m_tiles * -(-N // bn) * kt
+        rec.dtype, rec.bm, rec.bn = ma.dtype, bm, bn
+        if fam.multicast > 1:  # the kernel's PairWalk: clusters of mc along M, whole tiles
+            mc = fam.multicast
+            assert rec.cluster == (mc, 1, 1) and rec.grid[0] % mc == 0 and units == kt, (rec.cluster, rec.grid)
+            m_groups, clusters = -(-m_tiles // mc), rec.grid[0] // mc
+            groups = m_groups * -(-N // bn)
+            assert clusters <= groups
+            for cta in range(rec.grid[0]):
+                for g in range(cta // mc, groups, clusters):
+                    r0, c0 = (g % m_groups * mc + cta % mc) * bm, g // m_groups * bn
+                    if r0 >= M:  # the pair's second tile below C: zeros loaded, nothing stored
+                        continue
+                    rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
+                    _view(c, ma.dtype, (M, N), N)[rows, cols] = (A[rows].float() @ B[cols].float().T).to(ma.dtype)
+            return
         assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
         pieces = {}  # cluster reduction: tile -> its pieces in rank order
         for cta in range(rec.grid[0]):
@@ -316,7 +332,6 @@ class FakeGpu:
                     plane = cta - t * kt // units
                     _view(ws + 4 * plane * M * N, torch.float32, (M, N), N)[rows, cols] = part
                 u = (t + 1) * kt
-        rec.dtype, rec.bm, rec.bn = ma.dtype, bm, bn
 
     def _reduce(self, rec, args_ptr):
         """gemm_smallm_reduce(ws, c, M, N, K, units): each split tile's planes summed in order."""

@@ -116,14 +116,14 @@ def test_every_layout_matches_reference(gpu, M, N, K, a_kind, b_kind):
     # a TMA store writes a row's last 16-byte granule whole: N=33 would write into the padding
     ("padded rows", 33, False)])
 def test_out_written_in_place_when_its_strides_allow(gpu, out_kind, N, in_place):
-    M, K = 160, 24  # M > 128: a ladder step (C through its tensor map)
+    M, K = 160, 24  # a ladder step, forced (C through its tensor map)
     a, w = rnd(M, K), rnd(N, K, seed=1)
     out = {"contiguous": lambda: torch.empty((M, N)).half(),
            "padded rows": lambda: torch.empty((M, 48)).half()[:, :N],
            "column-major": lambda: torch.empty((N, M)).half().T,
            "misaligned": lambda: _misaligned(M, N, 3)}[out_kind]()
     out.fill_(float("nan"))
-    res = gemm_ladder.matmul(a, w.T, out=out)
+    res = gemm_ladder.matmul(a, w.T, out=out, step="8:c1")
     assert res is out
     assert_product(out, a, w.T)
     assert (gpu.launches[-1].maps[2].ptr == out.data_ptr()) == in_place
@@ -171,9 +171,13 @@ def _small_m(key: str) -> bool:
 
 def test_selection_per_shape(gpu):
     """The kernel is the selection's pick for the shape (select.pick), adjusted for layouts."""
-    a, w = rnd(192, 40), rnd(48, 40, seed=1)  # M > 128, K not a multiple of 16: a ladder step
-    gemm_ladder.matmul_nt(a, w)
-    assert gpu.prepared[-1][0] == "8:c1" == api.step_for(192, 48, 40).key == select.pick(192, 48, 40)
+    a, w = rnd(192, 40), rnd(48, 40, seed=1)  # M > 128, K not a multiple of 16: the multicast pairs
+    assert_product(gemm_ladder.matmul_nt(a, w), a, w.T)
+    assert gpu.prepared[-1][0] == "smallm:n128m2" == api.step_for(192, 48, 40).key == select.pick(192, 48, 40)
+    assert gpu.launches[-1].cluster == (2, 1, 1)
+    a, w = rnd(2048, 40), rnd(1024, 40, seed=3)  # 128 ladder tiles in one wave; the pairs would need two rounds
+    assert_product(gemm_ladder.matmul_nt(a, w), a, w.T)
+    assert gpu.prepared[-1][0] == "8:c1" == api.step_for(2048, 1024, 40).key == select.pick(2048, 1024, 40)
     x, w2 = rnd(3, 8192), rnd(40, 8192, seed=2)  # decode-like, a long K: the small-M family splits it
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
@@ -690,19 +694,24 @@ def test_split_k_partials_are_kept_per_stream(gpu):
     assert_product(res, x, w.T)
 
 
-def test_unaligned_rows_above_128_rows_go_to_the_family_only_with_an_n_major_b(gpu):
-    """smallm.ALIGNED_K keeps the family off K-major rows that are not whole 32-byte sectors
-    above 128 rows (8:c1 is faster there), but with a row-major b the ladder's alternative is
-    step 9's 192-wide tile, which the family beats on such rows (docs/perf-notes.md item 42)."""
-    fam = smallm.FAMILIES["smallm:n128"]
+def test_unaligned_rows_above_128_rows_go_to_the_multicast_pairs_or_an_n_major_b(gpu):
+    """smallm.ALIGNED_K keeps the family's single CTAs off K-major rows that are not whole
+    32-byte sectors above 128 rows (8:c1 is faster there); the multicast pairs take them, each
+    CTA fetching half of B (MULTICAST_NICHE, docs/perf-notes.md item 51). With a row-major b
+    the ladder's alternative is step 9's 192-wide tile, which the family beats on such rows
+    (item 42)."""
+    fam, pairs = smallm.FAMILIES["smallm:n128"], smallm.FAMILIES["smallm:n128m2"]
     assert not fam.accepts(1000, 1000, 1000) and fam.accepts(1000, 1000, 1000, b_mn=True)
-    assert api.step_for(1000, 1000, 1000).key == "8:c1"
+    assert pairs.accepts(1000, 1000, 1000) and not pairs.accepts(1024, 1024, 1024)
+    assert api.step_for(1000, 1000, 1000).key == "smallm:n128m2"
     assert _small_m(api.step_for(1000, 1000, 1000, b_mn=True).key)
     x, b = rnd(200, 1000), rnd(1000, 264, seed=5)  # K = 1000: 2000-byte rows; M = 200 > 128
-    assert _small_m(api.step_for(200, 264, 1000, b_mn=True).key) and not _small_m(api.step_for(200, 264, 1000).key)
+    assert _small_m(api.step_for(200, 264, 1000, b_mn=True).key)
+    assert api.step_for(200, 264, 1000).key == "smallm:n128m2"
     assert_product(gemm_ladder.matmul(x, b), x, b)
     rec = _last_splitk(gpu)
     assert rec.defines == {"GL_B_MN": 1} and rec.maps[1].ptr == b.data_ptr()  # in place, N-major
-    w = b.T.contiguous()  # the same B K-major: a ladder step
+    w = b.T.contiguous()  # the same B K-major: the pairs, B's box half a tile tall
     assert_product(gemm_ladder.matmul_nt(x, w), x, w.T)
-    assert gpu.launches[-1].name != "gemm_smallm_splitk"
+    rec = _last_splitk(gpu)
+    assert rec.cluster == (2, 1, 1) and rec.maps[1].box == (64, 64) and rec.maps[1].ptr == w.data_ptr()

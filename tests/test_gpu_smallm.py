@@ -365,7 +365,7 @@ MC_B_MN_CASES = [(k, c) for k in MC_KEYS for c in MC_SHAPES
 def test_multicast_pairs(key, case, dtype):
     M, N, K = case
     dt = _dtype(dtype)
-    fam = smallm.with_fields(smallm.FAMILIES[key], "anym", max_m=1 << 30)
+    fam = smallm.with_fields(smallm.FAMILIES[key], "anym", max_m=1 << 30, min_m=1)
     d = fam.deal(M, N, K, 132)
     assert d.cluster == (2, 1, 1) and d.ctas % 2 == 0 and d.planes == 0
     a, b = fresh(M, N, K, dt, next(_seed))

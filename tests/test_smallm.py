@@ -58,8 +58,30 @@ def test_kernel_takes_configuration_only_from_defines():
 
 
 # -- shapes -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("fam", [f for f in FAMS if not f.one_wave_max_kt],
-                         ids=[i for f, i in zip(FAMS, IDS) if not f.one_wave_max_kt])
+def test_multicast_pairs_take_misaligned_b_rows_above_128_rows_only():
+    """smallm:n128m2 (MULTICAST_NICHE): M > 128, under one ladder wave, B's rows as read not
+    whole 32-byte sectors (K-major: K = 8 mod 16; N-major: N = 8 mod 16)."""
+    fam = smallm.FAMILIES["smallm:n128m2"]
+    assert fam.multicast == fam.cluster_m == 2 and fam.kernel_defines()["GL_MULTICAST"] == 2
+    assert fam.accepts(1000, 1000, 1000) and fam.accepts(136, 520, 72) and fam.accepts(1000, 1000, 1008, b_mn=True)
+    assert "32-byte sectors" in " ".join(fam.shape_problems(1024, 1024, 1024))
+    assert "32-byte sectors" in " ".join(fam.shape_problems(1000, 1024, 1000, b_mn=True))  # N-major rows: N counts
+    assert "M=128" in " ".join(fam.shape_problems(128, 1000, 1000))
+    assert "M=2048" in " ".join(fam.shape_problems(2048, 2056, 2056))  # the ladder fills the SMs
+    d = fam.deal(1000, 1000, 1000, H200_SMS)  # 16 x 8 tiles: 64 pairs, one each
+    assert (d.ctas, d.cluster, d.groups, d.rounds, d.planes) == (128, (2, 1, 1), 64, 1, 0)
+    d = fam.deal(264, 8192, 1000, H200_SMS)  # 5 row blocks (the third pair's second below C) x 64 columns
+    assert (d.groups, d.clusters, d.ctas, d.rounds) == (192, 66, 132, 3)
+    with pytest.raises(steps.ConfigError, match="splits must be 1"):
+        fam.fixed_deal(1000, 1000, 1000, 2)
+    with pytest.raises(ValueError, match="multicast pairs"):
+        smallm.with_fields(fam, "fix", fixup=True)
+    a = fam.kernel_args(0, 0, 0, 0, 1000, 1000, 1000, 16, bf16=False, make_map=lambda *x: x)
+    assert a[1][4:6] == (64, 64)  # each CTA of a pair loads half of the 128-row B tile
+
+
+@pytest.mark.parametrize("fam", [f for f in FAMS if not f.one_wave_max_kt and f.multicast == 1],
+                         ids=[i for f, i in zip(FAMS, IDS) if not f.one_wave_max_kt and f.multicast == 1])
 def test_accepts(fam):
     for shape in [(1, 8, 8), (7, 264, 72), (16, 4096, 4096), (128, 11008, 4096), (100, 4096, 11008)]:
         assert fam.accepts(*shape) == (shape[0] >= fam.min_m), fam.shape_problems(*shape)

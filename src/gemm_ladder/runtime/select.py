@@ -52,8 +52,8 @@ from .steps import Step, get_step
 # 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
 # the model's traffic tie-break would otherwise pass over. 8:c1 (128 x 128, depth 5) stands
 # for its geometry: measured 1-6 % ahead of 7:d4 at every M = 128 .. 2048 suite shape (item 21).
-CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n192", "9:n176", "smallm:n128", "smallm", "smallm:c2n128", "smallm:c2",
-                         "smallm:c2n64", "smallm:n64", "smallm:n32"]
+CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n192", "9:n176", "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128",
+                         "smallm:c2", "smallm:c2n64", "smallm:n64", "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
@@ -232,11 +232,12 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
         rounds = (s.tiles - sk_tiles) / s.slots + step.stream_k_last_wave(kt, sk_ctas // sk_tiles) / kt
         s.wave_eff = s.tiles / (rounds * s.slots)
     if deal is not None:  # equal runs of k-tiles, one CTA each: the work, not the tile count, fills the waves
+        s.slots = dev.sms  # a deal counts CTAs (a multicast deal's pairs: no more clusters than fit at once)
         s.tiles = deal.ctas
         s.waves = _ceil(deal.ctas, s.slots)
         work = deal.total / deal.units
         s.wave_eff = work / (s.waves * s.slots)
-        area = deal.tiles * cm_rows * f.bn
+        area = deal.tiles * f.bm * f.bn
         kp = deal.k_tiles * f.bk
     # Streaming from HBM, a wave needs only HBM_SATURATION of the slots busy to draw the full
     # bandwidth: a last wave that fills them is no loss to the memory time, one below is.
@@ -263,7 +264,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     if slowed:  # B's rows straddle sectors and no cluster shares its fetches
         s.score_us *= 1 + MISALIGNED_B_COST
     s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "
-             f"{s.tiles} tiles of {cm_rows}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
+             f"{s.tiles} tiles of {cm_rows if deal is None else f.bm}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
              + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else "")
              + (f"; {describe_deal(deal)}" if deal is not None else "")

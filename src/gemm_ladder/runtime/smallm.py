@@ -63,6 +63,12 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 # ladder's kernels that read it so are step 9's 192-wide tiles, which the family beats there on
 # such rows (1000^3 0.72 -> 0.77, 256 x 4088 x 4088 0.66 -> 0.78; one probed shape lost, 2000 x
 # 1000 x 1000 0.86 -> 0.82; docs/perf-notes.md, item 42)
+# MULTICAST_NICHE: the multicast pairs (smallm:n128m2) take only problems above 128 rows and
+# under one ladder wave whose B rows, as read, are not whole 32-byte sectors (K = 8 mod 16 for a
+# K-major B, N = 8 mod 16 for an N-major one): each CTA fetching half of B takes back what the
+# straddled sectors cost (1000^3 13.0 -> 11.5 us fp16, 0.79 -> 0.90x cuBLAS; bf16 0.85 -> 0.96),
+# while on aligned rows the pair's coupling costs more than the halved fetch saves (1024^3 9.5
+# -> 9.9 us, 768^3 9.1-9.3 -> 9.6; docs/perf-notes.md item 51)
 LADDER_WAVE_TILES = 132
 ALIGNED_K = 16
 MN_BLOCK = 64  # an N-major B's TMA box: 64 columns (128 bytes) by bk k-rows
@@ -136,6 +142,11 @@ class SmallM:
     @property
     def bm(self) -> int:
         return 64 * self.consumers
+
+    @property
+    def cluster_m(self) -> int:
+        """CTAs along M sharing each B tile (the selection's operand bytes read it)."""
+        return self.multicast
 
     @property
     def threads(self) -> int:
@@ -221,6 +232,12 @@ class SmallM:
         if tiles >= LADDER_WAVE_TILES:
             return [f"M={M} is over {self.max_m} and the ladder's 128x128 tiles fill the SMs ({tiles} tiles): "
                     "the small-M family is for decode-like shapes and problems under one wave"]
+        if self.multicast > 1:  # the pairs' niche: B rows (as read) that are not whole 32-byte sectors
+            rows, name = (N, "N") if b_mn else (K, "K")
+            if rows % ALIGNED_K == 0:
+                return [f"M={M} is over {self.max_m} and B's rows ({name}={rows}) are whole 32-byte sectors: "
+                        f"{self.key}'s pairs pay only where B's rows are not (MULTICAST_NICHE)"]
+            return []
         if K % ALIGNED_K and not b_mn:
             return [f"M={M} is over {self.max_m} and K={K} is not a multiple of {ALIGNED_K}: rows that are "
                     "not 32-byte multiples cost this family more than the ladder's kernels"]
@@ -494,8 +511,9 @@ FAMILIES: dict[str, SmallM] = {
     # in 64-column blocks)
     "smallm:n32": SmallM("smallm:n32", bn=32, depth=16, max_m=16, variant="n32", b_mn_major=False,
                          one_wave_max_kt=64),
-    # 64 x 128 tiles in clusters of two along M sharing (multicasting) each B tile: whole tiles
-    "smallm:n128m2": SmallM("smallm:n128m2", bn=128, depth=8, variant="n128m2", multicast=2),
+    # 64 x 128 tiles in clusters of two along M sharing (multicasting) each B tile, whole tiles,
+    # above 128 rows on B rows that are not whole 32-byte sectors (MULTICAST_NICHE)
+    "smallm:n128m2": SmallM("smallm:n128m2", bn=128, depth=8, min_m=129, variant="n128m2", multicast=2),
     "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2", **TWO_CONSUMER_DEAL),
     "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128",
                             **TWO_CONSUMER_DEAL),
