@@ -2,7 +2,7 @@
 # Multicast pairs in the small-M family (smallm:n128m2 and ad-hoc variants) against the
 # family's other entries, the ladder's 8:c1 / 8 and cuBLAS (probe_midm.py: poisoned outputs
 # checked, interleaved, L2 flushed, medians). Usage: OUT=dir bash mc_probe.sh
-set -u
+set -u -o pipefail
 D=benchmarks/results/experiments/midm
 P="python3 $D/probe_midm.py --reps 80 --splits 1"
 MC="n128m2:bn=128:depth=8:multicast=2,n64m2:bn=64:depth=12:multicast=2:b_mn_major=0,c2n128m2:bn=128:consumers=2:depth=6:multicast=2"
