@@ -276,10 +276,7 @@ class FakeGpu:
         rec.M, rec.N, rec.K, units, a_rows = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 10))
         fam = steps.get_step(rec.key)
         # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread)
-        # (an A-sharing pair's CTAs each load half of it: whole swizzle atoms, M rounded up to 16)
-        atom = 8 * fam.cluster_n
-        assert ma.box == (a_rows // fam.cluster_n, smallm.SmallM.bk) and a_rows == min(fam.bm, -(-rec.M // atom) * atom), \
-            (ma.box, a_rows)
+        assert ma.box == (a_rows, smallm.SmallM.bk) and a_rows == min(fam.bm, -(-rec.M // 8) * 8), (ma.box, a_rows)
         # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix
         assert (mc.ptr, mc.rows, mc.cols, mc.ld, mc.box) == (c, rec.M, rec.N, rec.N, (64, 64)), vars(mc)
         rec.ws, rec.c, rec.units = ws, c, units
@@ -300,17 +297,13 @@ class FakeGpu:
         if fam.multicast > 1:  # the kernel's PairWalk: clusters of mc along M, whole tiles
             mc = fam.multicast
             assert rec.cluster == (mc, 1, 1) and rec.grid[0] % mc == 0 and units == kt, (rec.cluster, rec.grid)
-            n_tiles, clusters = -(-N // bn), rec.grid[0] // mc
-            m_groups = m_tiles if fam.shares_a else -(-m_tiles // mc)
-            groups = m_groups * (-(-n_tiles // mc) if fam.shares_a else n_tiles)
+            m_groups, clusters = -(-m_tiles // mc), rec.grid[0] // mc
+            groups = m_groups * -(-N // bn)
             assert clusters <= groups
             for cta in range(rec.grid[0]):
                 for g in range(cta // mc, groups, clusters):
-                    if fam.shares_a:  # pairs along N
-                        r0, c0 = g % m_groups * bm, (g // m_groups * mc + cta % mc) * bn
-                    else:
-                        r0, c0 = (g % m_groups * mc + cta % mc) * bm, g // m_groups * bn
-                    if r0 >= M or c0 >= N:  # the pair's second tile past C: zeros loaded, nothing stored
+                    r0, c0 = (g % m_groups * mc + cta % mc) * bm, g // m_groups * bn
+                    if r0 >= M:  # the pair's second tile below C: zeros loaded, nothing stored
                         continue
                     rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
                     _view(c, ma.dtype, (M, N), N)[rows, cols] = (A[rows].float() @ B[cols].float().T).to(ma.dtype)

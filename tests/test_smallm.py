@@ -35,8 +35,7 @@ def test_reached_by_key_but_not_a_rung():
 def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
-                                        GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
-                                        GL_MC_SHARES_A=int(fam.shares_a))
+                                        GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast)
     assert fam.threads == 128 * (1 + fam.consumers)
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
@@ -82,10 +81,7 @@ def test_multicast_pairs_take_misaligned_b_rows_above_128_rows_only():
 
 
 PAIRS = [smallm.with_fields(smallm.FAMILIES["smallm"], n, max_m=1 << 30, min_m=1, **kv) for n, kv in [
-    ("n128m2", dict(bn=128, depth=8, multicast=2)),
-    ("n32a2", dict(bn=32, depth=16, multicast=2, shares_a=True, b_mn_major=False)),
-    ("n64a2", dict(bn=64, depth=12, multicast=2, shares_a=True)),
-    ("n128a2", dict(bn=128, depth=8, multicast=2, shares_a=True))]]
+    ("n64m2", dict(bn=64, depth=12, multicast=2, b_mn_major=False)), ("c2n128m2", dict(bn=128, consumers=2, multicast=2))]]
 
 
 @pytest.mark.parametrize("fam", FAMS + PAIRS, ids=IDS + [f.key for f in PAIRS])
@@ -101,8 +97,7 @@ def test_boxes_deliver_what_the_full_barrier_expects(fam, M, b_mn):
     maps = fam.kernel_args(1, 2, 0, 3, M, N, K, 16, bf16=False, b_mn=b_mn, make_map=lambda *x: x)
     (_, _, _, _, a_box_rows, a_box_cols, _), (_, _, _, _, b_box_0, b_box_1, _) = maps[0], maps[1]
     a_rows = maps[-1]
-    # A: one box per CTA, multicast to the pair when it shares A
-    a_bytes = a_box_rows * a_box_cols * 2 * fam.cluster_n
+    a_bytes = a_box_rows * a_box_cols * 2  # A: one box per CTA
     # B: K-major one box (BN / cluster_m rows, each CTA of a B-sharing pair its half, multicast);
     # N-major ceil(BN / cluster_m / 64) boxes of 64 columns x BK k-rows
     b_boxes = -(-fam.bn // fam.cluster_m // 64) if b_mn else 1

@@ -47,11 +47,6 @@
 // arriving remotely); barrier init is published, and the exit held, by cluster barriers. A
 // pair's second tile past C (odd row blocks) loads zeros and stores nothing.
 //
-// With GL_MC_SHARES_A the pairs run along N instead and share A: the two CTAs take
-// horizontally adjacent tiles of one row block, each loads half of A's box (a_rows / 2 rows)
-// and multicasts it, and loads its own B; cuBLAS's shape at M = 64 (64 x 32 tiles in 1 x 2
-// clusters), where every CTA otherwise fetches the same A rows from L2.
-//
 // Organisation as step 7 (load_stage and the consumer's k-loop from gl_warpspec.cuh), without
 // its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
 // registers away (setmaxnreg.dec), its warp 0 is the TMA producer; warpgroups 1..CONSUMERS
@@ -74,13 +69,12 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_MC_SHARES_A)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_MC_SHARES_A"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST)
+#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
-constexpr int MC = GL_MULTICAST;  // CTAs of a cluster sharing an operand tile (1: no cluster)
-constexpr bool SHARES_A = GL_MC_SHARES_A;  // the pair runs along N and shares A (else along M, sharing B)
+constexpr int MC = GL_MULTICAST;  // CTAs along M of a cluster sharing each B tile (1: no cluster)
 // B may also be given N-major (a row-major (K, N) matrix, the usual x @ W): TMA loads it as
 // 64-wide blocks of k-rows and wgmma reads it through its transpose bit, as step 9 does. A
 // (the activations, M <= a few hundred rows) is always K-major.
@@ -108,10 +102,8 @@ using OperandRing = Ring<DEPTH, MC>;  // multicast: releases go to both CTAs' em
 // tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
 constexpr int C_CHUNKS = BN / 64;
 constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
-static_assert(MC == 1 || (MC == 2 && !FIXUP), "multicast pairs: whole tiles, no fixup");
-static_assert(MC > 1 || !SHARES_A, "sharing A needs a pair");
-static_assert(MC == 1 || SHARES_A || (STAGED_C && (!B_MN || (BN / MC) % MN_BLOCK == 0)),
-              "B-sharing pairs: the staged epilogue, and an N-major B's half in whole 64-column blocks");
+static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
+static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
 struct SharedStorage {
@@ -123,17 +115,6 @@ struct SharedStorage {
 // Chunk q of the staged epilogue in stage `stage`: the stage's A chunks first, then B's.
 GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
   return q < CONSUMERS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - CONSUMERS) * 64 * BK;
-}
-
-// A CTA's own B tile of k-tile kt at column n0: one box K-major, 64-column blocks N-major.
-template <int BN_, int BK_, bool MN>
-GL_DEVICE void load_b(u16* B, const CUtensorMap* tb, u64* full, int kt, int n0) {
-  if constexpr (MN) {
-#pragma unroll
-    for (int j = 0; j < (BN_ + MN_BLOCK - 1) / MN_BLOCK; ++j) tma_load_2d(B + j * MN_BLOCK * BK_, tb, full, n0 + j * MN_BLOCK, kt * BK_);
-  } else {
-    tma_load_2d(B, tb, full, kt * BK_, n0);
-  }
 }
 
 // Cluster reduction: the piece, BM x BN fp32 over the drained ring, rows padded by 8 floats
@@ -255,23 +236,20 @@ struct Segments {
   GL_DEVICE int n_block(int m_tiles) const { return tile() / m_tiles; }
 };
 
-// Multicast (MC CTAs per cluster): whole tiles, walked in groups of MC adjacent ones
-// (column-major over C, as Segments): cluster g takes groups g, g + clusters, ...; sharing B,
-// its CTA of rank r takes row block MC * (group's row) + r of the group's column, sharing A,
-// column block MC * (group's column) + r of the group's row, so both CTAs of a cluster load
-// the same shared tile at every step. A tile past C (an odd count of row or column blocks)
-// reads zeros and is not stored.
+// Multicast (MC CTAs along M per cluster): whole tiles, walked in groups of MC vertically
+// adjacent ones (column-major over C, as Segments): cluster g takes groups g, g + clusters, ...,
+// its CTA of rank r row block MC * (group's row) + r, so both CTAs of a cluster load the same
+// B tile at every step. A row block past C (odd m_tiles) reads zeros and is not stored.
 struct PairWalk {
   int k_tiles, m_groups, groups, g, stride;
   u32 rank;
   GL_DEVICE PairWalk(int m_tiles, int n_tiles, int kt)
-      : k_tiles(kt), m_groups(SHARES_A ? m_tiles : ceil_div(m_tiles, MC)),
-        groups(SHARES_A ? m_tiles * ceil_div(n_tiles, MC) : ceil_div(m_tiles, MC) * n_tiles),
+      : k_tiles(kt), m_groups(ceil_div(m_tiles, MC)), groups(ceil_div(m_tiles, MC) * n_tiles),
         g((int)blockIdx.x / MC), stride((int)gridDim.x / MC), rank(cluster_ctarank()) {}
   GL_DEVICE bool more() const { return g < groups; }
   GL_DEVICE void next() { g += stride; }
-  GL_DEVICE int m_block(int) const { return SHARES_A ? g % m_groups : g % m_groups * MC + (int)rank; }
-  GL_DEVICE int n_block(int) const { return SHARES_A ? g / m_groups * MC + (int)rank : g / m_groups; }
+  GL_DEVICE int m_block(int) const { return g % m_groups * MC + (int)rank; }
+  GL_DEVICE int n_block(int) const { return g / m_groups; }
   GL_DEVICE int tile() const { return g * MC + (int)rank; }  // an id for traces
   GL_DEVICE int k0() const { return 0; }
   GL_DEVICE int k1() const { return k_tiles; }
@@ -325,15 +303,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
           ops.producer_acquire(st, kt);
           // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
           ops.producer_expect_tx(st, stage_bytes(a_rows));
-          if constexpr (SHARES_A) {  // half of A's box (its map's box), multicast; all of this CTA's B
-            const int half = a_rows / MC;
-            tma_load_2d_multicast(s.A[st.stage] + rank * half * BK, &tmap_a, ops.full_bar(st), kt * BK,
-                                  m0 + (int)rank * half, (u16)((1u << MC) - 1));
-            load_b<BN, BK, B_MN>(s.B[st.stage], &tmap_b, ops.full_bar(st), kt, n0);
-          } else {
-            load_stage<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st),
-                                                    kt, m0, n0, rank);
-          }
+          load_stage<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt,
+                                                  m0, n0, rank);
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);
           st.advance();
         }

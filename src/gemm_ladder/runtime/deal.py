@@ -33,11 +33,10 @@ class Deal:
     clusters: int = 0
 
     @classmethod
-    def multicast(cls, m_tiles: int, n_tiles: int, k_tiles: int, mc: int, max_clusters: int,
-                  shares_a: bool = False) -> "Deal":
-        """Whole tiles in groups of `mc` along M (along N when the pair shares A), one cluster
-        per group, at most `max_clusters` clusters (the rest round by round)."""
-        groups = m_tiles * _cdiv(n_tiles, mc) if shares_a else _cdiv(m_tiles, mc) * n_tiles
+    def multicast(cls, m_tiles: int, n_tiles: int, k_tiles: int, mc: int, max_clusters: int) -> "Deal":
+        """Whole tiles in groups of `mc` along M, one cluster per group, at most `max_clusters`
+        clusters (the rest round by round)."""
+        groups = _cdiv(m_tiles, mc) * n_tiles
         return cls(m_tiles * n_tiles, k_tiles, k_tiles, mc=mc, groups=groups, clusters=min(groups, max_clusters))
 
     @classmethod

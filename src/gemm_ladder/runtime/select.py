@@ -93,7 +93,6 @@ class Facts:
     bn: int
     bk: int
     cluster_m: int
-    cluster_n: int
     consumers: int
     persistent: bool
     ctas_per_sm: int
@@ -123,7 +122,6 @@ def _cluster_m(step: Step) -> int:
 def facts(step: Step) -> Facts:
     style = str(getattr(step, "style", "") or "")
     return Facts(bm=step.bm, bn=step.bn, bk=step.bk, cluster_m=_cluster_m(step),
-                 cluster_n=int(getattr(step, "cluster_n", 1) or 1),
                  consumers=int(getattr(step, "consumers", 0) or step_defines(step).get("GL_CONSUMERS", 1)),
                  persistent=bool(step.persistent), ctas_per_sm=int(getattr(step, "ctas_per_sm", 1) or 1),
                  swap_ab="swap" in style, split_k=int(getattr(step, "split_k", 0) or 1))
@@ -147,7 +145,7 @@ def operand_bytes(step: Step, M: int, N: int, K: int, elem: int = ELEMENT_BYTES)
     if f.swap_ab:
         M, N = N, M
     Kp = _ceil(K, f.bk) * f.bk
-    a_reads = _ceil(N, f.bn * f.cluster_n) * M * Kp  # every column of tiles (of clusters along N) re-reads A
+    a_reads = _ceil(N, f.bn) * M * Kp            # every column of tiles re-reads A
     b_reads = _ceil(M, f.bm * f.cluster_m) * N * Kp  # every cluster row re-reads B
     return elem * (a_reads + b_reads + M * N)
 
@@ -238,11 +236,8 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
         s.tiles = deal.ctas
         s.waves = _ceil(deal.ctas, s.slots)
         work = deal.total / deal.units
-        area = deal.tiles * f.bm * f.bn
-        if deal.mc > 1:  # multicast pairs: whole tiles round by round, a pair's tile below C included
-            s.waves, work = deal.rounds, deal.groups * deal.mc
-            area = work * f.bm * f.bn
         s.wave_eff = work / (s.waves * s.slots)
+        area = deal.tiles * f.bm * f.bn
         kp = deal.k_tiles * f.bk
     # Streaming from HBM, a wave needs only HBM_SATURATION of the slots busy to draw the full
     # bandwidth: a last wave that fills them is no loss to the memory time, one below is.

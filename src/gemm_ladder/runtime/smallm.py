@@ -123,16 +123,13 @@ class SmallM:
     # 2: clusters of two CTAs along M share each B tile, each loading half of it and
     # multicasting it into both (GL_MULTICAST; whole tiles only, the kernel's PairWalk)
     multicast: int = 1
-    # with multicast: the pair runs along N and shares A instead (GL_MC_SHARES_A), each CTA
-    # loading half of A's box
-    shares_a: bool = False
 
     def __post_init__(self) -> None:
-        if self.multicast not in (1, 2) or self.shares_a and self.multicast == 1 or self.multicast > 1 and (
-                self.fixup or self.cluster_reduce or not self.shares_a and (
-                    not self.staged_c or self.b_mn_major and self.bn // self.multicast % MN_BLOCK)):
-            raise ValueError(f"{self.key}: multicast pairs run whole tiles (no fixup, no cluster reduction); "
-                             "B-sharing pairs the staged epilogue, an N-major B's half in whole 64-column blocks")
+        if self.multicast not in (1, 2) or self.multicast > 1 and (
+                self.fixup or self.cluster_reduce or not self.staged_c
+                or self.b_mn_major and self.bn // self.multicast % MN_BLOCK):
+            raise ValueError(f"{self.key}: multicast pairs run whole tiles with the staged epilogue (no fixup, "
+                             "no cluster reduction), and an N-major B's half must be whole 64-column blocks")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
@@ -149,12 +146,7 @@ class SmallM:
     @property
     def cluster_m(self) -> int:
         """CTAs along M sharing each B tile (the selection's operand bytes read it)."""
-        return 1 if self.shares_a else self.multicast
-
-    @property
-    def cluster_n(self) -> int:
-        """CTAs along N sharing each A tile."""
-        return self.multicast if self.shares_a else 1
+        return self.multicast
 
     @property
     def threads(self) -> int:
@@ -202,8 +194,7 @@ class SmallM:
 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
-                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
-                    GL_MC_SHARES_A=int(self.shares_a))
+                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -336,7 +327,7 @@ class SmallM:
         kt = self.k_tiles(K)
         if self.multicast > 1:  # whole tiles, a cluster per group, as many clusters as fit at once
             p = self.multicast
-            return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // 132), self.shares_a)
+            return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // 132))
         total = m_tiles * n_tiles * kt
         shortest = min(kt, MIN_KT_PER_SPLIT)
         runs = ({_cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
@@ -383,11 +374,11 @@ class SmallM:
         if not N <= n_out < N + 8 or n_out % 8 and n_out != N:
             raise ConfigError(f"{self.key}: C's row stride {n_out} must be N={N} or N rounded up to 8")
         # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9; a
-        # B-sharing pair's CTAs each load BN / 2 rows of a K-major B (the box is that tall)
+        # multicast pair's CTAs each load BN / 2 rows of a K-major B (the box is that tall)
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
-                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.cluster_m, self.bk, bf16))
-        a_rows = self.a_box_rows(M)  # an A-sharing pair's CTAs each load half of the box
-        return [make_map(a_ptr, M, K, lda or K, a_rows // self.cluster_n, self.bk, bf16), b_map,
+                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.multicast, self.bk, bf16))
+        a_rows = self.a_box_rows(M)
+        return [make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16), b_map,
                 make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
 
@@ -395,8 +386,7 @@ class SmallM:
         """Rows of A's TMA box: the tile's bm, or M rounded up to 8 (a whole swizzle atom) when
         the problem has fewer rows than a tile: TMA writes a box's out-of-range rows as zeros
         one by one, and the kernel's epilogues never store the rows past M."""
-        atom = 8 * self.cluster_n  # an A-sharing pair: each half a whole swizzle atom
-        return min(self.bm, -(-M // atom) * atom)
+        return min(self.bm, -(-M // 8) * 8)
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
         """The build for the operands' layouts: GL_B_MN for an N-major B (A is K-major only)."""
