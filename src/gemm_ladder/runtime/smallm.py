@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from . import driver, jit, launch
 from .deal import CLUSTER_PIECES, Deal, _cdiv, fixup_flag_floats  # noqa: F401 (smallm.Deal, ...: the family's names)
-from .steps import CLUSTER_CLAIMS, MAX_SMEM_PER_BLOCK, ConfigError, build
+from .steps import CLUSTER_CLAIMS, MAX_SMEM_PER_BLOCK, MN_BLOCK, ConfigError, build
 
 MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills the ring
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
@@ -71,7 +71,6 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 # -> 9.9 us, 768^3 9.1-9.3 -> 9.6; docs/perf-notes.md item 51)
 LADDER_WAVE_TILES = 132
 ALIGNED_K = 16
-MN_BLOCK = 64  # an N-major B's TMA box: 64 columns (128 bytes) by bk k-rows
 C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
 REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each

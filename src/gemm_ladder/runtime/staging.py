@@ -21,7 +21,8 @@ STAGE_COPY_BLOCKS = 1024  # its grid's blocks per operand (they stride over the 
 STAGE_COPY_THREADS = 256  # its block (the kernel's launch bounds)
 MAX_SCRATCH_BYTES = 32 << 20  # a configuration's set larger than this is allocated per call
 MAX_SCRATCH_TOTAL = 512 << 20  # all sets kept at once (process-wide); beyond, per call
-_scratch_total = [0]
+_scratch_total = [0]  # bytes of the sets kept, all configurations together
+_scratch_total_lock = threading.Lock()  # two threads filling sets would miscount it
 
 
 class Scratch:
@@ -46,14 +47,18 @@ class Scratch:
         if got is not None and not capturing:
             return got
         fresh = {name: torch.empty(sh, dtype=dt, device=self.device) for name, (sh, dt) in self.shapes.items()}
-        if capturing or self.nbytes > MAX_SCRATCH_BYTES or _scratch_total[0] + self.nbytes > MAX_SCRATCH_TOTAL:
+        if capturing or self.nbytes > MAX_SCRATCH_BYTES:
             return fresh
-        _scratch_total[0] += self.nbytes
-        self._sets[stream] = fresh
+        with _scratch_total_lock:
+            if _scratch_total[0] + self.nbytes > MAX_SCRATCH_TOTAL:
+                return fresh
+            _scratch_total[0] += self.nbytes
+            self._sets[stream] = fresh
         return fresh
 
     def __del__(self):
-        _scratch_total[0] -= self.nbytes * len(self._sets)
+        with _scratch_total_lock:
+            _scratch_total[0] -= self.nbytes * len(self._sets)
 
 
 def copy_geometry(op: layout.Operand) -> tuple[int, int, int, int] | None:
