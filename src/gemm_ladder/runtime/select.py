@@ -276,6 +276,9 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
 
 def describe_deal(deal) -> str:
     """A split-K family's deal of work in words (runtime/smallm.py, Deal)."""
+    if deal.mc > 1:
+        return (f"deal: {deal.tiles} whole tiles of {deal.k_tiles} k-tiles in {deal.groups} groups of {deal.mc} along M "
+                f"(each group a cluster sharing its B tiles by multicast) on {deal.ctas} CTAs, {deal.rounds} round(s)")
     how = ("every tile whole" if deal.splits == 1
            else f"{deal.cluster[0]} pieces per tile summed in a cluster" if deal.dsmem
            else f"up to {deal.planes} pieces per tile through the workspace")
