@@ -70,6 +70,7 @@ def test_multicast_pairs_take_misaligned_b_rows_above_128_rows_only():
     assert "M=2048" in " ".join(fam.shape_problems(2048, 2056, 2056))  # the ladder fills the SMs
     d = fam.deal(1000, 1000, 1000, H200_SMS)  # 16 x 8 tiles: 64 pairs, one each
     assert (d.ctas, d.cluster, d.groups, d.rounds, d.planes) == (128, (2, 1, 1), 64, 1, 0)
+    assert "64 groups of 2 along M" in select.describe_deal(d) and "1 round" in select.describe_deal(d)
     d = fam.deal(264, 8192, 1000, H200_SMS)  # 5 row blocks (the third pair's second below C) x 64 columns
     assert (d.groups, d.clusters, d.ctas, d.rounds) == (192, 66, 132, 3)
     with pytest.raises(steps.ConfigError, match="splits must be 1"):
