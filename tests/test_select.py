@@ -173,3 +173,6 @@ def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
     assert select.choose(1024, 1024, 1024).pick.key == "smallm:n128"
     # K = 1000 keeps the family's single CTAs out; its multicast pairs take such rows
     assert select.choose(1000, 1000, 1000).pick.key == "smallm:n128m2"
+    # a multicast deal of two rounds is scored as two waves (2000 x 1000 x 1000: 128 pairs on 66 clusters)
+    pairs = next(s for s in select.choose(2000, 1000, 1000).scores if s.key == "smallm:n128m2")
+    assert pairs.waves == 2 and pairs.wave_eff <= 1 and select.pick(2000, 1000, 1000) == "8:c1"

@@ -236,8 +236,11 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
         s.tiles = deal.ctas
         s.waves = _ceil(deal.ctas, s.slots)
         work = deal.total / deal.units
-        s.wave_eff = work / (s.waves * s.slots)
         area = deal.tiles * f.bm * f.bn
+        if deal.mc > 1:  # multicast pairs: whole tiles round by round, a pair's tile below C included
+            s.waves, work = deal.rounds, deal.groups * deal.mc
+            area = work * f.bm * f.bn
+        s.wave_eff = work / (s.waves * s.slots)
         kp = deal.k_tiles * f.bk
     # Streaming from HBM, a wave needs only HBM_SATURATION of the slots busy to draw the full
     # bandwidth: a last wave that fills them is no loss to the memory time, one below is.
