@@ -266,10 +266,10 @@ class SmallM:
 
     def make_deal(self, M: int, N: int, K: int, units: int) -> "Deal":
         """The deal of runs of `units` k-tiles (clipped to 1 .. all the work)."""
-        if self.multicast > 1:
+        if self.multicast > 1:  # (plan deals the pairs on the device's SMs; here the H200's)
             if units != self.k_tiles(K):
                 raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): units must be the k-tiles")
-            return self.deal(M, N, K, 132)
+            return self.deal(M, N, K, LADDER_WAVE_TILES)
         m_tiles, n_tiles = self.tiles(M, N)
         return Deal(m_tiles * n_tiles, self.k_tiles(K), units)
 
@@ -282,7 +282,7 @@ class SmallM:
         if self.multicast > 1:
             if splits != 1:
                 raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): splits must be 1")
-            return self.deal(M, N, K, 132)
+            return self.deal(M, N, K, LADDER_WAVE_TILES)
         units = _cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
         if self.fixup:  # the kernel sums split tiles itself: always a fixup deal, one wave at most
@@ -433,6 +433,8 @@ class SmallM:
             elif splits is not None:
                 d = self.fixed_deal(M, N, K, splits)
             else:
+                d = self.deal(M, N, K, launch.num_sms(dev))
+            if d.mc > 1:  # whatever was asked (validated above), the pairs on this device's SMs
                 d = self.deal(M, N, K, launch.num_sms(dev))
             if d.fixup and d.ctas > launch.num_sms(dev):
                 raise ConfigError(f"{self.key}: a fixup deal must fit one wave ({d.ctas} CTAs > "
