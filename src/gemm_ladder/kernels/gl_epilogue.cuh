@@ -38,6 +38,10 @@ GL_DEVICE void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
                ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
+// Two 8x8 matrices: lanes 0-7 name the rows of the first, lanes 8-15 those of the second.
+GL_DEVICE void stmatrix_x2(u32 addr, u32 r0, u32 r1) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
+}
 
 // One 16-column group j of this thread's accumulator fragment, rounded to 16 bits -> four
 // 8x8 matrices, this thread's row of them at shared address `addr`.
@@ -86,10 +90,14 @@ GL_DEVICE void stage_chunk_sw128(const float (&d)[N / 2], void* staging, int row
 // 8x8 matrix's rows in the same banks: a few conflicts, on the last chunk only.
 template <int N, int COLS>
 GL_DEVICE void stage_chunk_plain(const float (&d)[N / 2], void* staging, int row0, int chunk) {
-  static_assert(COLS > 0 && COLS % 16 == 0 && COLS < 64 && N % 64 == COLS, "the last chunk, 16-column groups");
+  static_assert(COLS > 0 && COLS % 8 == 0 && COLS < 64 && N % 64 == COLS, "the last chunk, 8-column blocks");
   const u32 base = smem_u32(staging) + stmatrix_row(row0) * (COLS * 2);
 #pragma unroll
   for (int g = 0; g < COLS / 16; ++g) stmatrix_group<N>(d, base + stmatrix_col(16 * g) * 2, 4 * chunk + g);
+  if constexpr (COLS % 16) {  // a last 8-column block (9:n232): its rows 0-7 and 8-15, one matrix each
+    constexpr int j = (N - 8) / 8;
+    stmatrix_x2(base + (COLS - 8) * 2, pack2(d[4 * j + 0], d[4 * j + 1]), pack2(d[4 * j + 2], d[4 * j + 3]));
+  }
 }
 
 // Both m64 halves of a 128-row accumulator tile -> the swizzled staging buffer.

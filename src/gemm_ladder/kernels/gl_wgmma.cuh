@@ -29,19 +29,6 @@ GL_DEVICE u64 desc_interleaved(const void* smem, u32 lbo, u32 sbo) {
   return ((addr & 0x3FFFFull) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32);
 }
 
-// One m64nNk16 for a tile width N known at compile time (the generated wrappers by N).
-template <int N, int MN_A = 0, int MN_B = 0>
-GL_DEVICE void wgmma_m64k16(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
-  static_assert(N == 32 || N == 64 || N == 128 || N == 176 || N == 192 || N == 256,
-                "gl_wgmma_ops.cuh has m64n{32,64,128,176,192,256}k16");
-  if constexpr (N == 32) wgmma_m64n32k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 64) wgmma_m64n64k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 128) wgmma_m64n128k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 176) wgmma_m64n176k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 192) wgmma_m64n192k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-  else wgmma_m64n256k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-}
-
 // Order prior register/shared-memory accesses before the next wgmma reads them.
 GL_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 GL_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }

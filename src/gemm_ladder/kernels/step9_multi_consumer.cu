@@ -20,7 +20,9 @@
 // Tile width: 256, or 192 in the 9:n192 variant (m64n192k16, three epilogue chunks), which
 // the selection takes where 256-wide tiles leave a ragged last wave (3072^3: 288 tiles of
 // 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9), or 176 in 9:n176 (512 x 11008:
-// 252 tiles of 128x176 are two full waves, 232 of 128x192 leave the second one 3/4 full).
+// 252 tiles of 128x176 are two full waves, 232 of 128x192 leave the second one 3/4 full);
+// and 224, 232 or 240 where one of those fills the waves best (3000 x 5000: 528
+// tiles of 128 x 232 are four full waves; 128 x 192 needs 648 tiles, five waves).
 // A width that is not a multiple of 64 leaves a narrower last chunk (TAIL columns): it is
 // staged unswizzled, TAIL x 2 bytes per row, and stored through a second C map whose box is
 // that narrow (tmap_c_tail), so no store reaches into the next tile. An N-major B still
@@ -44,13 +46,13 @@
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
-static_assert(BK == 64 && (BN == 256 || BN == 192 || BN == 176) && BM == 64 * CONSUMERS,
-              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 192 / 64 x 176 in its variants");
+static_assert(BK == 64 && BN >= 176 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
+              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 176 .. 64 x 240 in its variants");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1, "the epilogue ring needs a staging slot");
 constexpr int TAIL = BN % EPI_N;  // columns of a narrower last chunk (0: every chunk is 64 wide)
-static_assert(TAIL % 16 == 0 && (TAIL == 0 || CLUSTER_M == 1), "a narrow last chunk: 16-column groups, no cluster");
+static_assert(TAIL % 8 == 0 && (TAIL == 0 || CLUSTER_M == 1), "a narrow last chunk: 8-column blocks, no cluster");
 constexpr bool A_MN = GL_A_MN, B_MN = GL_B_MN, STREAM_K = GL_STREAM_K;
 static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K runs without a cluster");
 static_assert(!B_MN || CLUSTER_M == 1 || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");

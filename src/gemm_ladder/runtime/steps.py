@@ -455,6 +455,12 @@ VARIANTS: dict[str, Step] = {
     # two full waves of 132 CTAs); its last epilogue chunk is 48 columns
     "9:n176": variant(STEPS[9], "n176", bn=176, cluster=(1, 1, 1),
                       sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x176x16")),
+    # 224, 232 and 240 wide: near 256's intensity, for shapes whose waves they fill better
+    # (3000 x 5000: 528 tiles of 128 x 232 are four full waves of 132 CTAs; 128 x 192 needs five);
+    # last chunks of 32, 40 and 48 columns
+    **{f"9:n{bn}": variant(STEPS[9], f"n{bn}", bn=bn, cluster=(1, 1, 1),
+                           sass_claims=_TMA_CLAIMS + ("USETMAXREG", f"HGMMA.64x{bn}x16"))
+       for bn in (224, 232, 240)},
     # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
     "9:sk": variant(STEPS[9], "sk", cluster=(1, 1, 1), stream_k=True),
     "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
