@@ -35,7 +35,7 @@ The rule (`step_for`), computed once per configuration:
    selection charges them (select.MISALIGNED_B_COST) and considers step 9 too. E.g.
    3000x5000x4000 with a row-major b (rows of 10000 bytes): 9:n192 235 us, step 9 184 us
    (docs/perf-notes.md, item 32).
-5. An N-major `b` on a tile width that is not a multiple of 64 (9:n176) travels in whole
+5. An N-major `b` on a tile width that is not a multiple of 64 (9:n176 … 9:n240) travels in whole
    64-wide blocks, 9 % more bytes than the tile uses: measured 4-10 % slower than 9:c1 at
    M = 2048 where K-major it is as fast or faster (docs/perf-notes.md, item 35), so with an
    N-major `b` the pick is made among the other candidates.
