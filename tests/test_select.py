@@ -176,3 +176,30 @@ def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
     # a multicast deal of two rounds is scored as two waves (2000 x 1000 x 1000: 128 pairs on 66 clusters)
     pairs = next(s for s in select.choose(2000, 1000, 1000).scores if s.key == "smallm:n128m2")
     assert pairs.waves == 2 and pairs.wave_eff <= 1 and select.pick(2000, 1000, 1000) == "8:c1"
+
+
+def test_the_width_that_fills_the_waves():
+    """Step 9's widths between 192 and 256 (perf-notes item 55): 3000 x 5000 is 648 tiles of
+    128 x 192 (five rounds of 132 CTAs) or 528 of 128 x 232 (four full rounds; measured 0.98
+    against 0.92 x cuBLAS), 512 x 14336 is 224 tiles of 128 x 256 (1.7 waves) or 256 of 128 x 224
+    (1.94; measured 1.11 against 1.00). A row-major b leaves the widths that are not multiples of
+    64 out (api rule 5)."""
+    ch = select.choose(3000, 5000, 4000)
+    by_key = {s.key: s for s in ch.scores}
+    assert ch.pick.key == "9:n232" and by_key["9:n232"].tiles == 528 and by_key["9:n232"].wave_eff == 1.0
+    assert by_key["9:n192"].tiles == 648 and by_key["9:n192"].waves == 5
+    assert select.choose(512, 14336, 4096).pick.key == "9:n224"
+    assert select.choose(4096, 4096, 4096).pick.key == "9:c1"  # 256 wide still fills 4096^2 best
+    for shape in [(3000, 5000, 4000), (512, 14336, 4096)]:
+        assert api.step_for(*shape, b_mn=True).bn % 64 == 0, shape
+
+
+def test_every_step9_width_has_a_generated_wgmma():
+    """A width the registry offers has its m64nNk16 wrapper in the generated header."""
+    import re
+    from pathlib import Path
+    from gemm_ladder.runtime import steps
+    text = (Path(steps.__file__).parents[1] / "kernels" / "gl_wgmma_ops.cuh").read_text()
+    generated = {int(n) for n in re.findall(r"void wgmma_m64n(\d+)k16", text)}
+    widths = {st.bn for st in steps.all_steps() if st.number == 9}
+    assert {176, 192, 224, 232, 240, 256} <= widths <= generated
