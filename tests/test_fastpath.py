@@ -511,12 +511,12 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
     monkeypatch.setattr(bench_api.launch, "plan", FakePlan)
-    rows = bench_api.device_rows([(2048, 1152, 40)], "bfloat16", log=lambda m: None)
-    # a kernel row per step the calls run: K-major b -> 9:n176, row-major b -> 9:n192 (mn_major; an
-    # N-major B leaves the 176-wide tile out, api rule 5)
+    rows = bench_api.device_rows([(1024, 3152, 40)], "bfloat16", log=lambda m: None)
+    # a kernel row per step the calls run: K-major b -> 9:n232, row-major b -> 9:c1 (mn_major; the
+    # 232-wide tiles start off 32-byte sectors in an N-major B, api rule 5)
     assert [(r["call"], r["step"]) for r in rows] == [
-        ("kernel (launch.plan)", "9:n176"), ("kernel (launch.plan)", "9:n192"), (bench_api.CALLS[0], "9:n176"),
-        (bench_api.CALLS[1], "9:n192"), (bench_api.CALLS[2], "9:n176")]
+        ("kernel (launch.plan)", "9:n232"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "9:n232"),
+        (bench_api.CALLS[1], "9:c1"), (bench_api.CALLS[2], "9:n232")]
     assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
     # call rows: three-way interleave, the kernel's time from that same run
     assert FakeBench.calls == [2, 2] * 2 + [3, 3] * 3

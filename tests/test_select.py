@@ -182,16 +182,30 @@ def test_the_width_that_fills_the_waves():
     """Step 9's widths between 192 and 256 (perf-notes item 55): 3000 x 5000 is 648 tiles of
     128 x 192 (five rounds of 132 CTAs) or 528 of 128 x 232 (four full rounds; measured 0.98
     against 0.92 x cuBLAS), 512 x 14336 is 224 tiles of 128 x 256 (1.7 waves) or 256 of 128 x 224
-    (1.94; measured 1.11 against 1.00). A row-major b leaves the widths that are not multiples of
-    64 out (api rule 5)."""
+    (1.94; measured 1.11 against 1.00)."""
     ch = select.choose(3000, 5000, 4000)
     by_key = {s.key: s for s in ch.scores}
     assert ch.pick.key == "9:n232" and by_key["9:n232"].tiles == 528 and by_key["9:n232"].wave_eff == 1.0
     assert by_key["9:n192"].tiles == 648 and by_key["9:n192"].waves == 5
     assert select.choose(512, 14336, 4096).pick.key == "9:n224"
     assert select.choose(4096, 4096, 4096).pick.key == "9:c1"  # 256 wide still fills 4096^2 best
-    for shape in [(3000, 5000, 4000), (512, 14336, 4096)]:
-        assert api.step_for(*shape, b_mn=True).bn % 64 == 0, shape
+
+
+def test_an_n_major_b_overhanging_the_tile():
+    """An N-major B travels in 64-wide blocks: on a width that is not a multiple of 64 they
+    overhang the tile, which the model charges (OVERHANG_B_COST); a width whose tiles start off
+    32-byte sectors (232: 464 bytes) is not offered (measured 25-45 % slower, perf-notes item 57)."""
+    k_major = {s.key: s for s in select.choose(512, 14336, 4096).scores}
+    n_major = {s.key: s for s in select.choose(512, 14336, 4096, b_mn=True).scores}
+    assert n_major["9:n224"].overhang and "overhang" in n_major["9:n224"].why
+    assert n_major["9:n224"].score_us == pytest.approx(k_major["9:n224"].score_us * (1 + select.OVERHANG_B_COST))
+    assert not n_major["9:c1"].overhang and n_major["9:c1"].score_us == pytest.approx(k_major["9:c1"].score_us)
+    assert not n_major["9:n232"].accepted and "32-byte sector" in n_major["9:n232"].why
+    # measured with a row-major b: 9:n224 1.10 x cuBLAS at 512 x 14336 x 4096 (9:c1 1.00); at 2048 x
+    # 11008 x 4096 9:c1 0.95, 9:n240 0.95, 9:n224 0.88, 9:n232 0.69
+    assert api.step_for(512, 14336, 4096, b_mn=True).key == "9:n224"
+    assert api.step_for(2048, 11008, 4096, b_mn=True).key == "9:c1"
+    assert select.pick(2048, 11008, 4096) == "9:n232"  # K-major it runs the 232-wide tile
 
 
 def test_every_step9_width_has_a_generated_wgmma():

@@ -35,10 +35,12 @@ The rule (`step_for`), computed once per configuration:
    selection charges them (select.MISALIGNED_B_COST) and considers step 9 too. E.g.
    3000x5000x4000 with a row-major b (rows of 10000 bytes): 9:n192 235 us, step 9 184 us
    (docs/perf-notes.md, item 32).
-5. An N-major `b` on a tile width that is not a multiple of 64 (9:n176 … 9:n240) travels in whole
-   64-wide blocks, 9 % more bytes than the tile uses: measured 4-10 % slower than 9:c1 at
-   M = 2048 where K-major it is as fast or faster (docs/perf-notes.md, item 35), so with an
-   N-major `b` the pick is made among the other candidates.
+5. An N-major `b` on a tile width that is not a multiple of 64 (9:n176, 9:n224, 9:n240) travels
+   in whole 64-wide blocks that overhang the tile: the selection charges it
+   (select.OVERHANG_B_COST; measured 0-14 % slower than the same width reading B K-major, docs/
+   perf-notes.md items 35 and 57), so such a width runs only where its waves gain more (512 x
+   14336 x 4096: 9:n224 1.10 x cuBLAS against 9:c1's 1.00). A width whose tiles do not start at
+   32-byte offsets (9:n232) does not take an N-major `b` (25-45 % slower).
 `step=` forces a step; MN-major operands go to it directly when it reads them so
 (`steps.reads_mn`), else they are copied.
 """
@@ -97,24 +99,16 @@ def step_for(M: int, N: int, K: int, dtype: str = "float16", sms: int = SMS_DEFA
         st = get_step(select.pick(M, N, K, dtype, sms, mis, b_mn))
     except LookupError as e:
         raise launch.ShapeError(f"no kernel takes {M}x{N}x{K}: {e}") from None
-    if b_mn and _ragged(st):  # rule 5
-        key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: not _ragged(s), mis), mis, b_mn)
-        st = get_step(key) if key else st
     if not isinstance(st, Step) and not st.accepts(M, round_up(N, 8), round_up(K, 8), b_mn=b_mn):
         key = _pick_among(M, N, K, dtype, sms, _candidates(lambda s: isinstance(s, Step), mis), mis)
         st = get_step(key) if key else st
     if not _reads(st, a_mn, b_mn):  # (a family entry must take the shape as rule 2 says)
         key = _pick_among(M, N, K, dtype, sms, _candidates(
-            lambda s: _reads(s, a_mn, b_mn) and not (b_mn and _ragged(s))
+            lambda s: _reads(s, a_mn, b_mn)
             and (isinstance(s, Step) or s.accepts(M, round_up(N, 8), round_up(K, 8), b_mn=b_mn)), mis), mis, b_mn)
         if key and (isinstance(st, Step) or _copy_loses(st, get_step(key), M, N, K, sms, a_mn, b_mn, mis)):
             st = get_step(key)
     return st
-
-
-def _ragged(st) -> bool:
-    """A ladder tile width that is not a multiple of 64: an N-major B overhangs it (rule 5)."""
-    return isinstance(st, Step) and st.bn % 64 != 0
 
 
 def _reads(st, a_mn: bool, b_mn: bool) -> bool:

@@ -64,6 +64,14 @@ ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 MISALIGNED_B_COST = 0.15
 MISALIGNED_B_CANDIDATES: list[str] = ["9"]
 SECTOR_BYTES = 32
+# Measured (docs/perf-notes.md, items 35 and 57): an N-major B travels in whole 64-wide blocks, so
+# on a tile width that is not a multiple of 64 its blocks overhang the tile (176: 192 columns
+# read, 224 and 240: 256). Against the same width reading B K-major that cost 0-6.5 % for 224 and
+# 240 and 4-14 % for 176; one cost for all, near the high end. Where a tile's first column is
+# not at a 32-byte offset (232: 464 bytes per tile) every other tile's rows straddle sectors:
+# 25-45 % slower, so such a width does not take an N-major B at all.
+OVERHANG_B_COST = 0.10
+MN_BLOCK_COLS = 64
 
 
 def rows_misaligned(row_stride_elems: int) -> bool:
@@ -177,6 +185,7 @@ class Score:
     bound: str = ""
     why: str = ""
     slowed: bool = False  # charged MISALIGNED_B_COST
+    overhang: bool = False  # charged OVERHANG_B_COST
     consumers: int = 1  # MMA warpgroups per CTA
     tile: tuple[int, int] = (0, 0)  # (bm, bn)
 
@@ -198,6 +207,11 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
           b_mn: bool = False) -> Score:
     s = Score(step.key, step.label)
     shape = (M, N, K)
+    overhang = b_mn and isinstance(step, Step) and step.bn % MN_BLOCK_COLS != 0
+    if overhang and step.bn * ELEMENT_BYTES % SECTOR_BYTES:
+        s.why = (f"an N-major B: its {step.bn}-column tiles start {step.bn * ELEMENT_BYTES} bytes apart, every "
+                 "other one off a 32-byte sector")
+        return s
     if problems := _problems(step, shape, b_mn):
         shape = padded_shape(M, N, K)
         if shape == (M, N, K) or _problems(step, shape, b_mn):
@@ -266,6 +280,9 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
                          and s.waves >= 2)
     if slowed:  # B's rows straddle sectors and no cluster shares its fetches
         s.score_us *= 1 + MISALIGNED_B_COST
+    if overhang:  # an N-major B's 64-wide blocks overhang the tile
+        s.score_us *= 1 + OVERHANG_B_COST
+        s.overhang = True
     s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "
              f"{s.tiles} tiles of {cm_rows if deal is None else f.bm}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
@@ -273,7 +290,9 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
              + (f"; {describe_deal(deal)}" if deal is not None else "")
              + (f"; stream-K: the last {sk_tiles} tiles in {sk_ctas // sk_tiles} pieces each" if sk_tiles else "")
              + (f"; B rows not whole 32-byte sectors, fetched without multicast: +{MISALIGNED_B_COST:.0%}"
-                if slowed else ""))
+                if slowed else "")
+             + (f"; an N-major B's 64-wide blocks overhang the {f.bn}-wide tile: +{OVERHANG_B_COST:.0%}"
+                if overhang else ""))
     return s
 
 
@@ -366,8 +385,9 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
     # the same tile and traffic with more MMA issuers replaces one with fewer (module docstring)
     near = [s for s in near if not any(t.tile == s.tile and t.l2_bytes == s.l2_bytes and t.padded == s.padded
                                        and t.consumers > s.consumers for t in near)]
-    # unpadded before padded, then least L2 traffic, then least wasted work, then registry order
-    ch.pick = min(near, key=lambda s: (s.padded, s.l2_bytes, s.padded_flop))
+    # unpadded before padded, an N-major B without overhang before one with (its cost is a
+    # round figure), then least L2 traffic, then least wasted work, then registry order
+    ch.pick = min(near, key=lambda s: (s.padded, s.overhang, s.l2_bytes, s.padded_flop))
     others = [s.key for s in near if s is not ch.pick]
     ch.reason = (f"lowest modelled time {ch.pick.score_us:.1f} us"
                  + (f" (within {TIE:.0%} of it: {', '.join(others)}; {ch.pick.key} moves the fewest "
