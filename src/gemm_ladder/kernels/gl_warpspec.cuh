@@ -137,36 +137,43 @@ GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLU
 }
 
 // Consumer: the k-loop of one tile. For each k-tile: wait until its stage has landed, issue
-// its MMAs (issue(stage)) as one wgmma group, and keep that group in flight while the
-// previous one retires (wait_group 1), then hand the previous stage back. Returns the state
-// of the last k-tile's stage, still in flight: mma_drain() retires and releases it (ping-pong
-// consumers do something in between).
-template <int DEPTH, int CLUSTER, class Issue>
+// its MMAs (issue(stage)) as one wgmma group, and keep LAG groups in flight (wait_group LAG)
+// while the oldest retires, then hand that one's stage back. LAG 1: the previous k-tile's
+// stage goes back as the next is issued; LAG 2 holds one more stage, so the tensor core has
+// two groups queued behind the one it runs. Returns the state of the oldest stage still held
+// (the last min(LAG, k_tiles) k-tiles', still in flight): mma_drain() retires and releases
+// them (ping-pong consumers do something in between).
+template <int LAG = 1, int DEPTH, int CLUSTER, class Issue>
 GL_DEVICE PipelineState<DEPTH> mma_mainloop(const Ring<DEPTH, CLUSTER>& ops, PipelineState<DEPTH>& st,
                                             int k_tiles, int tile, bool warp_leader, Issue issue) {
-  PipelineState<DEPTH> prev = st;
+  static_assert(LAG >= 1 && LAG < DEPTH, "the stages held in flight must leave the producer one to fill");
+  PipelineState<DEPTH> oldest = st;
   for (int kt = 0; kt < k_tiles; ++kt) {
     ops.consumer_wait(st, kt);
     wgmma_fence();
     issue(st.stage);
     wgmma_commit();
     ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
-    wgmma_wait<1>();  // k-tile kt-1 has retired: its stage goes back to the producer(s)
-    if (kt > 0) {
-      ops.tr.event(EV_MMA_DONE, 0, prev.stage, prev.phase, kt - 1, tile);
-      if (warp_leader) ops.consumer_release(prev, kt - 1);
-      prev.advance();
+    wgmma_wait<LAG>();  // k-tile kt-LAG has retired: its stage goes back to the producer(s)
+    if (kt >= LAG) {
+      ops.tr.event(EV_MMA_DONE, 0, oldest.stage, oldest.phase, kt - LAG, tile);
+      if (warp_leader) ops.consumer_release(oldest, kt - LAG);
+      oldest.advance();
     }
     st.advance();
   }
-  return prev;
+  return oldest;
 }
-template <int DEPTH, int CLUSTER>
-GL_DEVICE void mma_drain(const Ring<DEPTH, CLUSTER>& ops, const PipelineState<DEPTH>& last, int k_tiles, int tile,
+template <int LAG = 1, int DEPTH, int CLUSTER>
+GL_DEVICE void mma_drain(const Ring<DEPTH, CLUSTER>& ops, const PipelineState<DEPTH>& oldest, int k_tiles, int tile,
                          bool warp_leader) {
   wgmma_wait<0>();
-  ops.tr.event(EV_MMA_DONE, 0, last.stage, last.phase, k_tiles - 1, tile);
-  if (warp_leader) ops.consumer_release(last, k_tiles - 1);
+  auto held = oldest;
+  for (int kt = k_tiles > LAG ? k_tiles - LAG : 0; kt < k_tiles; ++kt) {
+    ops.tr.event(EV_MMA_DONE, 0, held.stage, held.phase, kt, tile);
+    if (warp_leader) ops.consumer_release(held, kt);
+    held.advance();
+  }
 }
 
 // Consumer: the epilogue ring's producer side. Wait until the staging buffer is free, write

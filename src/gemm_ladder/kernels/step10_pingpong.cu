@@ -12,10 +12,11 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
-    !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_DYNAMIC_SMEM)
-#error "step 10 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_DYNAMIC_SMEM"
+    !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_DYNAMIC_SMEM) || !defined(GL_MMA_LAG)
+#error "step 10 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_MMA_LAG"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
+constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
 constexpr int CONSUMERS = GL_CONSUMERS;
 static_assert(BM == 128 && BK == 64 && BN == 128, "step 10's MMA and epilogue are written for 128x128x64");
 static_assert(CONSUMERS == 2, "ping-pong: two consumers take turns");
@@ -108,12 +109,12 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
       zero_acc(acc);
       my_turn.consumer_wait(turn);  // ping-pong: the other consumer's mainloop is issued
       turn.advance();
-      const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+      const auto last = mma_mainloop<MMA_LAG>(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
         mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage]);
       });
       // ping-pong: every MMA of this tile is queued: the other consumer may start issuing.
       if (warp_leader) their_turn.producer_commit(turn);
-      mma_drain(ops, last, k_tiles, t.id, warp_leader);
+      mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
       st.advance_by(k_tiles);  // ping-pong: the other consumer's tile
       stage_and_commit(epi, acc_st, 1 + w, wg_leader, w, t.id, [&] { stage_tile_128<BN>(acc, s.C[w]); });
       acc_st.advance();

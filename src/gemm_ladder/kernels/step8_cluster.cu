@@ -21,10 +21,11 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
-    !defined(GL_CLUSTER_M) || !defined(GL_DYNAMIC_SMEM)
-#error "step 8 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_DYNAMIC_SMEM"
+    !defined(GL_CLUSTER_M) || !defined(GL_DYNAMIC_SMEM) || !defined(GL_MMA_LAG)
+#error "step 8 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_DYNAMIC_SMEM, GL_MMA_LAG"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
+constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
 static_assert(BM == 128 && BK == 64 && BN == 128, "step 8's MMA and epilogue are written for 128x128x64");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 constexpr int B_SLICE = BN / CLUSTER_M;                  // rows of B each CTA loads and multicasts
@@ -124,11 +125,11 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
       const auto t = tiles.at(ct, BM, BN);
       zero_acc(acc);
-      const auto last = mma_mainloop(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+      const auto last = mma_mainloop<MMA_LAG>(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
         if (GL_ABLATE_SKEW_NS && tiles.rank == 1) __nanosleep(GL_ABLATE_SKEW_NS);
         mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage]);
       });
-      mma_drain(ops, last, k_tiles, t.id, warp_leader);
+      mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
       stage_and_commit(epi, acc_st, CONSUMER_SYNC_ID, threadIdx.x == 128, 0, t.id,
                        [&] { stage_tile_128<BN>(acc, s.C); });
       acc_st.advance();

@@ -41,10 +41,11 @@
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
-    !defined(GL_STREAM_K)
-#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K"
+    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG)
+#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
+constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
 static_assert(BK == 64 && BN >= 176 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
               "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 176 .. 64 x 240 in its variants");
@@ -167,7 +168,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       const auto t = tiles.at(ct, BM, BN);
       const int count = k1 - k0;  // >= 1
       zero_acc(acc);
-      const auto last = mma_mainloop(ops, st, count, t.id, warp_leader, [&](int stage) {
+      const auto last = mma_mainloop<MMA_LAG>(ops, st, count, t.id, warp_leader, [&](int stage) {
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows MN-major
           const u16* a = s.A[stage] + cw * 64 * BK;
@@ -177,7 +178,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           wgmma_m64k16<BN, A_MN, B_MN>(acc, da, db, 1);
         }
       });
-      mma_drain(ops, last, count, t.id, warp_leader);
+      mma_drain<MMA_LAG>(ops, last, count, t.id, warp_leader);
       int c0 = 0, c1 = CHUNKS;  // the chunks this CTA writes: all, or its slice of a split tile
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
         fence_acc(acc);

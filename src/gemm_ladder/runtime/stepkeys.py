@@ -13,7 +13,8 @@ from .steps import MODELLED_STEPS, STEPS, VARIANTS, Step, all_steps, variant
 # the steps it applies to.
 TOKENS = {"d": ("depth", "d<depth>", lambda st: st.has_ring),
           "g": ("group_m", "g<group rows>", lambda st: st.persistent),
-          "w": ("ctas_per_sm", "w<CTAs per SM>", lambda st: st.persistent)}
+          "w": ("ctas_per_sm", "w<CTAs per SM>", lambda st: st.persistent),
+          "l": ("mma_lag", "l<wgmma groups in flight>", lambda st: st.style == "warp-specialized")}
 
 
 class UnknownStep(KeyError, ValueError):

@@ -92,6 +92,7 @@ class Step:
     sass_absent: tuple[str, ...] = ()  # instruction classes it must not hold
     variant: str = ""  # "" for the step's default configuration, e.g. "d4"
     ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
+    mma_lag: int = 1  # warp-specialized: wgmma groups a consumer keeps in flight (stages it holds)
     # stream-K (GL_STREAM_K): None for kernels without the switch; True: a ragged last wave's
     # tiles are split along K over several CTAs each and summed in the kernel (runtime/streamk.py)
     stream_k: bool | None = None
@@ -105,6 +106,9 @@ class Step:
             raise ValueError(f"step {self.key}: a persistent step needs group_m >= 1")
         if self.stream_k and (self.cluster != (1, 1, 1) or not self.persistent):
             raise ValueError(f"step {self.key}: stream-K needs a persistent grid without a cluster")
+        if self.style == "warp-specialized" and not 1 <= self.mma_lag < self.depth:
+            raise ValueError(f"step {self.key}: wgmma groups in flight (l{self.mma_lag}) must be at least 1 and "
+                             f"below the ring depth ({self.depth})")
         if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
@@ -203,7 +207,8 @@ class Step:
         if self.persistent:
             d["GL_GROUP_M"] = self.group_m
         if self.style == "warp-specialized":
-            d.update(GL_CLUSTER_M=self.cluster_m, GL_CONSUMERS=self.consumers, GL_EPI_STAGES=self.epi_stages)
+            d.update(GL_CLUSTER_M=self.cluster_m, GL_CONSUMERS=self.consumers, GL_EPI_STAGES=self.epi_stages,
+                     GL_MMA_LAG=self.mma_lag)
         if self.uses_tma:
             d["GL_DYNAMIC_SMEM"] = self.dynamic_smem
         if self.stream_k is not None:
