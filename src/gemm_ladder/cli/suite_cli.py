@@ -134,9 +134,12 @@ def cmd_explain(args) -> int:
             import torch
             sms = torch.cuda.get_device_properties(0).multi_processor_count
     dev = select.Device(sms=sms)
-    mis = (select.contiguous_b_misaligned(args.N, args.K) if args.ldb is None
-           else args.N > 1 and select.rows_misaligned(args.ldb))
-    ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev, b_misaligned=mis)
+    b_mn = args.b_row_major
+    if args.ldb is not None:
+        mis = args.N > 1 and select.rows_misaligned(args.ldb)
+    else:  # a contiguous b: rows of K (rounded up to 8) elements, or of N when row-major
+        mis = args.N > 1 and select.rows_misaligned(args.N) if b_mn else select.contiguous_b_misaligned(args.N, args.K)
+    ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev, b_misaligned=mis, b_mn=b_mn)
     if args.json:
         print(json.dumps(ch.as_dict(), indent=1, default=str))
         return 0 if ch.pick else 1
@@ -150,6 +153,11 @@ def cmd_explain(args) -> int:
         t.add_row(*[str(r.get(c, "")) for c in cols])
     console.print(t)
     console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}")
+    if ch.pick:  # the library's call adds its own rules (runtime/api.py): say what it runs
+        from ..runtime import api
+        call = "matmul(a, b) with b row-major (K, N)" if b_mn else "matmul_nt(a, b) with b (N, K)"
+        run = api.step_for(args.M, args.N, args.K, args.dtype, sms, b_mn=b_mn, b_misaligned=mis)
+        console.print(f"{call} runs: {run.key}")
     return 0 if ch.pick else 1
 
 
@@ -191,6 +199,9 @@ def add_parsers(sub, dtype_type) -> None:
     e.add_argument("--ldb", type=_dim, help="B's row stride in elements as the kernel reads it (default: K rounded "
                                              "up to 8, a contiguous (N, K) b; N for a row-major (K, N) b). Rows "
                                              "that are not whole 32-byte sectors change the pick")
+    e.add_argument("--b-row-major", action="store_true",
+                   help="B given as a row-major (K, N) matrix, as matmul(a, b) takes it (read N-major in place); "
+                        "default: a contiguous (N, K) b, as matmul_nt(a, b) takes it")
     e.add_argument("--json", action="store_true", help="print the candidates as JSON")
     e.set_defaults(fn=cmd_explain)
 
