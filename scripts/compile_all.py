@@ -20,10 +20,13 @@ FRONT_END_WARNING = re.compile(r"warning #\d+")
 def main() -> int:
     from cuda.bindings import nvrtc
     from gemm_ladder.runtime import steps
-    from gemm_ladder.runtime.smallm import FAMILIES
+    from gemm_ladder.runtime.smallm import FAMILIES, FIXUP_ENTRIES, with_fields
 
     _, major, minor = nvrtc.nvrtcVersion()
-    targets = list(steps.all_steps()) + list(FAMILIES.values())
+    # the family's in-kernel fixup builds the GPU tests run too (a debug build of one once
+    # spilled under 13.0 alone)
+    fixups = [with_fields(FAMILIES[k], "fixup", fixup=True) for k in FIXUP_ENTRIES]
+    targets = list(steps.all_steps()) + list(FAMILIES.values()) + fixups
     failures = []
     for st in targets:
         a_ok, b_ok = steps.reads_mn(st)

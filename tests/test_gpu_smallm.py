@@ -283,7 +283,7 @@ def _run_b_mn(fam, a, b_kn, out, units):
 
 # Stream-K fixup (GL_FIXUP): split tiles summed in the kernel from per-CTA slots. Built from
 # the entries with fixup on and no M limit; runs of `units` k-tiles, one wave of CTAs.
-FIXUP_BASES = ("smallm:c2", "smallm:c2n128", "smallm:n128")
+FIXUP_BASES = smallm.FIXUP_ENTRIES
 # (M, N, K, units): crossing pieces and ragged edges (M, N, K off the tile), runs shorter than
 # a tile (a tile in many pieces), runs of several tiles, aligned splits
 FIXUP_CASES = [(300, 264, 1000, 5), (300, 264, 1000, 21), (1000, 1000, 1000, None), (512, 4096, 4096, None),

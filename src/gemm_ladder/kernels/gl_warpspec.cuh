@@ -168,11 +168,16 @@ template <int LAG = 1, int DEPTH, int CLUSTER>
 GL_DEVICE void mma_drain(const Ring<DEPTH, CLUSTER>& ops, const PipelineState<DEPTH>& oldest, int k_tiles, int tile,
                          bool warp_leader) {
   wgmma_wait<0>();
-  auto held = oldest;
-  for (int kt = k_tiles > LAG ? k_tiles - LAG : 0; kt < k_tiles; ++kt) {
-    ops.tr.event(EV_MMA_DONE, 0, held.stage, held.phase, kt, tile);
-    if (warp_leader) ops.consumer_release(held, kt);
-    held.advance();
+  if constexpr (LAG == 1) {  // the last k-tile's stage (k_tiles >= 1); no loop: registers are tight here
+    ops.tr.event(EV_MMA_DONE, 0, oldest.stage, oldest.phase, k_tiles - 1, tile);
+    if (warp_leader) ops.consumer_release(oldest, k_tiles - 1);
+  } else {
+    auto held = oldest;
+    for (int kt = k_tiles > LAG ? k_tiles - LAG : 0; kt < k_tiles; ++kt) {
+      ops.tr.event(EV_MMA_DONE, 0, held.stage, held.phase, kt, tile);
+      if (warp_leader) ops.consumer_release(held, kt);
+      held.advance();
+    }
   }
 }
 
