@@ -254,10 +254,6 @@ struct PairWalk {
   GL_DEVICE int k0() const { return 0; }
   GL_DEVICE int k1() const { return k_tiles; }
   GL_DEVICE bool whole() const { return true; }
-  // whole tiles: never a piece (the Segments names the consumer's other epilogues read)
-  static constexpr int cta = 0;
-  GL_DEVICE int plane() const { return 0; }
-  GL_DEVICE int last_cta() const { return 0; }
 };
 
 // This CTA's walk: the deal's runs (Segments), or multicast pairs of whole tiles.
@@ -326,6 +322,21 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     const bool warp_leader = lane_idx() == 0;
     auto st = PipelineState<DEPTH>::consumer();
     float acc[BN / 2];
+    // A piece of a split tile (the deal's Segments only): a generic lambda, so that under
+    // multicast (whole tiles, PairWalk) its body, which names the Segments' members, is never
+    // instantiated.
+    auto store_piece = [&](const auto& seg, int m0, int n0) {
+      if constexpr (MC == 1) {
+        if (FIXUP && seg.k0() > 0) {  // a later piece: to this CTA's slot, then the flag
+          publish_slot(acc, Fixup{ws}, seg.cta, cw, BAR_CONSUMER + cw);
+        } else if (FIXUP) {  // the owner: the later pieces in CTA order, then C
+          fixup_collect(acc, Fixup{ws}, seg.cta, seg.last_cta(), cw, BAR_CONSUMER + cw);
+          store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
+        } else {
+          store_tile<false>(acc, ws, c, M, N, m0, n0, seg.plane());
+        }
+      }
+    };
     for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
       const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
       const int count = seg.k1() - seg.k0();
@@ -371,13 +382,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         stage_piece(acc, piece, 64 * cw, M - m0);
       } else if (seg.whole()) {
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
-      } else if (FIXUP && seg.k0() > 0) {  // a later piece: to this CTA's slot, then the flag
-        publish_slot(acc, Fixup{ws}, seg.cta, cw, BAR_CONSUMER + cw);
-      } else if (FIXUP) {  // the owner: the later pieces in CTA order, then C
-        fixup_collect(acc, Fixup{ws}, seg.cta, seg.last_cta(), cw, BAR_CONSUMER + cw);
-        store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
       } else {
-        store_tile<false>(acc, ws, c, M, N, m0, n0, seg.plane());
+        store_piece(seg, m0, n0);
       }
       tr.event(EV_EPI_END, 0, 0, 0, 0, t);
     }
