@@ -21,7 +21,7 @@
 // the selection takes where 256-wide tiles leave a ragged last wave (3072^3: 288 tiles of
 // 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9), or 176 in 9:n176 (512 x 11008:
 // 252 tiles of 128x176 are two full waves, 232 of 128x192 leave the second one 3/4 full);
-// and 224, 232 or 240 where one of those fills the waves best (3000 x 5000: 528
+// and 168, 224, 232 or 240 where one of those fills the waves best (3000 x 5000: 528
 // tiles of 128 x 232 are four full waves; 128 x 192 needs 648 tiles, five waves).
 // A width that is not a multiple of 64 leaves a narrower last chunk (TAIL columns): it is
 // staged unswizzled, TAIL x 2 bytes per row, and stored through a second C map whose box is
@@ -47,8 +47,8 @@
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
-static_assert(BK == 64 && BN >= 176 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
-              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 176 .. 64 x 240 in its variants");
+static_assert(BK == 64 && BN >= 168 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
+              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 168 .. 64 x 240 in its variants");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1, "the epilogue ring needs a staging slot");

@@ -466,6 +466,9 @@ VARIANTS: dict[str, Step] = {
     **{f"9:n{bn}": variant(STEPS[9], f"n{bn}", bn=bn, cluster=(1, 1, 1),
                            sass_claims=_TMA_CLAIMS + ("USETMAXREG", f"HGMMA.64x{bn}x16"))
        for bn in (224, 232, 240)},
+    # 168 wide: 512 x 11008 is 264 tiles of 128 x 168, two full waves (176: 252 tiles)
+    "9:n168": variant(STEPS[9], "n168", bn=168, cluster=(1, 1, 1),
+                      sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x168x16")),
     # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
     "9:sk": variant(STEPS[9], "sk", cluster=(1, 1, 1), stream_k=True),
     "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
