@@ -466,7 +466,9 @@ VARIANTS: dict[str, Step] = {
     **{f"9:n{bn}": variant(STEPS[9], f"n{bn}", bn=bn, cluster=(1, 1, 1),
                            sass_claims=_TMA_CLAIMS + ("USETMAXREG", f"HGMMA.64x{bn}x16"))
        for bn in (224, 232, 240)},
-    # 168 wide: 512 x 11008 is 264 tiles of 128 x 168, two full waves (176: 252 tiles)
+    # 168 wide: 512 x 11008 is 264 tiles of 128 x 168, two full waves (176: 252 tiles); measured,
+    # not among the selection's candidates (perf-notes item 60: it lost where the model
+    # promised it most)
     "9:n168": variant(STEPS[9], "n168", bn=168, cluster=(1, 1, 1),
                       sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x168x16")),
     # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
