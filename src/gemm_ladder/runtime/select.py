@@ -26,6 +26,10 @@ multicasts B (each CTA fetches half of it): with `b_misaligned` such candidates 
 that cost when they need two waves or more, and where the best of them is so charged, step 9
 joins the candidates (MISALIGNED_B_CANDIDATES).
 
+An N-major B (a row-major b read in place, `b_mn`) travels in 64-wide blocks, which overhang
+a ladder tile whose width is not a multiple of 64: such a candidate is charged OVERHANG_B_COST,
+and one whose tiles start off 32-byte sectors (232 wide) is not offered.
+
 Scores within TIE of the best are treated as equal (the model is not finer than that);
 among those a candidate running the same tile with the same traffic as another but with
 fewer MMA warpgroups drops out (measured, the small-M family's two consumers on
@@ -44,7 +48,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from .steps import Step, get_step
+from .steps import MN_BLOCK, Step, get_step
 
 # Candidate kernels, in order of preference on a tie. A key that is not (yet) in the step
 # registry is listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md,
@@ -52,8 +56,9 @@ from .steps import Step, get_step
 # 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
 # the model's traffic tie-break would otherwise pass over. 8:c1 (128 x 128, depth 5) stands
 # for its geometry: measured 1-6 % ahead of 7:d4 at every M = 128 .. 2048 suite shape (item 21).
-CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n240", "9:n232", "9:n224", "9:n192", "9:n176", "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128",
-                         "smallm:c2", "smallm:c2n64", "smallm:n64", "smallm:n32"]
+CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n240", "9:n232", "9:n224", "9:n192", "9:n176",
+                         "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128", "smallm:c2", "smallm:c2n64",
+                         "smallm:n64", "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
@@ -71,7 +76,6 @@ SECTOR_BYTES = 32
 # not at a 32-byte offset (232: 464 bytes per tile) every other tile's rows straddle sectors:
 # 25-45 % slower, so such a width does not take an N-major B at all.
 OVERHANG_B_COST = 0.10
-MN_BLOCK_COLS = 64
 
 
 def rows_misaligned(row_stride_elems: int) -> bool:
@@ -207,7 +211,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
           b_mn: bool = False) -> Score:
     s = Score(step.key, step.label)
     shape = (M, N, K)
-    overhang = b_mn and isinstance(step, Step) and step.bn % MN_BLOCK_COLS != 0
+    overhang = b_mn and isinstance(step, Step) and step.bn % MN_BLOCK != 0
     if overhang and step.bn * ELEMENT_BYTES % SECTOR_BYTES:
         s.why = (f"an N-major B: its {step.bn}-column tiles start {step.bn * ELEMENT_BYTES} bytes apart, every "
                  "other one off a 32-byte sector")
