@@ -162,3 +162,15 @@ def test_no_step_number_branching_outside_the_registry():
             if re.search(r"number\s*(==|<|>=|>|<=|!=)", line):
                 hits.append(f"{path.relative_to(SRC)}:{i}: {line.strip()}")
     assert not hits, hits
+
+
+def test_wgmma_groups_in_flight_token():
+    """`l<n>`: wgmma groups a consumer keeps in flight (an ablation, perf-notes item 59); it must
+    leave the producer a stage to fill."""
+    st = steps.get_step("8:d6l2")
+    assert st.mma_lag == 2 and st.depth == 6 and st.kernel_defines()["GL_MMA_LAG"] == 2
+    assert steps.get_step("9").kernel_defines()["GL_MMA_LAG"] == 1
+    with pytest.raises(ValueError, match="below the ring depth"):
+        steps.get_step("7:l2")  # step 7 runs a 2-deep ring
+    with pytest.raises(ValueError, match="no l"):
+        steps.get_step("6:l2")  # lockstep: no consumer warpgroup
