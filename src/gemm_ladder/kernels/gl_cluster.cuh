@@ -48,3 +48,6 @@ GL_DEVICE float4 ld_cluster_f4(u32 cluster_addr) {
 GL_DEVICE void mbar_arrive_cluster(u32 cluster_addr) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
 }
+GL_DEVICE void mbar_arrive_cluster_n(u32 cluster_addr, u32 count) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;" ::"r"(cluster_addr), "r"(count) : "memory");
+}

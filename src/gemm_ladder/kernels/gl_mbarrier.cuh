@@ -19,6 +19,10 @@ GL_DEVICE void fence_barrier_init() {
 GL_DEVICE void mbar_arrive(u64* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
+// `count` arrivals at once (one thread standing in for several that did not arrive).
+GL_DEVICE void mbar_arrive_n(u64* bar, u32 count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
 // Arrive and announce `bytes` more transaction bytes for the current phase.
 GL_DEVICE void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"

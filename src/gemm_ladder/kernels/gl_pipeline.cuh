@@ -67,6 +67,17 @@ struct Ring {
     }
     tr.event(EV_ARRIVE, empty_name, st.stage, st.phase, k);
   }
+  // Another role hands the stage back on behalf of the `arrivals` consumer threads that kept
+  // it (the epilogue borrowed it): the same arrivals, to every CTA of the cluster, at once.
+  GL_DEVICE void release_for(const PipelineState<DEPTH>& st, u32 arrivals, u32 k = 0) const {
+    if (CLUSTER == 1) {
+      mbar_arrive_n(&empty[st.stage], arrivals);
+    } else {
+#pragma unroll
+      for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster_n(map_to_cta(&empty[st.stage], r), arrivals);
+    }
+    tr.event(EV_ARRIVE, empty_name, st.stage, st.phase, k);
+  }
 
  private:
   GL_DEVICE void wait(u64* bars, u32 name, const PipelineState<DEPTH>& st, u32 k) const {

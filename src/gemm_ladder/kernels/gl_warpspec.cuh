@@ -197,6 +197,34 @@ GL_DEVICE void stage_and_commit(const Ring<D>& epi, const PipelineState<D>& st, 
   if (leader) epi.producer_commit(st, k);
 }
 
+// Consumer: a chunk staged outside the epilogue ring, in the operand stage that the tile's
+// last k-tile drained (Step.borrow_stage). No slot to acquire: nothing writes that stage
+// until the writeback hands it back to the producer(s). Stage, fence, meet, and one thread
+// of each consumer warpgroup arrives on `staged` (its count: the consumer warpgroups).
+template <class Stage>
+GL_DEVICE void stage_and_signal(u64* staged, Tracer& tr, u32 named_barrier, bool leader, u32 slot, u32 phase,
+                                u32 k, int tile, Stage stage) {
+  tr.event(EV_EPI_BEGIN, BAR_LENT, slot, phase, k, tile);
+  stage();
+  fence_proxy_async_smem();
+  named_barrier_sync(named_barrier, 128);
+  tr.event(EV_EPI_END, BAR_LENT, slot, phase, k, tile);
+  if (leader) mbar_arrive(staged);
+}
+
+// Writeback: the borrowed-stage counterpart of store_staged, without the wait for the copy
+// engine's reads (the caller waits once, before it hands the whole stage back).
+template <int ROWS, int COLS>
+GL_DEVICE void store_signalled(u64* staged, Tracer& tr, u32 slot, u32 phase, const CUtensorMap* map,
+                               const u16* staging, int x, int y, u32 k, int tile) {
+  tr.event(EV_WAIT_BEGIN, BAR_LENT, slot, phase, k, tile);
+  mbar_wait(staged, phase, tr.role, BAR_LENT, slot);
+  tr.event(EV_WAIT_END, BAR_LENT, slot, phase, k, tile);
+  tma_store_tile<ROWS, COLS>(map, staging, x, y);
+  tma_store_commit();
+  tr.event(EV_STORE_ISSUE, BAR_LENT, slot, phase, k, tile);
+}
+
 // Writeback: wait until the consumers have staged a ROWS x COLS box, store it at (x, y)
 // with TMA (64-column chunks), and free the buffer once the copy engine has read it.
 template <int ROWS, int COLS, int D>

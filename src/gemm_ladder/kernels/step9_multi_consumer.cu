@@ -35,14 +35,24 @@
 // column slices (gl_fixup.cuh): piece j writes chunks [j C / P, (j + 1) C / P) of the tile's C =
 // BN / 64 chunks; it publishes its other chunks to its fp32 slot, adds the other pieces' parts
 // of its own (in piece order) and runs the usual epilogue on them; the writeback stores them.
+// Borrowed stage (GL_EPI_BORROW, Step.borrow_stage): with two 16 KB slots a tile's 4 chunks
+// wait twice for the copy engine to read a slot before they can be staged, while the tensor
+// core idles. But the operand stage that held the tile's last k-tile is drained when the
+// epilogue starts (wgmma.wait_group 0), and the producer has already filled the other stages
+// with the next tile's first k-tiles. So the consumers keep it instead of releasing it: its A
+// part and B part take the first LENT chunks (each signalled on lent_full[c]), the ring the
+// rest; the writeback stores them and, once the copy engine has read them, releases the
+// stage to the producer(s) with the consumers' arrivals. Needs k_tiles >= DEPTH (the next
+// tile's mainloop then cannot end before the stage came back, so lent_full[c] completes one
+// phase per tile); shorter K stages every chunk through the ring.
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
-    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG)
-#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG"
+    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG) || !defined(GL_EPI_BORROW)
+#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG, GL_EPI_BORROW"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
@@ -70,6 +80,11 @@ using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 constexpr u32 BAR_CONSUMERS = 3;  // named barrier of both consumer warpgroups (1 + cw: each its own)
 constexpr int CHUNKS = (BN + EPI_N - 1) / EPI_N;  // the last one TAIL wide when TAIL > 0
 static_assert(!STREAM_K || BN % EPI_N == 0, "stream-K slices are whole 64-column chunks");
+constexpr bool BORROW = GL_EPI_BORROW;
+static_assert(!BORROW || (!STREAM_K && MMA_LAG == 1), "the borrowed stage: whole tiles, one wgmma group in flight");
+// Chunks the borrowed stage holds: one in its A part (BM x BK = BM x EPI_N), the rest in its B part.
+constexpr int LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
+constexpr int LENT = !BORROW ? 0 : CHUNKS < LENT_ROOM ? CHUNKS : LENT_ROOM;
 // Stream-K: the chunks [c0, c1) that piece j of a split tile's p writes (p <= CHUNKS).
 GL_DEVICE void slice_of(int j, int p, int& c0, int& c1) {
   c0 = j * CHUNKS / p;
@@ -85,7 +100,12 @@ struct SharedStorage {
   u64 mma2tma[DEPTH];
   u64 mma2ld[EPI_STAGES];
   u64 ld2mma[EPI_STAGES];
+  u64 lent_full[LENT > 0 ? LENT : 1];  // borrowed stage: chunk c staged (count: the consumers)
 };
+// Chunk slot c (< LENT) of operand stage `stage`: 1024-byte aligned, as the swizzled store needs.
+GL_DEVICE u16* lent_slot(SharedStorage& s, int stage, int c) {
+  return c == 0 ? s.A[stage] : s.B[stage] + (c - 1) * BM * EPI_N;
+}
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 static_assert(!STREAM_K || DEPTH * (BM + BN) * BK * 2 >= CONSUMERS * 64 * BN * 4, "the ring holds a slot per consumer");
 
@@ -116,6 +136,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                       s.mma2tma, CONSUMER_WARPS * CONSUMERS * CLUSTER_M);  // two consumers: all warps
     EpilogueRing::init(s.mma2ld, CONSUMERS,  // two consumers: one thread of each
                        s.ld2mma, 1);
+    for (int c = 0; c < LENT; ++c) mbar_init(&s.lent_full[c], CONSUMERS);
     fence_barrier_init();
   }
   cluster_sync();
@@ -137,18 +158,36 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
+      const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);  // borrowed stage: its release
+      auto op_st = PipelineState<DEPTH>::consumer();  // borrowed stage: the consumers' place in the operand ring
+      const int lent = BORROW && k_tiles >= DEPTH ? LENT : 0;
+      u32 lent_phase = 0;
       for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
         const auto t = tiles.at(ct, BM, BN);
         int c0 = 0, c1 = CHUNKS;  // stream-K: a split tile's piece stores its slice of chunks
         if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id % pieces, pieces, c0, c1);
+        if (lent) op_st.advance_by(k1 - k0 - 1);  // the stage of the tile's last k-tile
         for (int c = c0; c < c1; ++c) {  // two consumers: one 128x64 chunk at a time
 #if GL_BN % 64
           const CUtensorMap* map = c == CHUNKS - 1 ? &tmap_c_tail : &tmap_c;  // the narrow last chunk
 #else
           const CUtensorMap* map = &tmap_c;
 #endif
+          if (c < lent) {  // borrowed stage: store, and once all its chunks are read, give it back
+            store_signalled<BM, EPI_N>(&s.lent_full[c], tr, c, lent_phase, map, lent_slot(s, op_st.stage, c),
+                                       t.n0 + c * EPI_N, t.m0, c, t.id);
+            if (c == lent - 1) {
+              tma_store_wait_read<0>();
+              ops.release_for(op_st, CONSUMER_WARPS * CONSUMERS, k1 - 1);
+            }
+            continue;
+          }
           store_staged<BM, EPI_N>(epi, chunk_st, map, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
           chunk_st.advance();
+        }
+        if (lent) {
+          op_st.advance();
+          lent_phase ^= 1u;
         }
       });
       tma_store_wait_exit();
@@ -163,6 +202,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
+    u32 lent_phase = 0;  // borrowed stage: the phase of lent_full this tile completes
     float acc[BN / 2];
     for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
@@ -178,7 +218,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           wgmma_m64k16<BN, A_MN, B_MN>(acc, da, db, 1);
         }
       });
-      mma_drain<MMA_LAG>(ops, last, count, t.id, warp_leader);
+      const bool lend = LENT > 0 && k_tiles >= DEPTH;  // borrowed stage: keep the last k-tile's stage
+      if (lend)
+        wgmma_wait<0>();
+      else
+        mma_drain<MMA_LAG>(ops, last, count, t.id, warp_leader);
       int c0 = 0, c1 = CHUNKS;  // the chunks this CTA writes: all, or its slice of a split tile
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
         fence_acc(acc);
@@ -199,6 +243,15 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
         if (c < c0 || c >= c1) continue;
+        if (lend && c < LENT) {  // borrowed stage: chunk c into its slot there
+          stage_and_signal(&s.lent_full[c], tr, 1 + cw, wg_leader, c, lent_phase, c, t.id, [&] {
+            if constexpr (TAIL > 0) {
+              if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, lent_slot(s, last.stage, c), 64 * cw, c);
+            }
+            stage_chunk_sw128<BN, BM>(acc, lent_slot(s, last.stage, c), 64 * cw, c);
+          });
+          continue;
+        }
         stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
           if constexpr (TAIL > 0) {
             if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, s.C[chunk_st.stage], 64 * cw, c);
@@ -207,6 +260,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         });
         chunk_st.advance();
       }
+      if (lend) lent_phase ^= 1u;
     });
     tr.finish();
   }

@@ -14,7 +14,11 @@ from .steps import MODELLED_STEPS, STEPS, VARIANTS, Step, all_steps, variant
 TOKENS = {"d": ("depth", "d<depth>", lambda st: st.has_ring),
           "g": ("group_m", "g<group rows>", lambda st: st.persistent),
           "w": ("ctas_per_sm", "w<CTAs per SM>", lambda st: st.persistent),
-          "l": ("mma_lag", "l<wgmma groups in flight>", lambda st: st.style == "warp-specialized")}
+          "l": ("mma_lag", "l<wgmma groups in flight>", lambda st: st.style == "warp-specialized"),
+          "b": ("borrow_stage", "b<1|0: the epilogue borrows the drained stage>",
+                lambda st: st.borrow_stage is not None)}
+# Tokens that are switches (0 or 1) rather than counts (at least 1).
+SWITCHES = {"b"}
 
 
 class UnknownStep(KeyError, ValueError):
@@ -50,6 +54,16 @@ def _variants_of(st: Step) -> str:
     return text + (f" (named: {', '.join(named)})" if named else "")
 
 
+def _named_prefix(number: str, tail: str) -> tuple[Step | None, str]:
+    """The longest named variant of step `number` whose name starts `tail`, and what follows it."""
+    best = None
+    for k, st in VARIANTS.items():
+        n, _, name = k.partition(":")
+        if n == number and tail.startswith(name) and (best is None or len(name) > len(best.variant)):
+            best = st
+    return (best, tail[len(best.variant):]) if best is not None else (None, tail)
+
+
 def _parse(key: str, bases: dict[int, Step]) -> Step:
     if key.isdigit() and int(key) in bases:
         return bases[int(key)]
@@ -65,6 +79,9 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
         why = f"there is no step {m.group(1)} (steps {min(bases)}-{max(bases)} exist)"
     else:
         st, tail = bases[int(m.group(1))], m.group(2) or ""
+        named, rest = _named_prefix(m.group(1), tail)  # tokens on top of a named variant: 9:n232b1
+        if named is not None and rest:
+            st, tail = named, rest
         tokens = re.findall(r"([a-z])(\d+)", tail)
         bad = sorted(set(re.findall(r"[a-z]", tail)) - {t for t, (_, _, applies) in TOKENS.items() if applies(st)})
         if not _variants_of(st):
@@ -74,10 +91,14 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
         elif not tail or "".join(t + v for t, v in tokens) != tail:
             why = f"{key!r} is not a variant of step {st.number}: {_variants_of(st)}"
         else:
-            zero = [TOKENS[t][1] for t, v in tokens if int(v) < 1]
+            zero = [TOKENS[t][1] for t, v in tokens if t not in SWITCHES and int(v) < 1]
             if zero:
                 raise UnknownStep(f"step {key}: {', '.join(zero)} must be at least 1")
-            return variant(st, tail, **{TOKENS[t][0]: int(v) for t, v in tokens})
+            flag = [TOKENS[t][1] for t, v in tokens if t in SWITCHES and int(v) > 1]
+            if flag:
+                raise UnknownStep(f"step {key}: {', '.join(flag)} is 0 or 1")
+            return variant(st, (st.variant + tail) if named is not None else tail,
+                           **{TOKENS[t][0]: (bool(int(v)) if t in SWITCHES else int(v)) for t, v in tokens})
     raise UnknownStep(f"unknown step: {why}; known steps: {known_keys(bases is not STEPS)}")
 
 

@@ -96,6 +96,9 @@ class Step:
     # stream-K (GL_STREAM_K): None for kernels without the switch; True: a ragged last wave's
     # tiles are split along K over several CTAs each and summed in the kernel (runtime/streamk.py)
     stream_k: bool | None = None
+    # the epilogue borrows the operand stage its tile's last k-tile drained, as staging for its
+    # first chunks (GL_EPI_BORROW; None for kernels without the switch, step 9 has it)
+    borrow_stage: bool | None = None
 
     def __post_init__(self) -> None:
         if self.style not in BARRIERS_PER_STAGE:
@@ -109,6 +112,8 @@ class Step:
         if self.style == "warp-specialized" and not 1 <= self.mma_lag < self.depth:
             raise ValueError(f"step {self.key}: wgmma groups in flight (l{self.mma_lag}) must be at least 1 and "
                              f"below the ring depth ({self.depth})")
+        if self.borrow_stage and (self.stream_k or self.mma_lag != 1):
+            raise ValueError(f"step {self.key}: the borrowed stage needs whole tiles and one wgmma group in flight")
         if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
@@ -163,7 +168,18 @@ class Step:
         per consumer in ping-pong."""
         epilogue = 2 * self.epilogue_slots if self.style == "warp-specialized" else 0
         turns = self.consumers if self.pingpong else 0
-        return self.depth * self.barriers_per_stage + epilogue + turns
+        lent = max(1, self.borrowed_chunks) if self.borrow_stage is not None else 0
+        return self.depth * self.barriers_per_stage + epilogue + turns + lent
+
+    @property
+    def borrowed_chunks(self) -> int:
+        """Epilogue chunks staged in the borrowed operand stage (borrow_stage): one in its A
+        part, as many as its B part holds, at most the tile's chunks."""
+        if not self.borrow_stage:
+            return 0
+        chunks = -(-self.bn // EPI_CHUNK_COLS)
+        bn_smem = chunks * EPI_CHUNK_COLS
+        return min(chunks, 1 + bn_smem * self.bk // (self.bm * EPI_CHUNK_COLS))
 
     # -- shared memory ----------------------------------------------------------------------
     @property
@@ -213,6 +229,8 @@ class Step:
             d["GL_DYNAMIC_SMEM"] = self.dynamic_smem
         if self.stream_k is not None:
             d["GL_STREAM_K"] = int(self.stream_k)
+        if self.borrow_stage is not None:
+            d["GL_EPI_BORROW"] = int(self.borrow_stage)
         return d
 
     @property
@@ -413,7 +431,7 @@ STEPS.update({
                       "tile order in groups of 16 tile rows",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
             persistent=True, group_m=16, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
-            stream_k=False, sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
+            stream_k=False, borrow_stage=False, sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
              forced_move="the epilogue on the tensor core's critical path",
