@@ -200,15 +200,16 @@ GL_DEVICE void stage_and_commit(const Ring<D>& epi, const PipelineState<D>& st, 
 // Consumer: a chunk staged outside the epilogue ring, in the operand stage that the tile's
 // last k-tile drained (Step.borrow_stage). No slot to acquire: nothing writes that stage
 // until the writeback hands it back to the producer(s). Stage, fence, meet, and one thread
-// of each consumer warpgroup arrives on `staged` (its count: the consumer warpgroups).
+// of each consumer warpgroup arrives on `staged` (its count: the consumer warpgroups). The
+// arriving side keeps no phase (a register the consumers do not have): its events record 0.
 template <class Stage>
-GL_DEVICE void stage_and_signal(u64* staged, Tracer& tr, u32 named_barrier, bool leader, u32 slot, u32 phase,
-                                u32 k, int tile, Stage stage) {
-  tr.event(EV_EPI_BEGIN, BAR_LENT, slot, phase, k, tile);
+GL_DEVICE void stage_and_signal(u64* staged, Tracer& tr, u32 named_barrier, bool leader, u32 slot, u32 k, int tile,
+                                Stage stage) {
+  tr.event(EV_EPI_BEGIN, BAR_LENT, slot, 0, k, tile);
   stage();
   fence_proxy_async_smem();
   named_barrier_sync(named_barrier, 128);
-  tr.event(EV_EPI_END, BAR_LENT, slot, phase, k, tile);
+  tr.event(EV_EPI_END, BAR_LENT, slot, 0, k, tile);
   if (leader) mbar_arrive(staged);
 }
 

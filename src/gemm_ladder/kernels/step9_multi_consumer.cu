@@ -73,7 +73,9 @@ constexpr int BN_SMEM = (BN + MN_BLOCK - 1) / MN_BLOCK * MN_BLOCK;  // B rows a 
 constexpr u32 STAGE_BYTES = (BM + (B_MN ? BN_SMEM : BN)) * BK * 2;  // what lands per stage (whole N-major blocks)
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
-constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+// The traced build's writeback holds its recorder besides the borrowed stage's ring state:
+// 48 registers there (48 x 128 + 232 x 256 = 64K exactly).
+constexpr u32 PRODUCER_REGS = GL_TRACE && GL_EPI_BORROW ? 48 : 40, CONSUMER_REGS = 232;
 using OperandRing = Ring<DEPTH, CLUSTER_M>;
 using EpilogueRing = Ring<EPI_STAGES>;
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
@@ -158,36 +160,38 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
-      const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);  // borrowed stage: its release
-      auto op_st = PipelineState<DEPTH>::consumer();  // borrowed stage: the consumers' place in the operand ring
-      const int lent = BORROW && k_tiles >= DEPTH ? LENT : 0;
-      u32 lent_phase = 0;
+      const int lent = BORROW && k_tiles >= DEPTH ? LENT : 0;  // chunks [0, lent) of each tile: the borrowed stage
+      u32 tiles_done = 0;  // borrowed stage: its place in the operand ring follows (whole tiles of k_tiles)
+      auto c_map = [&](int c) {
+#if GL_BN % 64
+        return c == CHUNKS - 1 ? &tmap_c_tail : &tmap_c;  // the narrow last chunk
+#else
+        (void)c;
+        return &tmap_c;
+#endif
+      };
       for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
         const auto t = tiles.at(ct, BM, BN);
         int c0 = 0, c1 = CHUNKS;  // stream-K: a split tile's piece stores its slice of chunks
         if (STREAM_K && k1 - k0 < k_tiles) slice_of(tiles.cluster_id % pieces, pieces, c0, c1);
-        if (lent) op_st.advance_by(k1 - k0 - 1);  // the stage of the tile's last k-tile
-        for (int c = c0; c < c1; ++c) {  // two consumers: one 128x64 chunk at a time
-#if GL_BN % 64
-          const CUtensorMap* map = c == CHUNKS - 1 ? &tmap_c_tail : &tmap_c;  // the narrow last chunk
-#else
-          const CUtensorMap* map = &tmap_c;
-#endif
-          if (c < lent) {  // borrowed stage: store, and once all its chunks are read, give it back
-            store_signalled<BM, EPI_N>(&s.lent_full[c], tr, c, lent_phase, map, lent_slot(s, op_st.stage, c),
-                                       t.n0 + c * EPI_N, t.m0, c, t.id);
-            if (c == lent - 1) {
-              tma_store_wait_read<0>();
-              ops.release_for(op_st, CONSUMER_WARPS * CONSUMERS, k1 - 1);
-            }
-            continue;
+        if constexpr (BORROW) {
+          if (lent) {  // borrowed stage: store its chunks, and once they are read, give it back
+            const u32 last_k = tiles_done * k_tiles + k_tiles - 1, phase = tiles_done & 1u;
+            PipelineState<DEPTH> op_st((last_k / DEPTH) & 1u);  // the stage of the tile's last k-tile
+            op_st.stage = last_k % DEPTH;
+            for (int c = 0; c < lent; ++c)
+              store_signalled<BM, EPI_N>(&s.lent_full[c], tr, c, phase, c_map(c), lent_slot(s, op_st.stage, c),
+                                         t.n0 + c * EPI_N, t.m0, c, t.id);
+            tma_store_wait_read<0>();
+            const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
+            ops.release_for(op_st, CONSUMER_WARPS * CONSUMERS, k1 - 1);
+            ++tiles_done;
+            c0 = lent;
           }
-          store_staged<BM, EPI_N>(epi, chunk_st, map, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
-          chunk_st.advance();
         }
-        if (lent) {
-          op_st.advance();
-          lent_phase ^= 1u;
+        for (int c = c0; c < c1; ++c) {  // two consumers: one 128x64 chunk at a time
+          store_staged<BM, EPI_N>(epi, chunk_st, c_map(c), s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
+          chunk_st.advance();
         }
       });
       tma_store_wait_exit();
@@ -202,7 +206,6 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
-    u32 lent_phase = 0;  // borrowed stage: the phase of lent_full this tile completes
     float acc[BN / 2];
     for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
@@ -219,10 +222,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         }
       });
       const bool lend = LENT > 0 && k_tiles >= DEPTH;  // borrowed stage: keep the last k-tile's stage
-      if (lend)
-        wgmma_wait<0>();
-      else
-        mma_drain<MMA_LAG>(ops, last, count, t.id, warp_leader);
+      mma_drain<MMA_LAG>(ops, last, count, t.id, warp_leader && !lend);
       int c0 = 0, c1 = CHUNKS;  // the chunks this CTA writes: all, or its slice of a split tile
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
         fence_acc(acc);
@@ -243,12 +243,12 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
         if (c < c0 || c >= c1) continue;
-        if (lend && c < LENT) {  // borrowed stage: chunk c into its slot there
-          stage_and_signal(&s.lent_full[c], tr, 1 + cw, wg_leader, c, lent_phase, c, t.id, [&] {
+        if (lend && c < LENT) {  // borrowed stage: chunk c into its slot there (st is one past it)
+          stage_and_signal(&s.lent_full[c], tr, 1 + cw, wg_leader, c, c, t.id, [&] {
             if constexpr (TAIL > 0) {
-              if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, lent_slot(s, last.stage, c), 64 * cw, c);
+              if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, lent_slot(s, (st.stage + DEPTH - 1) % DEPTH, c), 64 * cw, c);
             }
-            stage_chunk_sw128<BN, BM>(acc, lent_slot(s, last.stage, c), 64 * cw, c);
+            stage_chunk_sw128<BN, BM>(acc, lent_slot(s, (st.stage + DEPTH - 1) % DEPTH, c), 64 * cw, c);
           });
           continue;
         }
@@ -260,7 +260,6 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         });
         chunk_st.advance();
       }
-      if (lend) lent_phase ^= 1u;
     });
     tr.finish();
   }

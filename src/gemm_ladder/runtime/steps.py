@@ -113,7 +113,8 @@ class Step:
             raise ValueError(f"step {self.key}: wgmma groups in flight (l{self.mma_lag}) must be at least 1 and "
                              f"below the ring depth ({self.depth})")
         if self.borrow_stage and (self.stream_k or self.mma_lag != 1):
-            raise ValueError(f"step {self.key}: the borrowed stage needs whole tiles and one wgmma group in flight")
+            raise ValueError(f"step {self.key}: the borrowed stage (b1) needs whole tiles and one wgmma group in "
+                             f"flight; add b0 to leave it out")
         if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
@@ -427,11 +428,12 @@ STEPS.update({
             forced_move="one consumer can't feed the tensor cores",
             mechanism="three warpgroups: producer/writeback + two consumers, each 64x256 of a 128x256 tile "
                       "(wgmma m64n256k16), sharing each staged B; the 2-CTA cluster multicasts the 256-wide "
-                      "B; chunked epilogue: 64-column chunks through a 2-slot staging ring; setmaxnreg 40/232; "
+                      "B; chunked epilogue: 64-column chunks staged in the operand stage the last k-tile "
+                      "drained (borrowed until stored) and a 2-slot ring; setmaxnreg 40/232; "
                       "tile order in groups of 16 tile rows",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
             persistent=True, group_m=16, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
-            stream_k=False, borrow_stage=False, sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
+            stream_k=False, borrow_stage=True, sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
              forced_move="the epilogue on the tensor core's critical path",
@@ -490,7 +492,7 @@ VARIANTS: dict[str, Step] = {
     "9:n168": variant(STEPS[9], "n168", bn=168, cluster=(1, 1, 1),
                       sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x168x16")),
     # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
-    "9:sk": variant(STEPS[9], "sk", cluster=(1, 1, 1), stream_k=True),
+    "9:sk": variant(STEPS[9], "sk", cluster=(1, 1, 1), stream_k=True, borrow_stage=False),
     "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
 }
 # What `gemm-ladder bench` runs by default: the ladder plus its ablations (ring depth, cluster).

@@ -6,9 +6,9 @@ set -u -o pipefail
 export PYTHONPATH=$PWD/src:$PWD/tests GEMM_LADDER_CACHE_DIR=/tmp/glc GEMM_LADDER_COMMIT=${COMMIT:?} PYTHONUNBUFFERED=1
 O=${OUT:-out}/l; mkdir -p "$O"
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,power.limit --format=csv | tee "$O/gpu.txt"
-timeout 150 python3 -m gemm_ladder check --steps 7:d4l2,8:l2,8:d6l2,9:l2,10:l2 --debug 2>&1 | tail -20 | tee "$O/check.log"
+timeout 150 python3 -m gemm_ladder check --steps 7:d4l2,8:l2,8:d6l2,9:l2b0,10:l2 --debug 2>&1 | tail -20 | tee "$O/check.log"
 echo "check rc=$?"
 timeout 300 python3 benchmarks/results/experiments/widths/probe_widths.py --layouts nt \
   --shapes 4096x4096x4096,2048x2048x2048,8192x8192x8192 \
-  --keys 7:d4,7:d4l2,8,8:l2,8:d6l2,9,9:l2,9:c1,10,10:l2 --reps 30 --repeats 3 --json "$O/probe_lag.json" 2>&1 | tail -20 | tee "$O/probe_lag.log"
+  --keys 7:d4,7:d4l2,8,8:l2,8:d6l2,9,9:l2b0,9:c1,10,10:l2 --reps 30 --repeats 3 --json "$O/probe_lag.json" 2>&1 | tail -20 | tee "$O/probe_lag.log"
 echo "probe rc=$?"
