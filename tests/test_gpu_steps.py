@@ -93,3 +93,20 @@ def test_cluster_launch_attribute(cluster):
     p()
     p.synchronize()
     assert_matches(out, a, b)
+
+
+@pytest.mark.parametrize("key", ["9", "9:c1", "9:n232"])
+def test_borrowed_stage_repeatable(key):
+    """Step 9's epilogue stages its first chunks in the operand stage the tile's last k-tile
+    drained (perf-notes item 62). Many tiles per CTA and short K make many tile boundaries:
+    30 runs on poisoned outputs, each right and all bit-identical. (The B part written before
+    the partner consumer's MMAs were done gave wrong tiles at 6144^3 in a probe.)"""
+    import torch
+    from gemm_ladder.runtime.launch import plan
+    from gpu_util import assert_repeatable
+    st = steps.get_step(key)
+    assert st.borrow_stage
+    M, N, K = 6144, 6144, 1024
+    a, b = fresh(M, N, K, torch.float16, next(_seed))
+    out = torch.empty((M, N), dtype=torch.float16, device="cuda")
+    assert_repeatable(plan(st, a, b, out), out, a, b, runs=30, what=f"step {key} {M}x{N}x{K}")

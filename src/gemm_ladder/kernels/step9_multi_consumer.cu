@@ -40,8 +40,8 @@
 // core idles. But the operand stage that held the tile's last k-tile is drained when the
 // epilogue starts (wgmma.wait_group 0), and the producer has already filled the other stages
 // with the next tile's first k-tiles. So the consumers keep it instead of releasing it: its A
-// part and B part take the first LENT chunks (each signalled on lent_full[c]), the ring the
-// rest; the writeback stores them and, once the copy engine has read them, releases the
+// part and B part take the first LENT chunks (each signalled on lent_full[c]; the B part only
+// once both consumers' MMAs are done with it), the ring the rest; the writeback stores them and, once the copy engine has read them, releases the
 // stage to the producer(s) with the consumers' arrivals. Needs k_tiles >= DEPTH (the next
 // tile's mainloop then cannot end before the stage came back, so lent_full[c] completes one
 // phase per tile); shorter K stages every chunk through the ring.
@@ -83,6 +83,11 @@ constexpr u32 BAR_CONSUMERS = 3;  // named barrier of both consumer warpgroups (
 constexpr int CHUNKS = (BN + EPI_N - 1) / EPI_N;  // the last one TAIL wide when TAIL > 0
 static_assert(!STREAM_K || BN % EPI_N == 0, "stream-K slices are whole 64-column chunks");
 constexpr bool BORROW = GL_EPI_BORROW;
+// Ablation -DGL_ABLATE_BORROW_NO_SYNC=1: the borrowed stage's B part is written without waiting
+// for the partner consumer's MMAs (a race: wrong results when one consumer runs ahead).
+#ifndef GL_ABLATE_BORROW_NO_SYNC
+#define GL_ABLATE_BORROW_NO_SYNC 0
+#endif
 static_assert(!BORROW || (!STREAM_K && MMA_LAG == 1), "the borrowed stage: whole tiles, one wgmma group in flight");
 // Chunks the borrowed stage holds: one in its A part (BM x BK = BM x EPI_N), the rest in its B part.
 constexpr int LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
@@ -244,6 +249,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       for (int c = 0; c < CHUNKS; ++c) {
         if (c < c0 || c >= c1) continue;
         if (lend && c < LENT) {  // borrowed stage: chunk c into its slot there (st is one past it)
+          // Chunk 0 lands in the stage's A part, each consumer's 64 rows on the very bytes of its
+          // own A rows; the B part is read by both consumers' MMAs, so before chunk 1 goes there
+          // both must be done with it (a consumer that finishes early would overwrite the B
+          // its partner's last wgmma still reads).
+          if (c == 1 && !GL_ABLATE_BORROW_NO_SYNC) named_barrier_sync(BAR_CONSUMERS, 128 * CONSUMERS);
           stage_and_signal(&s.lent_full[c], tr, 1 + cw, wg_leader, c, c, t.id, [&] {
             if constexpr (TAIL > 0) {
               if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, lent_slot(s, (st.stage + DEPTH - 1) % DEPTH, c), 64 * cw, c);
