@@ -19,7 +19,7 @@ import pytest
 from gemm_ladder.choreography import sim
 from gemm_ladder.choreography.sim import (MBarrier, PipelineState, SimParams, WHAT_IFS, calibrate, depth_needed,
                              params_for_step, run_what_if, simulate, simulate_step)
-from gemm_ladder.choreography.timeline import (Handoff, Span, Timeline, kpis, lane_name, merge_intervals,
+from gemm_ladder.choreography.timeline import (Handoff, Span, Timeline, kpis, lane_name, lane_role, merge_intervals,
                                   stage_intervals, timeline_events, union_length)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -487,3 +487,19 @@ def test_exposed_stall_is_the_wait_while_the_tensor_core_idles():
     r = simulate_step(7, depth=6)
     exp = r.kpis["exposed_stall_ns"]["cta0/consumer0"]["tma2mma"]
     assert exp < r.kpis["fill_ns"] + 0.02 * r.kpis["makespan_ns"]
+
+
+def test_the_borrowed_stage_is_modelled_from_the_step():
+    """Step 9 stages its first chunks in the drained operand stage (Step.borrow_stage): the
+    model takes the count from the Step, hands the stage back from the writeback, and has it
+    only where the kernel has it (K of at least `depth` k-tiles)."""
+    p = params_for_step(9, size=(4096, 4096, 4096))
+    assert p.borrowed_chunks == 3 and p.lent_chunks == 3
+    assert params_for_step(9, size=(1024, 1024, 192)).lent_chunks == 0
+    assert params_for_step("9:b0", size=(4096, 4096, 4096)).lent_chunks == 0
+    on, off = simulate(p), simulate(params_for_step("9:b0", size=(4096, 4096, 4096)))
+    assert on.ok and off.ok
+    handed_back = [s for s in on.timeline.spans if "for the consumers" in s.label]
+    assert handed_back and all(lane_role(s.lane) == "writeback" for s in handed_back)
+    # no chunk waits for a staging slot: the borrowed stage's chunks never wait on ld2mma
+    assert on.kpis["makespan_ns"] <= off.kpis["makespan_ns"]

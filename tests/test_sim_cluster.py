@@ -116,7 +116,7 @@ def test_two_consumers_share_each_stage_and_hide_each_others_issue_gap():
 
 
 def test_chunked_epilogue_ring():
-    r = simulate_step("9:c1", k_tiles=4, tiles_per_cta=2)
+    r = simulate_step("9:c1b0", k_tiles=4, tiles_per_cta=2)  # b0: every chunk through the ring
     spans = r.timeline.spans
     p = r.params
     stores = sorted((s for s in spans if s.kind == "store"), key=lambda s: s.start)
@@ -130,6 +130,24 @@ def test_chunked_epilogue_ring():
         assert a.stage == b.stage
         later = [s for s in spans if s.kind == "epilogue" and (s.tile, s.k) == (b.tile, b.k)]
         assert min(s.start for s in later) >= a.end
+
+
+def test_borrowed_stage_goes_back_only_after_its_stores():
+    r = simulate_step("9:c1", k_tiles=8, tiles_per_cta=3)
+    spans, p = r.timeline.spans, r.params
+    assert r.ok and p.lent_chunks == 3
+    for tile in range(p.tiles_per_cta):
+        stage = (tile * p.k_tiles + p.k_tiles - 1) % p.depth
+        lent = [s for s in spans if s.kind == "store" and s.tile == tile and s.k < p.lent_chunks]
+        assert len(lent) == p.lent_chunks and all(s.stage == stage for s in lent)
+        for st in lent:  # stored once both consumers have staged their rows there
+            epis = [s for s in spans if s.kind == "epilogue" and (s.tile, s.k) == (st.tile, st.k)]
+            assert {s.lane for s in epis} == {"cta0/consumer0", "cta0/consumer1"}
+            assert max(s.end for s in epis) <= st.start
+        # the next load into that stage is issued after the borrowed chunks were stored
+        refills = [s for s in spans if s.kind == "load" and s.stage == stage and s.start > min(x.start for x in lent)]
+        if tile < p.tiles_per_cta - 1:
+            assert refills and min(s.start for s in refills) >= max(s.end for s in lent)
 
 
 # ---------------------------------------------------------------------------

@@ -174,3 +174,28 @@ def test_wgmma_groups_in_flight_token():
         steps.get_step("7:l2")  # step 7 runs a 2-deep ring
     with pytest.raises(ValueError, match="no l"):
         steps.get_step("6:l2")  # lockstep: no consumer warpgroup
+
+
+def test_borrowed_stage_switch():
+    """`b<0|1>`: step 9's epilogue borrows the drained operand stage (perf-notes item 62); on by
+    default, a switch rather than a count, named variants take it too, and what cannot
+    combine with it says how to leave it out."""
+    st = steps.get_step("9")
+    assert st.borrow_stage and st.kernel_defines()["GL_EPI_BORROW"] == 1
+    assert st.borrowed_chunks == 3  # the stage's A part holds one 128 x 64 chunk, its B part two
+    assert steps.get_step("9:n192").borrowed_chunks == 2 and steps.get_step("9:n176").borrowed_chunks == 2
+    off = steps.get_step("9:b0")
+    assert not off.borrow_stage and off.borrowed_chunks == 0 and off.kernel_defines()["GL_EPI_BORROW"] == 0
+    n232 = steps.get_step("9:n232b0")
+    assert n232.bn == 232 and not n232.borrow_stage and n232.key == "9:n232b0"
+    assert "GL_EPI_BORROW" not in steps.get_step("8").kernel_defines()
+    assert not steps.get_step("9:sk").borrow_stage  # stream-K pieces use the drained ring themselves
+    # the lent-chunk barriers are counted in the shared memory the kernel asks for
+    assert st.barriers == steps.get_step("9:b0").barriers + 2 and st.smem_problem() == ""
+    with pytest.raises(ValueError, match="0 or 1"):
+        steps.get_step("9:b2")
+    with pytest.raises(ValueError, match="no b variant"):
+        steps.get_step("8:b1")
+    with pytest.raises(ValueError, match="add b0"):
+        steps.get_step("9:l2")
+    assert steps.get_step("9:l2b0").mma_lag == 2

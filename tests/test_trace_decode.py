@@ -48,13 +48,15 @@ def records_from(tl, step, ns_per_clock: float) -> list[dict]:
             ev.append((s.end, EV["EV_MMA_DONE"], 0, st, ph, k, tile))
         elif s.kind == "issue" and s.barrier in BAR_ID:
             ev.append((s.start, EV["EV_ARRIVE"], BAR_ID[s.barrier], st, ph, k, tile))
-        elif s.kind == "epilogue":
-            ev += [(s.start, EV["EV_EPI_BEGIN"], 0, st, 0, k, tile), (s.end, EV["EV_EPI_END"], 0, st, 0, k, tile)]
+        elif s.kind == "epilogue":  # the borrowed stage's chunks name their barrier (lent_full), as the kernel's do
+            b = BAR_ID.get(s.barrier, 0)
+            ev += [(s.start, EV["EV_EPI_BEGIN"], b, st, 0, k, tile), (s.end, EV["EV_EPI_END"], b, st, 0, k, tile)]
         elif s.kind == "store":
-            ev += [(s.start, EV["EV_STORE_ISSUE"], 0, st, 0, k, tile), (s.end, EV["EV_STORE_DONE"], 0, st, 0, k, tile)]
+            b = BAR_ID.get(s.barrier, 0)
+            ev += [(s.start, EV["EV_STORE_ISSUE"], b, st, 0, k, tile), (s.end, EV["EV_STORE_DONE"], b, st, 0, k, tile)]
     out = []
     for lane, ev in per_lane.items():
-        ev.sort(key=lambda e: (e[0], e[1]))
+        ev.sort(key=lambda e: e[0])  # stable: events at one instant stay in the order the role made them
         role = lane_role(lane)
         out.append({"block": lane_cta(lane), "slot": SLOT[role], "smid": 0, "ns_per_clock": ns_per_clock,
                     "role": "consumer" if role.startswith("consumer") else role,

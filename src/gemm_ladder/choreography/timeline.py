@@ -285,7 +285,8 @@ def stage_intervals(tl: Timeline) -> list[dict]:
     * ``"staging"`` - the accumulator staging buffer (mma2ld / ld2mma).  Key
       ``(cta, tile, k, stage)`` of ``epilogue``/``store`` spans (k = chunk).
       *Full* from the end of the ``epilogue`` span to the end of the ``store``
-      span (the TMA store has read the buffer).
+      span (the TMA store has read the buffer). Chunks staged in the borrowed operand
+      stage (barrier ``lent_full``, step 9) are not staging slots and are left out.
 
     An occupant with no reader (no mma / no store) stays full to the CTA's end.
     Returns dicts ``{ring, cta, stage, state, t0, t1, tile, k}`` sorted by t0.
@@ -301,6 +302,8 @@ def stage_intervals(tl: Timeline) -> list[dict]:
         if s.kind in ("load", "mma"):
             ring = "smem"
         elif s.kind in ("epilogue", "store"):
+            if s.barrier == "lent_full":  # chunks in the borrowed operand stage, not a staging slot
+                continue
             ring = "staging"
         else:
             continue

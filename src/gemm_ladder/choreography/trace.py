@@ -84,7 +84,7 @@ def _decode_block(block: int, recs: list[dict], step, t_zero: int, rank) -> dict
         spans = out["spans"]
         open_wait = None
         mma_open: dict[int, float] = {}
-        epi_open = store_open = None
+        epi_open, store_open = None, {}
         offset = r["t0"] - t_zero  # exact integer arithmetic on the big timer values
         for (t, kind, bar, stage, phase, k, tile) in r["events"]:
             t += offset
@@ -118,16 +118,21 @@ def _decode_block(block: int, recs: list[dict], step, t_zero: int, rank) -> dict
             elif name == "EV_EPI_BEGIN":
                 epi_open = (t, stage, k)
             elif name == "EV_EPI_END" and epi_open is not None:
+                lent = bname == "lent_full"  # a chunk staged in the borrowed operand stage (step 9)
+                where = "the borrowed stage" if lent else f"SMEM staging[{epi_open[1]}]"
                 spans.append(Span(lane, "epilogue", epi_open[0], t, stage=epi_open[1], k=epi_open[2], tile=tile,
-                                  cta=block, label=f"acc -> SMEM staging[{epi_open[1]}] (chunk {epi_open[2]})"))
+                                  cta=block, barrier="lent_full" if lent else None,
+                                  label=f"acc -> {where} (chunk {epi_open[2]})"))
                 epi_open = None
             elif name == "EV_STORE_ISSUE":
-                store_open = (t, stage, k)
-            elif name == "EV_STORE_DONE" and store_open is not None:
-                spans.append(Span(lane, "store", store_open[0], t, stage=store_open[1], k=store_open[2],
-                                  tile=tile, cta=block,
-                                  label=f"TMA store from staging[{store_open[1]}] (chunk {store_open[2]})"))
-                store_open = None
+                store_open[k] = (t, stage)  # by chunk: a borrowed stage's chunks are read back together
+            elif name == "EV_STORE_DONE" and k in store_open:
+                t0, s0 = store_open.pop(k)
+                lent = bname == "lent_full"
+                spans.append(Span(lane, "store", t0, t, stage=s0, k=k, tile=tile, cta=block,
+                                  barrier="lent_full" if lent else None,
+                                  label=f"TMA store from {'the borrowed stage' if lent else f'staging[{s0}]'} "
+                                        f"(chunk {k})"))
             elif name == "EV_ARRIVE":
                 out["arrivals"][(bname, stage)].append((t, lane))
                 spans.append(Span(lane, "issue", t, t, stage=stage, phase=phase, barrier=bname, k=k, tile=tile,

@@ -17,5 +17,5 @@ enum GlBarrier : unsigned {
   BAR_LD2MMA = 5,   // epilogue ring: staging buffer free, MMA may stage the next tile
   BAR_TURN = 6,     // ping-pong: the other consumer has issued its mainloop, this one may start
   BAR_FIXUP = 7,    // stream-K fixup: a later CTA's fp32 piece of this tile is in its slot (a global flag)
-  BAR_LENT = 8,     // borrowed stage: a chunk staged in the drained operand stage, writeback may store
+  BAR_LENT_FULL = 8,  // borrowed stage: a chunk staged in the drained operand stage, writeback may store
 };

@@ -205,11 +205,11 @@ GL_DEVICE void stage_and_commit(const Ring<D>& epi, const PipelineState<D>& st, 
 template <class Stage>
 GL_DEVICE void stage_and_signal(u64* staged, Tracer& tr, u32 named_barrier, bool leader, u32 slot, u32 k, int tile,
                                 Stage stage) {
-  tr.event(EV_EPI_BEGIN, BAR_LENT, slot, 0, k, tile);
+  tr.event(EV_EPI_BEGIN, BAR_LENT_FULL, slot, 0, k, tile);
   stage();
   fence_proxy_async_smem();
   named_barrier_sync(named_barrier, 128);
-  tr.event(EV_EPI_END, BAR_LENT, slot, 0, k, tile);
+  tr.event(EV_EPI_END, BAR_LENT_FULL, slot, 0, k, tile);
   if (leader) mbar_arrive(staged);
 }
 
@@ -218,12 +218,12 @@ GL_DEVICE void stage_and_signal(u64* staged, Tracer& tr, u32 named_barrier, bool
 template <int ROWS, int COLS>
 GL_DEVICE void store_signalled(u64* staged, Tracer& tr, u32 slot, u32 phase, const CUtensorMap* map,
                                const u16* staging, int x, int y, u32 k, int tile) {
-  tr.event(EV_WAIT_BEGIN, BAR_LENT, slot, phase, k, tile);
-  mbar_wait(staged, phase, tr.role, BAR_LENT, slot);
-  tr.event(EV_WAIT_END, BAR_LENT, slot, phase, k, tile);
+  tr.event(EV_WAIT_BEGIN, BAR_LENT_FULL, slot, phase, k, tile);
+  mbar_wait(staged, phase, tr.role, BAR_LENT_FULL, slot);
+  tr.event(EV_WAIT_END, BAR_LENT_FULL, slot, phase, k, tile);
   tma_store_tile<ROWS, COLS>(map, staging, x, y);
   tma_store_commit();
-  tr.event(EV_STORE_ISSUE, BAR_LENT, slot, phase, k, tile);
+  tr.event(EV_STORE_ISSUE, BAR_LENT_FULL, slot, phase, k, tile);
 }
 
 // Writeback: wait until the consumers have staged a ROWS x COLS box, store it at (x, y)

@@ -188,6 +188,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
               store_signalled<BM, EPI_N>(&s.lent_full[c], tr, c, phase, c_map(c), lent_slot(s, op_st.stage, c),
                                          t.n0 + c * EPI_N, t.m0, c, t.id);
             tma_store_wait_read<0>();
+            for (int c = 0; c < lent; ++c) tr.event(EV_STORE_DONE, BAR_LENT_FULL, c, phase, c, t.id);
             const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
             ops.release_for(op_st, CONSUMER_WARPS * CONSUMERS, k1 - 1);
             ++tiles_done;

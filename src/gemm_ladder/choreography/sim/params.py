@@ -74,6 +74,7 @@ class SimParams:
     cluster: int = 1           # CTAs per cluster (B multicast across them)
     epi_n: int | None = None   # epilogue chunk width (columns); None = whole tile
     staging_stages: int = 1    # C staging slots of the CTA (the mma2ld/ld2mma ring)
+    borrowed_chunks: int = 0   # chunks staged in the stage the tile's last k-tile drained (Step.borrow_stage)
     warps_per_consumer: int = 4  # arrivals per consumer release (one per warp leader)
     mma_ns: float = 280.0      # per 128x128x64 k-tile, scaled by the consumer tile volume
     consumer_gap_ns: float = 411.0  # a consumer's shortest wgmma issue-to-issue time
@@ -138,6 +139,12 @@ class SimParams:
         return max(1, math.ceil(self.tile_n / self.epi_n))
 
     @property
+    def lent_chunks(self) -> int:
+        """Chunks of each tile staged in the borrowed operand stage: the kernel borrows it only
+        when K has at least `depth` k-tiles."""
+        return min(self.borrowed_chunks, self.chunks) if self.k_tiles >= self.depth and not self.pingpong else 0
+
+    @property
     def shared_staging(self) -> bool:
         """The consumers stage their rows of each chunk into the same slot (mma2ld counts them)."""
         return self.num_consumers > 1 and not self.pingpong
@@ -184,6 +191,7 @@ def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None
         depth=st.depth, tile_m=st.bm if st.pingpong else st.bm // st.consumers, tile_n=st.bn,
         tile_k=st.bk, num_consumers=st.consumers, pingpong=st.pingpong, cluster=st.cluster_m,
         epi_n=EPI_CHUNK_COLS if st.epi_stages else None, staging_stages=st.epilogue_slots,
+        borrowed_chunks=st.borrowed_chunks,
         k_tiles=64, tiles_per_cta=2 if st.persistent else 1)
     if size is not None:
         M, N, K = size

@@ -133,11 +133,13 @@ def producer(e: Engine, cta: int) -> Iterator:
 
 
 def _mainloop(e: Engine, cta: int, ci: int, tile: int, st: PipelineState,
-              turn_to: int | None = None) -> Iterator:
+              turn_to: int | None = None, keep_last: bool = False) -> Iterator:
     """One tile's k-tiles, as the kernels' consumer loop: wait for the stage, issue its wgmma
     group (``mma_issue_ns``), wgmma.wait_group(1) for the previous group and release its
     stage (``mma_wait_ns`` after that group is done), loop back (the rest of
-    ``consumer_gap_ns``): one consumer issues at most one k-tile per gap."""
+    ``consumer_gap_ns``): one consumer issues at most one k-tile per gap. keep_last: the
+    last stage is done with but not handed back (the epilogue borrows it; the writeback
+    arrives for this consumer once the chunks staged there are stored)."""
     p = e.p
     lane = e.lane(cta, f"consumer{ci}")
     loop = max(0.0, p.consumer_gap_ns - p.mma_issue_ns - p.mma_wait_ns)
@@ -179,7 +181,10 @@ def _mainloop(e: Engine, cta: int, ci: int, tile: int, st: PipelineState,
         e.arrive(e.bar(cta, "turn", turn_to), lane, n=p.warps_per_consumer)
     if prev is not None:
         yield ("until", prev[0])                         # wgmma.wait_group(0)
-        release(prev[1])
+        if keep_last:
+            e.release(cta, prev[1], lane, [], 0)         # done reading; no arrival (yet)
+        else:
+            release(prev[1])
 
 
 def consumer(e: Engine, cta: int, ci: int) -> Iterator:
@@ -206,11 +211,23 @@ def consumer(e: Engine, cta: int, ci: int) -> Iterator:
         if p.pingpong:
             yield ("wait", e.bar(cta, "turn", ci), turn.phase, f"wait turn[{ci}] parity {turn.phase}")
             turn.advance()
-        yield from _mainloop(e, cta, ci, tile, st, (ci + 1) % n if p.pingpong else None)
+        lent = p.lent_chunks
+        yield from _mainloop(e, cta, ci, tile, st, (ci + 1) % n if p.pingpong else None, keep_last=lent > 0)
         if p.pingpong:
             for _ in range((n - 1) * p.k_tiles):
                 st.advance()
+        borrowed = (st.stage - 1) % p.depth
         for ch in range(p.chunks):
+            if ch < lent:  # borrowed stage: no slot to wait for
+                if ch == 1:  # its B part: every consumer's wgmma on it done (the consumers' named barrier)
+                    yield ("until", e.tc_free.get(cta, e.now))
+                t0 = e.now
+                yield ("sleep", p.epilogue_chunk_time)
+                e.spans.append(Span(lane, "epilogue", t0, e.now, stage=borrowed, tile=tile, k=ch, cta=cta,
+                                    barrier="lent_full",
+                                    label=f"epilogue tile {tile} chunk {ch}: registers -> borrowed stage {borrowed}"))
+                e.arrive(e.bar(cta, "lent_full", ch), lane)
+                continue
             a = ci if p.pingpong else acc.stage
             yield ("wait", e.bar(cta, "ld2mma", a), acc.phase, f"wait ld2mma[{a}] parity {acc.phase}")
             t0 = e.now
@@ -233,9 +250,28 @@ def writeback(e: Engine, cta: int) -> Iterator:
         states = [PipelineState(1, 0, 0) for _ in range(p.num_consumers)]
     else:
         states = [PipelineState(p.staging_stages, 0, 0)]
+    lent = p.lent_chunks
     for tile in range(p.tiles_per_cta):
         st = states[tile % len(states)]
-        for ch in range(p.chunks):
+        if lent:  # borrowed stage: store its chunks, then hand the stage back for the consumers
+            last = tile * p.k_tiles + p.k_tiles - 1
+            stage, parity = last % p.depth, tile & 1
+            for ch in range(lent):
+                yield ("wait", e.bar(cta, "lent_full", ch), parity, f"wait lent_full[{ch}] parity {parity}")
+                yield ("sleep", p.issue_ns)
+                t0 = e.now
+                yield ("sleep", _store_time(p, p.store_chunk_bytes))
+                e.spans.append(Span(lane, "store", t0, e.now, stage=stage, tile=tile, k=ch, cta=cta,
+                                    barrier="lent_full",
+                                    label=f"TMA store tile {tile} chunk {ch} from borrowed stage {stage}"))
+            peers = [cta] if e.what_if == "local-empty" else list(range(p.cluster))
+            n = p.warps_per_consumer * p.consumers_per_stage
+            e.spans.append(Span(lane, "issue", e.now, e.now, stage=stage, barrier="mma2tma", tile=tile, cta=cta,
+                                label=f"arrive mma2tma[{stage}] x{n} for the consumers" +
+                                      (" (both CTAs)" if len(peers) > 1 else "")))
+            for c in peers:
+                e.arrive(e.bar(c, "mma2tma", stage), lane, n=n)
+        for ch in range(lent, p.chunks):
             a = (tile % p.num_consumers) if p.pingpong else st.stage
             yield ("wait", e.bar(cta, "mma2ld", a), st.phase, f"wait mma2ld[{a}] parity {st.phase}")
             yield ("sleep", p.issue_ns)

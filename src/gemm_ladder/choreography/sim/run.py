@@ -88,6 +88,8 @@ def _make_barriers(e: Engine, what_if: str | None) -> None:
             writers = consumers(c) if p.shared_staging else [e.lane(c, f"consumer{a % p.num_consumers}")]
             e.make_bar(c, "mma2ld", a, len(writers) if p.shared_staging else 1, writers)
             e.make_bar(c, "ld2mma", a, 1, [e.lane(c, "writeback")])
+        for j in range(p.lent_chunks):  # borrowed stage: chunk j staged there (one arrival per consumer)
+            e.make_bar(c, "lent_full", j, p.num_consumers, consumers(c))
         if p.pingpong:
             for w in range(p.num_consumers):
                 other = e.lane(c, f"consumer{(w + p.num_consumers - 1) % p.num_consumers}")
