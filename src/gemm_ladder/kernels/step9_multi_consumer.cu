@@ -73,9 +73,13 @@ constexpr int BN_SMEM = (BN + MN_BLOCK - 1) / MN_BLOCK * MN_BLOCK;  // B rows a 
 constexpr u32 STAGE_BYTES = (BM + (B_MN ? BN_SMEM : BN)) * BK * 2;  // what lands per stage (whole N-major blocks)
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
-// The traced build's writeback holds its recorder besides the borrowed stage's ring state:
-// 48 registers there (48 x 128 + 232 x 256 = 64K exactly).
-constexpr u32 PRODUCER_REGS = GL_TRACE && GL_EPI_BORROW ? 48 : 40, CONSUMER_REGS = 232;
+// setmaxnreg moves registers inside the CTA's launch allocation (168 per thread at 384 threads):
+// what the producer warpgroup gives up is all the consumers can take, or their inc never
+// returns. The traced build's writeback holds its recorder besides the borrowed stage's state,
+// so it keeps 56 and the consumers take 224 (ptxas' report: their code fits either way).
+constexpr u32 PRODUCER_REGS = GL_TRACE && GL_EPI_BORROW ? 56 : 40, CONSUMER_REGS = GL_TRACE && GL_EPI_BORROW ? 224 : 232;
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536 / THREADS / 8 * 8 * THREADS,
+              "setmaxnreg: the consumers would wait for registers the CTA does not have");
 using OperandRing = Ring<DEPTH, CLUSTER_M>;
 using EpilogueRing = Ring<EPI_STAGES>;
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
