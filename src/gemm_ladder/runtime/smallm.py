@@ -268,16 +268,17 @@ class SmallM:
     def k_tiles(self, K: int) -> int:
         return _cdiv(K, self.bk)
 
-    def make_deal(self, M: int, N: int, K: int, units: int) -> "Deal":
-        """The deal of runs of `units` k-tiles (clipped to 1 .. all the work)."""
-        if self.multicast > 1:  # (plan deals the pairs on the device's SMs; here the H200's)
+    def make_deal(self, M: int, N: int, K: int, units: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
+        """The deal of runs of `units` k-tiles (clipped to 1 .. all the work); multicast pairs
+        are dealt whole on `num_sms` SMs (plan passes the device's)."""
+        if self.multicast > 1:
             if units != self.k_tiles(K):
                 raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): units must be the k-tiles")
-            return self.deal(M, N, K, LADDER_WAVE_TILES)
+            return self.deal(M, N, K, num_sms)
         m_tiles, n_tiles = self.tiles(M, N)
         return Deal(m_tiles * n_tiles, self.k_tiles(K), units)
 
-    def fixed_deal(self, M: int, N: int, K: int, splits: int) -> "Deal":
+    def fixed_deal(self, M: int, N: int, K: int, splits: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
         """Runs of ceil(k_tiles / splits) k-tiles: K split `splits` ways (fewer if the k-tiles
         run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile)."""
         if splits < 1:
@@ -286,7 +287,7 @@ class SmallM:
         if self.multicast > 1:
             if splits != 1:
                 raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): splits must be 1")
-            return self.deal(M, N, K, LADDER_WAVE_TILES)
+            return self.deal(M, N, K, num_sms)
         units = _cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
         if self.fixup:  # the kernel sums split tiles itself: always a fixup deal, one wave at most
@@ -431,14 +432,12 @@ class SmallM:
                 m_tiles, n_tiles = self.tiles(M, N)
                 d = Deal.hybrid(m_tiles * n_tiles, self.k_tiles(K), wave)
             elif units is not None:  # runs of `units` k-tiles (experiments, tests); fixup: on that many CTAs
-                d = self.make_deal(M, N, K, units)
+                d = self.make_deal(M, N, K, units, launch.num_sms(dev))
                 if self.fixup:
                     d = Deal.hybrid(d.tiles, d.k_tiles, min(d.ctas, MAX_FIXUP_CTAS))
             elif splits is not None:
-                d = self.fixed_deal(M, N, K, splits)
+                d = self.fixed_deal(M, N, K, splits, launch.num_sms(dev))
             else:
-                d = self.deal(M, N, K, launch.num_sms(dev))
-            if d.mc > 1:  # whatever was asked (validated above), the pairs on this device's SMs
                 d = self.deal(M, N, K, launch.num_sms(dev))
             if d.fixup and d.ctas > launch.num_sms(dev):
                 raise ConfigError(f"{self.key}: a fixup deal must fit one wave ({d.ctas} CTAs > "

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A-sharing pairs (pairs along N multicasting half of A each) at M <= 128 against the family's
 # entries and cuBLAS: debug builds checked first, then probe_midm.py. Usage: OUT=dir bash mc_a_probe.sh
+# Runs only on tree 5f22661: the `shares_a` field it asks for was reverted in 215a057 (perf-notes
+# item 52); export that tree first (git archive 5f22661 src benchmarks/results/experiments/midm).
 set -u -o pipefail
 D=benchmarks/results/experiments/midm
 A2="n32a2:bn=32:depth=16:multicast=2:shares_a=1:b_mn_major=0,n64a2:bn=64:depth=12:multicast=2:shares_a=1,n128a2:bn=128:depth=8:multicast=2:shares_a=1"
