@@ -41,10 +41,12 @@
 // epilogue starts (wgmma.wait_group 0), and the producer has already filled the other stages
 // with the next tile's first k-tiles. So the consumers keep it instead of releasing it: its A
 // part and B part take the first LENT chunks (each signalled on lent_full[c]; the B part only
-// once both consumers' MMAs are done with it), the ring the rest; the writeback stores them and, once the copy engine has read them, releases the
-// stage to the producer(s) with the consumers' arrivals. Needs k_tiles >= DEPTH (the next
-// tile's mainloop then cannot end before the stage came back, so lent_full[c] completes one
-// phase per tile); shorter K stages every chunk through the ring.
+// once both consumers' MMAs are done with it), the ring the rest; the writeback stores them
+// and, once the copy engine has read them, releases the stage to the producer(s) with the
+// consumers' arrivals. Needs k_tiles >= DEPTH (the next tile's mainloop then cannot end
+// before the stage came back, so lent_full[c] completes one phase per tile); shorter K stages
+// every chunk through the ring. (docs/perf-notes.md item 62: +0.8 % over the suite's step-9
+// shapes, up to +8 % at short K.)
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
@@ -77,7 +79,8 @@ constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 // what the producer warpgroup gives up is all the consumers can take, or their inc never
 // returns. The traced build's writeback holds its recorder besides the borrowed stage's state,
 // so it keeps 56 and the consumers take 224 (ptxas' report: their code fits either way).
-constexpr u32 PRODUCER_REGS = GL_TRACE && GL_EPI_BORROW ? 56 : 40, CONSUMER_REGS = GL_TRACE && GL_EPI_BORROW ? 224 : 232;
+constexpr bool TRACED_BORROW = GL_TRACE && GL_EPI_BORROW;
+constexpr u32 PRODUCER_REGS = TRACED_BORROW ? 56 : 40, CONSUMER_REGS = TRACED_BORROW ? 224 : 232;
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536 / THREADS / 8 * 8 * THREADS,
               "setmaxnreg: the consumers would wait for registers the CTA does not have");
 using OperandRing = Ring<DEPTH, CLUSTER_M>;
@@ -169,7 +172,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
-      const int lent = BORROW && k_tiles >= DEPTH ? LENT : 0;  // chunks [0, lent) of each tile: the borrowed stage
+      const int lent = BORROW && k_tiles >= DEPTH ? LENT : 0;  // chunks [0, lent): the borrowed stage
       u32 tiles_done = 0;  // borrowed stage: its place in the operand ring follows (whole tiles of k_tiles)
       auto c_map = [&](int c) {
 #if GL_BN % 64
@@ -260,10 +263,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           // its partner's last wgmma still reads).
           if (c == 1 && !GL_ABLATE_BORROW_NO_SYNC) named_barrier_sync(BAR_CONSUMERS, 128 * CONSUMERS);
           stage_and_signal(&s.lent_full[c], tr, 1 + cw, wg_leader, c, c, t.id, [&] {
+            u16* slot = lent_slot(s, (st.stage + DEPTH - 1) % DEPTH, c);
             if constexpr (TAIL > 0) {
-              if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, lent_slot(s, (st.stage + DEPTH - 1) % DEPTH, c), 64 * cw, c);
+              if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, slot, 64 * cw, c);
             }
-            stage_chunk_sw128<BN, BM>(acc, lent_slot(s, (st.stage + DEPTH - 1) % DEPTH, c), 64 * cw, c);
+            stage_chunk_sw128<BN, BM>(acc, slot, 64 * cw, c);
           });
           continue;
         }
