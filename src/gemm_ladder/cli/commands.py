@@ -195,7 +195,8 @@ def cmd_default(args) -> int:
 
 
 _HELP_STEPS = (f"steps: keys {min(STEPS)}..{max(STEPS)}, variants ({', '.join(VARIANTS)}, or N:d<depth>g<group>w<CTAs "
-               "per SM>), ranges such as 1-7, 'all' (comma separated)")
+               "per SM>l<wgmma groups in flight>, b0/b1 for step 9's borrowed stage; named variants take them too, "
+               "e.g. 9:n232b0), ranges such as 1-7, 'all' (comma separated)")
 _HELP_SIZES = "N (square) or MxNxK, comma separated"
 _HELP_DTYPE = "fp16 or bf16"
 

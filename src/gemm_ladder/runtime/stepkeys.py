@@ -97,8 +97,11 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
             flag = [TOKENS[t][1] for t, v in tokens if t in SWITCHES and int(v) > 1]
             if flag:
                 raise UnknownStep(f"step {key}: {', '.join(flag)} is 0 or 1")
-            return variant(st, (st.variant + tail) if named is not None else tail,
-                           **{TOKENS[t][0]: (bool(int(v)) if t in SWITCHES else int(v)) for t, v in tokens})
+            try:  # a combination the Step refuses (e.g. l2 on a 2-deep ring) is a bad key too
+                return variant(st, (st.variant + tail) if named is not None else tail,
+                               **{TOKENS[t][0]: (bool(int(v)) if t in SWITCHES else int(v)) for t, v in tokens})
+            except ValueError as e:
+                raise UnknownStep(str(e)) from None
     raise UnknownStep(f"unknown step: {why}; known steps: {known_keys(bases is not STEPS)}")
 
 
