@@ -261,6 +261,8 @@ EXPECTED = {
                                    "CTA1's multicast half", "before its data has landed"]),
     "no-exit-sync": ("early_exit", ["CTA0 exited", "CTA1's consumer's remote arrive on mma2tma",
                                     "without a cluster barrier before exit"]),
+    "borrow-no-sync": ("early_release", ["consumer 0 staged chunk 1", "B part of borrowed stage",
+                                         "wgmma reading that B tile runs until", "the consumers' meeting"]),
 }
 
 
@@ -503,3 +505,11 @@ def test_the_borrowed_stage_is_modelled_from_the_step():
     assert handed_back and all(lane_role(s.lane) == "writeback" for s in handed_back)
     # no chunk waits for a staging slot: the borrowed stage's chunks never wait on ld2mma
     assert on.kpis["makespan_ns"] <= off.kpis["makespan_ns"]
+
+
+def test_the_borrowed_stage_what_if_needs_a_borrowing_step():
+    with pytest.raises(ValueError, match="borrowed stage"):
+        run_what_if("borrow-no-sync", step="9:b0")
+    with pytest.raises(ValueError, match="borrowed stage"):
+        run_what_if("borrow-no-sync", step=9, k_tiles=2)  # K under the ring depth: every chunk in the ring
+    assert run_what_if("borrow-no-sync", step="9:c1").verdict == "early_release"

@@ -17,7 +17,8 @@ class WhatIf:
     ablation: dict = field(default_factory=dict)  # kernel defines of the GPU run ({}: model only)
     why: str = ""  # what goes wrong in the kernel, and why (one paragraph)
     needs: str = ""  # what the step must have: "pair" (producer + consumer), "shared-empty"
-    #                  (an empty barrier several consumers arrive on), "cluster" (2-CTA cluster)
+    #                  (an empty barrier several consumers arrive on), "cluster" (2-CTA cluster),
+    #                  "borrow" (an epilogue that borrows the drained stage, Step.borrow_stage)
     race: bool = False  # on the GPU the outcome depends on timing: a run may finish correct
 
     def applies_to(self, step) -> str:
@@ -26,6 +27,8 @@ class WhatIf:
             return f"{self.name} breaks a rule of the 2-CTA cluster; step {step.key} has no cluster"
         if self.needs in ("pair", "shared-empty") and step.style != "warp-specialized":
             return f"{self.name} needs a producer and a consumer; step {step.key} is {step.style}"
+        if self.needs == "borrow" and not getattr(step, "borrow_stage", False):
+            return f"{self.name} breaks a rule of step 9's borrowed stage; step {step.key} does not borrow"
         return ""
 
 
@@ -88,6 +91,13 @@ WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
            "a CUDA error when the hardware catches it, silent success when the timing is lucky (the GPU run "
            "slows the rank-1 consumer by 4 us per k-tile, so rank 0 finishes first).",
            needs="cluster", race=True),
+    # Step 9's borrowed stage (docs/perf-notes.md item 62). Model only: on the GPU the same
+    # mistake (GL_ABLATE_BORROW_NO_SYNC) gave a wrong result in 1 of 30 runs at 6144^3, too rare
+    # for a what-if that must end in an error within seconds.
+    WhatIf("borrow-no-sync",
+           "step 9's borrowed stage: a consumer stages its chunks into the stage's B part without "
+           "waiting for the other consumer, whose last wgmma may still read that B tile",
+           "9", needs="borrow"),
 )}
 
 

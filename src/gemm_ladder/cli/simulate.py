@@ -220,7 +220,11 @@ def _simulate_all(overrides: dict, step: int | str | None, tick: Callable[[str],
         for name in WHAT_IFS:
             tick(f"simulating the what-if {name}")
             wo = {k: v for k, v in overrides.items() if not (name == "depth-1" and k == "depth")}
-            r = run_what_if(name, **wo)
+            try:
+                r = run_what_if(name, **wo)
+            except ValueError as exc:  # the overrides leave its step without what it breaks (e.g. K too short)
+                lines.append(f"  {name}: not run with these parameters - {exc}")
+                continue
             results.append(r)
             lines.append(f"  {name} (step {_step_cell(_row(r))}): {r.verdict} - {r.explanation}")
     return results, lines, pair

@@ -220,7 +220,15 @@ def consumer(e: Engine, cta: int, ci: int) -> Iterator:
         for ch in range(p.chunks):
             if ch < lent:  # borrowed stage: no slot to wait for
                 if ch == 1:  # its B part: every consumer's wgmma on it done (the consumers' named barrier)
-                    yield ("until", e.tc_free.get(cta, e.now))
+                    if e.what_if != "borrow-no-sync":
+                        yield ("until", e.tc_free.get(cta, e.now))
+                    busy = e.tc_free.get(cta, 0.0)
+                    if busy > e.now:  # (the epilogue: the CTA's last wgmmas are this tile's last k-tile's)
+                        e.hazard(f"early release: {e.role(lane)} staged chunk 1 of tile {tile} into the B part "
+                                 f"of borrowed stage {borrowed}{e.cta_txt(cta)} at t={e.now:.0f} ns while a "
+                                 f"wgmma reading that B tile runs until t={busy:.0f} ns - without the consumers' "
+                                 f"meeting before the B part is reused, the one that finished first overwrites "
+                                 f"operands its partner is still multiplying")
                 t0 = e.now
                 yield ("sleep", p.epilogue_chunk_time)
                 e.spans.append(Span(lane, "epilogue", t0, e.now, stage=borrowed, tile=tile, k=ch, cta=cta,

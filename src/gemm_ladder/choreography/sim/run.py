@@ -63,6 +63,9 @@ def _check_what_if(p: SimParams, what_if: str | None) -> None:
     if w.needs == "cluster" and p.cluster < 2:
         clusters = ", ".join(st.key for st in simulated_steps() if st.cluster_m > 1)
         raise ValueError(f"{what_if} needs a 2-CTA cluster: use step {clusters}")
+    if w.needs == "borrow" and (p.lent_chunks < 2 or p.num_consumers < 2):
+        raise ValueError(f"{what_if} needs two consumers staging into a borrowed stage's B part (step 9, "
+                         f"K of at least {p.depth} k-tiles)")
 
 
 def _make_barriers(e: Engine, what_if: str | None) -> None:
