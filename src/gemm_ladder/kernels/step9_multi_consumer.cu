@@ -99,6 +99,9 @@ static_assert(!BORROW || (!STREAM_K && MMA_LAG == 1), "the borrowed stage: whole
 // Chunks the borrowed stage holds: one in its A part (BM x BK = BM x EPI_N), the rest in its B part.
 constexpr int LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
 constexpr int LENT = !BORROW ? 0 : CHUNKS < LENT_ROOM ? CHUNKS : LENT_ROOM;
+// The chunks of each tile staged in the borrowed stage: LENT, or none when K has fewer than
+// DEPTH k-tiles (the header comment says why). Consumers and writeback both ask here.
+GL_DEVICE int lent_chunks(int k_tiles) { return k_tiles >= DEPTH ? LENT : 0; }
 // Stream-K: the chunks [c0, c1) that piece j of a split tile's p writes (p <= CHUNKS).
 GL_DEVICE void slice_of(int j, int p, int& c0, int& c1) {
   c0 = j * CHUNKS / p;
@@ -172,7 +175,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
       tma_prefetch_descriptor(&tmap_c);
       auto chunk_st = PipelineState<EPI_STAGES>::consumer();
-      const int lent = BORROW && k_tiles >= DEPTH ? LENT : 0;  // chunks [0, lent): the borrowed stage
+      const int lent = lent_chunks(k_tiles);  // chunks [0, lent): the borrowed stage
       u32 tiles_done = 0;  // borrowed stage: its place in the operand ring follows (whole tiles of k_tiles)
       auto c_map = [&](int c) {
 #if GL_BN % 64
@@ -234,7 +237,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           wgmma_m64k16<BN, A_MN, B_MN>(acc, da, db, 1);
         }
       });
-      const bool lend = LENT > 0 && k_tiles >= DEPTH;  // borrowed stage: keep the last k-tile's stage
+      const bool lend = lent_chunks(k_tiles) > 0;  // borrowed stage: keep the last k-tile's stage
       mma_drain<MMA_LAG>(ops, last, count, t.id, warp_leader && !lend);
       int c0 = 0, c1 = CHUNKS;  // the chunks this CTA writes: all, or its slice of a split tile
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
