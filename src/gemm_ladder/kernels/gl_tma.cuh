@@ -47,6 +47,18 @@ template <int N> GL_DEVICE void tma_store_wait_all() {
 // kernel reads them back). Waiting for them too measured the same (docs/perf-notes.md, item 34).
 GL_DEVICE void tma_store_wait_exit() { tma_store_wait_read<0>(); }
 
+// Bring a tensor map's descriptor into the TMA unit's cache before its first copy needs it.
 GL_DEVICE void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"((u64)map) : "memory");
+}
+
+// Every map of the kernel, fetched at entry by a thread that is idle while thread 0 initialises
+// the barriers: the fetches overlap the set-up (barrier init, the cluster barrier, setmaxnreg)
+// instead of standing in front of the first load. -DGL_ABLATE_NO_PREFETCH=1 leaves them out
+// (each map is then fetched by its first copy), to measure what they are worth.
+#ifndef GL_ABLATE_NO_PREFETCH
+#define GL_ABLATE_NO_PREFETCH 0
+#endif
+template <typename... Maps> GL_DEVICE void tma_prefetch_descriptors(const Maps*... maps) {
+  if constexpr (!GL_ABLATE_NO_PREFETCH) (tma_prefetch_descriptor(maps), ...);
 }

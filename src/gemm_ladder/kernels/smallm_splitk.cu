@@ -273,6 +273,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const u32 pieces = MC > 1 ? 1 : cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
+  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1,                                 // the producer's arrive.expect_tx
                       s.mma2tma, CONSUMER_WARPS * CONSUMERS * MC);  // one arrive per consumer warp (of both CTAs)
@@ -289,8 +290,6 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      tma_prefetch_descriptor(&tmap_a);
-      tma_prefetch_descriptor(&tmap_b);
       auto st = PipelineState<DEPTH>::producer();
       const u32 rank = MC > 1 ? cluster_ctarank() : 0;
       for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments

@@ -50,6 +50,7 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
 
+  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1, s.mma2tma, CONSUMER_WARPS * CLUSTER_M);  // one consumer per stage
     for (int w = 0; w < CONSUMERS; ++w) {
@@ -65,15 +66,12 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER (as step 8) ────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      tma_prefetch_descriptor(&tmap_a);
-      tma_prefetch_descriptor(&tmap_b);
       producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, tiles.rank);
       });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK: tiles in order, alternating ──
       Tracer tr(ROLE_WRITEBACK, 3, true);
-      tma_prefetch_descriptor(&tmap_c);
       // Tile i belongs to consumer i % 2; its ring's phase flips every other tile. (Phase bits
       // in one register: an array of states indexed by w would live in local memory.)
       u32 phases = 0;

@@ -72,9 +72,7 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
   const int total = my_tiles * k_tiles;  // length of this CTA's k-tile stream
 
   if (leader) {
-    tma_prefetch_descriptor(&tmap_a);
-    tma_prefetch_descriptor(&tmap_b);
-    tma_prefetch_descriptor(&tmap_c);
+    tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);
     OperandRing::init(s.full, 1);
     fence_barrier_init();
   }

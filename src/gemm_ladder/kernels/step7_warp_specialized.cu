@@ -51,6 +51,7 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
 
+  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1,                // the producer's arrive.expect_tx
                       s.mma2tma, CONSUMER_WARPS);  // one arrive per consumer warp
@@ -65,8 +66,6 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      tma_prefetch_descriptor(&tmap_a);
-      tma_prefetch_descriptor(&tmap_b);
       producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, 1>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, 0);
       });
@@ -74,7 +73,6 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
-      tma_prefetch_descriptor(&tmap_c);
       auto acc = PipelineState<1>::consumer();  // drains the epilogue ring
       for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
         const auto t = tiles.at(ct, BM, BN);

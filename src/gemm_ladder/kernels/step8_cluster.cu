@@ -79,6 +79,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
 
+  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1,                // this CTA's producer's arrive.expect_tx
                       s.mma2tma, EMPTY_ARRIVALS);  // cluster: consumer warps of both CTAs
@@ -92,8 +93,6 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      tma_prefetch_descriptor(&tmap_a);
-      tma_prefetch_descriptor(&tmap_b);
       // cluster: each stage is free only once both CTAs' consumers released it; its A, and
       // B_SLICE rows of B multicast to the same offset (and barrier offset) in both CTAs
       producer_loop(ops, tiles, BM, BN, k_tiles, EXPECTED_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
@@ -103,7 +102,6 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
-      tma_prefetch_descriptor(&tmap_c);
       auto acc = PipelineState<1>::consumer();
       for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
         const auto t = tiles.at(ct, BM, BN);

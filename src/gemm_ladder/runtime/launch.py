@@ -162,9 +162,10 @@ def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_d
     each) instead of the step's rule (tests, experiments)."""
     step = as_step(step)
     if not isinstance(step, Step):  # a kernel family beside the ladder (runtime/smallm.py) plans itself
-        if extra_defines or sk_tiles or sk_ctas:
-            raise ConfigError(f"{step.key}: no ablation defines or stream-K deal for this family")
-        return step.plan(a, b, out, debug=debug, trace_buffer=trace_buffer, trace_events=trace_events)
+        if sk_tiles or sk_ctas:
+            raise ConfigError(f"{step.key}: no stream-K deal for this family")
+        return step.plan(a, b, out, debug=debug, trace_buffer=trace_buffer, trace_events=trace_events,
+                         extra_defines=extra_defines)
     torch = _torch()
     if problem := step.smem_problem():
         raise ConfigError(f"step {step.key} cannot run: {problem}")

@@ -102,7 +102,7 @@ class SmallM:
     max_m: int = 128  # decode-like shapes; above, only problems under one ladder wave (large_m_problems)
     min_m: int = 1  # two consumers: M > 64 (below, one consumer's 64 rows hold all of M)
     # ... and programmatic launch: PREEXIT (griddepcontrol.launch_dependents), ACQBULK (.wait)
-    sass_claims: tuple[str, ...] = ("HGMMA", "UTMALDG", "SYNCS", "USETMAXREG", "PREEXIT", "ACQBULK")
+    sass_claims: tuple[str, ...] = ("HGMMA", "UTMALDG", "UTMACCTL.PF", "SYNCS", "USETMAXREG", "PREEXIT", "ACQBULK")
     sass_absent: tuple[str, ...] = ("FFMA",)
     uses_tma: bool = True
     persistent: bool = False  # one tile and one K range per CTA; the split sizes the grid
@@ -407,13 +407,14 @@ class SmallM:
     # -- the launch -------------------------------------------------------------------------
     def plan(self, a, b, out=None, *, splits: int | None = None, units: int | None = None,
              wave: int | None = None, debug: bool = False, pdl: bool | None = None,
-             trace_buffer=None, trace_events: int = 0) -> "SmallMPlan":
+             trace_buffer=None, trace_events: int = 0, extra_defines: dict | None = None) -> "SmallMPlan":
         """Validate, compile, load, allocate the workspace and build both launches of
         C = A @ B^T once; calling the plan launches them on the stream current now.
         splits: K split that many ways (fixed_deal) instead of the rule's deal; units: runs
         of that many k-tiles (make_deal); wave: a fixup entry's deal on that many CTAs.
         pdl: launch the reduction programmatically (default: the entry's `pdl`). trace_buffer:
-        an int64 CUDA tensor for a GL_TRACE build (as launch.plan's)."""
+        an int64 CUDA tensor for a GL_TRACE build (as launch.plan's); extra_defines: ablation
+        switches of this build (as launch.plan's)."""
         import torch
         if problem := self.smem_problem():
             raise ConfigError(f"{self.key} cannot run: {problem}")
@@ -424,8 +425,10 @@ class SmallM:
         dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
         bf16 = a.dtype == torch.bfloat16
         with torch.cuda.device(dev):
-            prep = launch.prepare(self, dev, bf16=bf16, debug=debug,
-                                  extra_defines={"GL_TRACE": 1} if trace_buffer is not None else None)
+            defines = dict(extra_defines or {})
+            if trace_buffer is not None:
+                defines["GL_TRACE"] = 1
+            prep = launch.prepare(self, dev, bf16=bf16, debug=debug, extra_defines=defines or None)
             if trace_buffer is not None:
                 launch.attach_trace(prep, dev, trace_buffer, trace_events)
             if wave is not None and self.fixup:  # a fixup deal on `wave` CTAs (experiments, tests)

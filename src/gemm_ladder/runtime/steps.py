@@ -99,6 +99,9 @@ class Step:
     # the epilogue borrows the operand stage its tile's last k-tile drained, as staging for its
     # first chunks (GL_EPI_BORROW; None for kernels without the switch, step 9 has it)
     borrow_stage: bool | None = None
+    # the next tile's first k-tile is issued before the finished tile is staged, which leaves
+    # from packed 16-bit registers while those MMAs run (GL_EPI_OVERLAP; None: no switch)
+    epi_overlap: bool | None = None
 
     def __post_init__(self) -> None:
         if self.style not in BARRIERS_PER_STAGE:
@@ -115,6 +118,9 @@ class Step:
         if self.borrow_stage and (self.stream_k or self.mma_lag != 1):
             raise ValueError(f"step {self.key}: the borrowed stage (b1) needs whole tiles and one wgmma group in "
                              f"flight; add b0 to leave it out")
+        if self.epi_overlap and (self.stream_k or self.mma_lag != 1 or self.bn % EPI_CHUNK_COLS):
+            raise ValueError(f"step {self.key}: the overlapped epilogue (o1) needs whole tiles, one wgmma group in "
+                             f"flight and whole 64-column chunks; add o0 to leave it out")
         if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
@@ -232,6 +238,8 @@ class Step:
             d["GL_STREAM_K"] = int(self.stream_k)
         if self.borrow_stage is not None:
             d["GL_EPI_BORROW"] = int(self.borrow_stage)
+        if self.epi_overlap is not None:
+            d["GL_EPI_OVERLAP"] = int(self.epi_overlap)
         return d
 
     @property
@@ -377,6 +385,7 @@ class Step:
 
 
 _TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")
+_PREFETCH = ("UTMACCTL.PF",)  # the tensor maps fetched at entry (steps 6 and up: gl_tma.cuh)
 
 STEPS: dict[int, Step] = {
     1: Step(1, "naive", source="step1_naive.cu", entry="gemm_step1_naive",
@@ -403,14 +412,14 @@ STEPS: dict[int, Step] = {
             forced_move="launch + tail waves, L2 misses",
             mechanism="grid = #SMs, grouped tile scheduler (8 tile-rows), one pipeline across tiles",
             threads=128, depth=4, has_ring=True, uses_tma=True, persistent=True, group_m=8,
-            sass_claims=_TMA_CLAIMS, sass_absent=("FFMA",)),
+            sass_claims=_TMA_CLAIMS + _PREFETCH, sass_absent=("FFMA",)),
     7: Step(7, "warp specialization", source="step7_warp_specialized.cu", entry="gemm_step7_warp_specialized",
             forced_move="one team doing load, compute and write in turn",
             mechanism="producer warp (TMA), consumer warpgroup (wgmma), writeback warp (TMA store); "
                       "rings tma2mma/mma2tma + mma2ld/ld2mma; PipelineState phases 1/0; consumer named barrier; "
                       "setmaxnreg 40/232",
             threads=256, style="warp-specialized", depth=2, has_ring=True, uses_tma=True, persistent=True,
-            group_m=8, sass_claims=_TMA_CLAIMS + ("USETMAXREG",), sass_absent=("FFMA",)),
+            group_m=8, sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG",), sass_absent=("FFMA",)),
 }
 
 
@@ -422,7 +431,7 @@ STEPS.update({
                       "(remote arrive via mapa); cluster barrier after init and before exit; depth 5; "
                       "tile order in groups of 16 tile rows",
             threads=256, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
-            group_m=16, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
+            group_m=16, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG",),
             sass_absent=("FFMA",)),
     9: Step(9, "two consumers share B", source="step9_multi_consumer.cu", entry="gemm_step9_multi_consumer",
             forced_move="one consumer can't feed the tensor cores",
@@ -433,7 +442,8 @@ STEPS.update({
                       "tile order in groups of 16 tile rows",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
             persistent=True, group_m=16, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
-            stream_k=False, borrow_stage=True, sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x256x16"),
+            stream_k=False, borrow_stage=True, epi_overlap=False,
+            sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
              forced_move="the epilogue on the tensor core's critical path",
@@ -441,7 +451,7 @@ STEPS.update({
                        "writes its tile out while the other runs its mainloop; a staging tile and epilogue "
                        "ring per consumer; no cluster (measured faster here); depth 5",
              threads=384, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
-             group_m=8, consumers=2, pingpong=True, sass_claims=_TMA_CLAIMS + ("USETMAXREG",),
+             group_m=8, consumers=2, pingpong=True, sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG",),
              sass_absent=("FFMA",)),
 })
 
@@ -475,22 +485,22 @@ VARIANTS: dict[str, Step] = {
     "9:c1": variant(STEPS[9], "c1", cluster=(1, 1, 1)),
     # a 192-wide tile (no cluster) for shapes whose 256-wide tiles leave a ragged last wave
     "9:n192": variant(STEPS[9], "n192", bn=192, cluster=(1, 1, 1),
-                      sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x192x16")),
+                      sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", "HGMMA.64x192x16")),
     # 176 wide: where 192 leaves a ragged last wave and 176 fills it (512 x 11008: 252 tiles,
     # two full waves of 132 CTAs); its last epilogue chunk is 48 columns
     "9:n176": variant(STEPS[9], "n176", bn=176, cluster=(1, 1, 1),
-                      sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x176x16")),
+                      sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", "HGMMA.64x176x16")),
     # 224, 232 and 240 wide: near 256's intensity, for shapes whose waves they fill better
     # (3000 x 5000: 528 tiles of 128 x 232 are four full waves of 132 CTAs; 128 x 192 needs five);
     # last chunks of 32, 40 and 48 columns
     **{f"9:n{bn}": variant(STEPS[9], f"n{bn}", bn=bn, cluster=(1, 1, 1),
-                           sass_claims=_TMA_CLAIMS + ("USETMAXREG", f"HGMMA.64x{bn}x16"))
+                           sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", f"HGMMA.64x{bn}x16"))
        for bn in (224, 232, 240)},
     # 168 wide: 512 x 11008 is 264 tiles of 128 x 168, two full waves (176: 252 tiles); measured,
     # not among the selection's candidates (perf-notes item 60: it lost where the model
     # promised it most)
     "9:n168": variant(STEPS[9], "n168", bn=168, cluster=(1, 1, 1),
-                      sass_claims=_TMA_CLAIMS + ("USETMAXREG", "HGMMA.64x168x16")),
+                      sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", "HGMMA.64x168x16")),
     # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
     "9:sk": variant(STEPS[9], "sk", cluster=(1, 1, 1), stream_k=True, borrow_stage=False),
     "10:c2": variant(STEPS[10], "c2", cluster=(2, 1, 1)),  # ping-pong on the 2-CTA cluster
