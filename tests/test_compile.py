@@ -132,33 +132,6 @@ def test_full_wait_detector_on_synthetic_sass():
     assert sass.mma_loop_full_waits("/*0100*/ HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;") is None
 
 
-@pytest.mark.parametrize("key", ["9:o1", "9:c1o1"])
-def test_overlapped_epilogue_stages_under_the_next_group(key):
-    """With the overlapped epilogue the next tile's first k-tile (a group that overwrites the
-    accumulators) is issued before the finished tile is staged; that group must still be in
-    flight at the STSMs. ptxas waited for it at once, silently, until the consumer's walk kept
-    a group in flight at every loop entry (docs/perf-notes.md, item 63)."""
-    if not sass.find_tool("cuobjdump"):
-        pytest.skip("no cuobjdump")
-    groups, under = sass.groups_staged_under(sass.disassemble(steps.get_step(key).compile().cubin))
-    assert groups >= 2 and under >= 1, (groups, under)
-    base = key.replace("o1", "o0")
-    assert sass.groups_staged_under(sass.disassemble(steps.get_step(base).compile().cubin)) == (0, 0)
-
-
-def test_staged_under_detector_on_synthetic_sass():
-    body = """
-        /*0100*/                   HGMMA.64x256x16.F32 R24, gdesc[UR8], RZ, !UPT ;
-        /*0110*/                   HGMMA.64x256x16.F32 R24, gdesc[UR8], R24, gsb0 ;
-        /*0120*/                   STSM.16.M88.4 [R210], R8 ;
-        /*0130*/                   HGMMA.64x256x16.F32 R24, gdesc[UR8], RZ, !UPT ;
-        /*0140*/                   HGMMA.64x256x16.F32 R24, gdesc[UR8], R24, gsb0 ;
-        /*0150*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
-        /*0160*/                   STSM.16.M88.4 [R210], R8 ;
-    """
-    assert sass.groups_staged_under(body) == (2, 1)
-
-
 def test_descriptor_prefetch_is_an_ablation_switch():
     """Steps 6 and up fetch their tensor maps at entry (UTMACCTL.PF, one per map); the ablation
     build leaves the fetches out, so the probe compares like with like."""

@@ -83,25 +83,6 @@ GL_DEVICE void stage_chunk_sw128(const float (&d)[N / 2], void* staging, int row
   for (int g = 0; g < 4; ++g) stage_group_sw128<N, ROWS>(d, smem_u32(staging), row, 4 * chunk + g, stmatrix_col(16 * g));
 }
 
-// The accumulators rounded to 16 bits, neighbours packed in pairs: the registers stmatrix
-// takes (packed[4j .. 4j+3] is 8-column block pair j's fragment, as stmatrix_group packs it).
-// Once packed, the fp32 registers are free for the next tile's first MMAs (Step.epi_overlap).
-template <int R> GL_DEVICE void pack_acc(const float (&d)[R], u32 (&packed)[R / 2]) {
-#pragma unroll
-  for (int i = 0; i < R / 2; ++i) packed[i] = pack2(d[2 * i], d[2 * i + 1]);
-}
-// stage_chunk_sw128 from packed accumulators (pack_acc): the same bytes in the same places.
-template <int N, int ROWS>
-GL_DEVICE void stage_chunk_sw128(const u32 (&p)[N / 4], void* staging, int row0, int chunk) {
-  const int row = stmatrix_row(row0);
-#pragma unroll
-  for (int g = 0; g < 4; ++g) {
-    const int j = 4 * chunk + g;
-    stmatrix_x4(smem_u32(staging) + staging_offset<ROWS>(row, stmatrix_col(16 * g)), p[4 * j], p[4 * j + 1],
-                p[4 * j + 2], p[4 * j + 3]);
-  }
-}
-
 // A narrow last chunk (columns [64 chunk, 64 chunk + COLS), COLS < 64, a multiple of 16) of
 // an N-wide accumulator -> an unswizzled staging buffer of rows COLS x 2 bytes apart, the
 // layout a TMA store without swizzle reads for a box COLS wide. (A 128B-swizzled box narrower

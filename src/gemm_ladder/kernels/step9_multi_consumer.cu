@@ -53,8 +53,8 @@
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
-    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG) || !defined(GL_EPI_BORROW) || !defined(GL_EPI_OVERLAP)
-#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG, GL_EPI_BORROW, GL_EPI_OVERLAP"
+    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG) || !defined(GL_EPI_BORROW)
+#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG, GL_EPI_BORROW"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
@@ -96,11 +96,6 @@ constexpr bool BORROW = GL_EPI_BORROW;
 #define GL_ABLATE_BORROW_NO_SYNC 0
 #endif
 static_assert(!BORROW || (!STREAM_K && MMA_LAG == 1), "the borrowed stage: whole tiles, one wgmma group in flight");
-// The next tile's k-tile 0 goes in before the finished tile is staged, which then leaves from
-// packed 16-bit registers (Step.epi_overlap): the tensor core runs while the consumers stage.
-constexpr bool OVERLAP = GL_EPI_OVERLAP;
-static_assert(!OVERLAP || (!STREAM_K && MMA_LAG == 1 && TAIL == 0),
-              "the overlapped epilogue: whole tiles, one wgmma group in flight, whole 64-column chunks");
 // Chunks the borrowed stage holds: one in its A part (BM x BK = BM x EPI_N), the rest in its B part.
 constexpr int LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
 constexpr int LENT = !BORROW ? 0 : CHUNKS < LENT_ROOM ? CHUNKS : LENT_ROOM;
@@ -153,10 +148,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
 
+  // the maps' descriptors fetched while thread 0 initialises the barriers (gl_tma.cuh)
 #if GL_BN % 64
-  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c, &tmap_c_tail);  // overlaps the set-up
+  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c, &tmap_c_tail);
 #else
-  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
+  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);
 #endif
   if (threadIdx.x == 0) {
     OperandRing::init(s.tma2mma, 1,
@@ -230,27 +226,22 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     auto st = PipelineState<DEPTH>::consumer();
     auto chunk_st = PipelineState<EPI_STAGES>::producer();
     float acc[BN / 2];
-    u32 packed[BN / 4];  // overlap: the finished tile, rounded, while the next one's first MMAs run
-    // One k-tile's MMAs; overwrite: the first k slice replaces the accumulators (scale-d 0).
-    auto issue_ktile = [&](int stage, bool overwrite) {
+    for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
+      const auto t = tiles.at(ct, BM, BN);
+      const int count = k1 - k0;  // >= 1
+      zero_acc(acc);
+      const auto last = mma_mainloop<MMA_LAG>(ops, st, count, t.id, warp_leader, [&](int stage) {
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows MN-major
-        const u16* a = s.A[stage] + cw * 64 * BK;
-        const u64 da = A_MN ? desc_sw128_mn(a + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES) : desc_sw128(a + kk * 16);
-        const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
-                            : desc_sw128(s.B[stage] + kk * 16);
-        wgmma_m64k16<BN, A_MN, B_MN>(acc, da, db, overwrite && kk == 0 ? 0u : 1u);
-      }
-    };
-    const bool lend = lent_chunks(k_tiles) > 0;  // borrowed stage: keep each tile's last k-tile's stage
-    // The finished tile's way out: its k-tiles [k0, k1) are drained (and, overlap, packed).
-    auto epilogue = [&](const auto& t, int k0, int k1) {
-      const int count = k1 - k0;
-      // The finished tile's chunk c, from the accumulators or (overlap) their packed copy.
-      auto stage_sw128 = [&](u16* slot, int c) {
-        if constexpr (OVERLAP) stage_chunk_sw128<BN, BM>(packed, slot, 64 * cw, c);
-        else stage_chunk_sw128<BN, BM>(acc, slot, 64 * cw, c);
-      };
+        for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows MN-major
+          const u16* a = s.A[stage] + cw * 64 * BK;
+          const u64 da = A_MN ? desc_sw128_mn(a + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES) : desc_sw128(a + kk * 16);
+          const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
+                              : desc_sw128(s.B[stage] + kk * 16);
+          wgmma_m64k16<BN, A_MN, B_MN>(acc, da, db, 1);
+        }
+      });
+      const bool lend = lent_chunks(k_tiles) > 0;  // borrowed stage: keep the last k-tile's stage
+      mma_drain<MMA_LAG>(ops, last, count, t.id, warp_leader && !lend);
       int c0 = 0, c1 = CHUNKS;  // the chunks this CTA writes: all, or its slice of a split tile
       if (STREAM_K && count < k_tiles) {  // stream-K: a split tile's piece
         fence_acc(acc);
@@ -282,7 +273,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
             if constexpr (TAIL > 0) {
               if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, slot, 64 * cw, c);
             }
-            stage_sw128(slot, c);
+            stage_chunk_sw128<BN, BM>(acc, slot, 64 * cw, c);
           });
           continue;
         }
@@ -290,46 +281,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           if constexpr (TAIL > 0) {
             if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, s.C[chunk_st.stage], 64 * cw, c);
           }
-          stage_sw128(s.C[chunk_st.stage], c);
+          stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
         });
         chunk_st.advance();
       }
-    };
-    if constexpr (OVERLAP) {
-      // Overlap: tile i+1's k-tile 0 is issued before tile i is staged. The walk is written out
-      // (not for_each_segment) so that a wgmma group is in flight at every entry of the tile
-      // loop and of the k-loop; ptxas waits for the group at once when paths with and without
-      // one meet there. The first k slice of each tile overwrites the accumulators (no zeroing:
-      // no instruction but a wgmma writes them).
-      int ct = tiles.first();
-      if (tiles.valid(ct)) {
-        issue_first(ops, st, tiles.at(ct, BM, BN).id, [&](int stage) { issue_ktile(stage, true); });
-        while (true) {
-          const auto t = tiles.at(ct, BM, BN);
-          const auto last = mma_mainloop<MMA_LAG>(ops, st, k_tiles, t.id, warp_leader,
-                                                  [&](int stage) { issue_ktile(stage, false); }, true);
-          mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader && !lend);
-          pack_acc(acc, packed);  // the fp32 registers are free for the next tile
-          const int next = ct + tiles.stride();
-          if (!tiles.valid(next)) {
-            epilogue(t, 0, k_tiles);
-            break;
-          }
-          issue_first(ops, st, tiles.at(next, BM, BN).id, [&](int stage) { issue_ktile(stage, true); });
-          epilogue(t, 0, k_tiles);
-          ct = next;
-        }
-      }
-    } else {
-      for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
-        const auto t = tiles.at(ct, BM, BN);
-        zero_acc(acc);
-        const auto last = mma_mainloop<MMA_LAG>(ops, st, k1 - k0, t.id, warp_leader,
-                                                [&](int stage) { issue_ktile(stage, false); });
-        mma_drain<MMA_LAG>(ops, last, k1 - k0, t.id, warp_leader && !lend);
-        epilogue(t, k0, k1);
-      });
-    }
+    });
     tr.finish();
   }
   cluster_sync();  // as step 8: nobody leaves while the peer may still write into it

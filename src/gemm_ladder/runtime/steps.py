@@ -99,9 +99,6 @@ class Step:
     # the epilogue borrows the operand stage its tile's last k-tile drained, as staging for its
     # first chunks (GL_EPI_BORROW; None for kernels without the switch, step 9 has it)
     borrow_stage: bool | None = None
-    # the next tile's first k-tile is issued before the finished tile is staged, which leaves
-    # from packed 16-bit registers while those MMAs run (GL_EPI_OVERLAP; None: no switch)
-    epi_overlap: bool | None = None
 
     def __post_init__(self) -> None:
         if self.style not in BARRIERS_PER_STAGE:
@@ -118,9 +115,6 @@ class Step:
         if self.borrow_stage and (self.stream_k or self.mma_lag != 1):
             raise ValueError(f"step {self.key}: the borrowed stage (b1) needs whole tiles and one wgmma group in "
                              f"flight; add b0 to leave it out")
-        if self.epi_overlap and (self.stream_k or self.mma_lag != 1 or self.bn % EPI_CHUNK_COLS):
-            raise ValueError(f"step {self.key}: the overlapped epilogue (o1) needs whole tiles, one wgmma group in "
-                             f"flight and whole 64-column chunks; add o0 to leave it out")
         if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
@@ -238,8 +232,6 @@ class Step:
             d["GL_STREAM_K"] = int(self.stream_k)
         if self.borrow_stage is not None:
             d["GL_EPI_BORROW"] = int(self.borrow_stage)
-        if self.epi_overlap is not None:
-            d["GL_EPI_OVERLAP"] = int(self.epi_overlap)
         return d
 
     @property
@@ -442,7 +434,7 @@ STEPS.update({
                       "tile order in groups of 16 tile rows",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
             persistent=True, group_m=16, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
-            stream_k=False, borrow_stage=True, epi_overlap=False,
+            stream_k=False, borrow_stage=True,
             sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
