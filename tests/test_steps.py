@@ -183,9 +183,11 @@ def test_borrowed_stage_switch():
     st = steps.get_step("9")
     assert st.borrow_stage and st.kernel_defines()["GL_EPI_BORROW"] == 1
     assert st.borrowed_chunks == 3  # the stage's A part holds one 128 x 64 chunk, its B part two
+    assert st.kernel_defines()["GL_EPI_LENT"] == 3  # the kernel takes the count, and checks it fits
     assert steps.get_step("9:n192").borrowed_chunks == 2 and steps.get_step("9:n176").borrowed_chunks == 2
     off = steps.get_step("9:b0")
     assert not off.borrow_stage and off.borrowed_chunks == 0 and off.kernel_defines()["GL_EPI_BORROW"] == 0
+    assert off.kernel_defines()["GL_EPI_LENT"] == 0
     n232 = steps.get_step("9:n232b0")
     assert n232.bn == 232 and not n232.borrow_stage and n232.key == "9:n232b0"
     assert "GL_EPI_BORROW" not in steps.get_step("8").kernel_defines()

@@ -45,3 +45,20 @@ def test_soak_script_writes_its_record(tmp_path):
     assert set(rec["calls_per_dtype"]) == {"float16", "bfloat16"}
     assert {"baseline", "end", "growth", "samples"} <= set(rec["memory"]) and rec["memory"]["samples"]
     assert rec["memory"]["end"]["host_rss_mb"] > 0
+
+
+def test_probe_script_configurations_still_compile():
+    """scripts/probe_kernels.py builds kernels from its own table of defines; each kernel file
+    it names must still take them (the kernels gained required switches after the table was
+    written, and the script failed at the compiler until it set them)."""
+    import pytest
+    pytest.importorskip("cuda.bindings")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import probe_kernels
+    finally:
+        sys.path.pop(0)
+    from gemm_ladder.runtime import jit
+    for key in ("7:d4", "8", "9", "10"):  # one configuration per kernel file
+        c = probe_kernels.CONFIGS[key]
+        assert jit.compile_kernel(c["src"], c["entry"], c["defines"]).report.spill_bytes == 0, key

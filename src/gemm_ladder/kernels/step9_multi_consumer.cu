@@ -53,8 +53,8 @@
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
-    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG) || !defined(GL_EPI_BORROW)
-#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG, GL_EPI_BORROW"
+    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG) || !defined(GL_EPI_BORROW) || !defined(GL_EPI_LENT)
+#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG, GL_EPI_BORROW, GL_EPI_LENT"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
@@ -96,9 +96,10 @@ constexpr bool BORROW = GL_EPI_BORROW;
 #define GL_ABLATE_BORROW_NO_SYNC 0
 #endif
 static_assert(!BORROW || (!STREAM_K && MMA_LAG == 1), "the borrowed stage: whole tiles, one wgmma group in flight");
-// Chunks the borrowed stage holds: one in its A part (BM x BK = BM x EPI_N), the rest in its B part.
-constexpr int LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
-constexpr int LENT = !BORROW ? 0 : CHUNKS < LENT_ROOM ? CHUNKS : LENT_ROOM;
+// Chunks staged in the borrowed stage (Step.borrowed_chunks); they must fit: one in its A part
+// (BM x BK = BM x EPI_N), the rest in its B part.
+constexpr int LENT = GL_EPI_LENT, LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
+static_assert(BORROW == (LENT > 0) && LENT <= CHUNKS && LENT <= LENT_ROOM, "the borrowed stage holds LENT chunks");
 // The chunks of each tile staged in the borrowed stage: LENT, or none when K has fewer than
 // DEPTH k-tiles (the header comment says why). Consumers and writeback both ask here.
 GL_DEVICE int lent_chunks(int k_tiles) { return k_tiles >= DEPTH ? LENT : 0; }

@@ -231,7 +231,7 @@ class Step:
         if self.stream_k is not None:
             d["GL_STREAM_K"] = int(self.stream_k)
         if self.borrow_stage is not None:
-            d["GL_EPI_BORROW"] = int(self.borrow_stage)
+            d.update(GL_EPI_BORROW=int(self.borrow_stage), GL_EPI_LENT=self.borrowed_chunks)
         return d
 
     @property
