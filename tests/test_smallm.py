@@ -107,8 +107,10 @@ def test_boxes_deliver_what_the_full_barrier_expects(fam, M, b_mn):
     assert a_bytes + b_bytes == (a_rows + bn_smem) * fam.bk * 2, (a_bytes, b_bytes, a_rows)
 
 
-@pytest.mark.parametrize("fam", [f for f in FAMS if not f.one_wave_max_kt and f.multicast == 1],
-                         ids=[i for f, i in zip(FAMS, IDS) if not f.one_wave_max_kt and f.multicast == 1])
+GENERAL = [(f, i) for f, i in zip(FAMS, IDS) if not f.one_wave_max_kt and not f.max_kt and f.multicast == 1]
+
+
+@pytest.mark.parametrize("fam", [f for f, _ in GENERAL], ids=[i for _, i in GENERAL])
 def test_accepts(fam):
     for shape in [(1, 8, 8), (7, 264, 72), (16, 4096, 4096), (128, 11008, 4096), (100, 4096, 11008)]:
         assert fam.accepts(*shape) == (shape[0] >= fam.min_m), fam.shape_problems(*shape)
@@ -123,6 +125,20 @@ def test_accepts(fam):
     assert "K=" in " ".join(fam.shape_problems(16, 4096, 4100))
     assert "N=" in " ".join(fam.shape_problems(16, 4100, 4096))
     assert not fam.accepts(0, 8, 8)
+
+
+def test_short_ring_entry_takes_a_short_k_only():
+    """smallm:n64s (item 66): n64's tile and rules with a 6-stage ring, for K up to 8 k-tiles;
+    the selection lists it first, so it takes the shapes n64 would on a short K, and no other."""
+    fam, base = smallm.FAMILIES["smallm:n64s"], smallm.FAMILIES["smallm:n64"]
+    assert (fam.bn, fam.depth, fam.max_kt) == (64, 6, 8) and fam.dynamic_smem < base.dynamic_smem
+    for shape in [(256, 256, 256), (512, 512, 512), (16, 4096, 512), (100, 4096, 72)]:
+        assert fam.accepts(*shape) and base.accepts(*shape), shape
+    assert "K=576" in " ".join(fam.shape_problems(512, 512, 576))  # 9 k-tiles
+    assert "K=4096" in " ".join(fam.shape_problems(16, 4096, 4096))
+    assert select.CANDIDATES.index("smallm:n64s") < select.CANDIDATES.index("smallm:n64")
+    assert select.pick(256, 256, 256) == select.pick(512, 512, 512) == "smallm:n64s"
+    assert select.pick(64, 4096, 4096) == "smallm:n64"
 
 
 def test_one_wave_entry_takes_its_niche_only():

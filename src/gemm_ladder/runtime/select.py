@@ -58,7 +58,7 @@ from .steps import MN_BLOCK, Step, get_step
 # for its geometry: measured 1-6 % ahead of 7:d4 at every M = 128 .. 2048 suite shape (item 21).
 CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n240", "9:n232", "9:n224", "9:n192", "9:n176",
                          "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128", "smallm:c2", "smallm:c2n64",
-                         "smallm:n64", "smallm:n32"]
+                         "smallm:n64s", "smallm:n64", "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out

@@ -123,6 +123,8 @@ class SmallM:
     # and K up to this many k-tiles (the narrow tile's niche: where the wider tiles' split
     # deals pay their second pass on a short K; item 47)
     one_wave_max_kt: int = 0
+    # > 0: the entry takes K only up to this many k-tiles (a ring sized for a short K: item 66)
+    max_kt: int = 0
     # 2: clusters of two CTAs along M share each B tile, each loading half of it and
     # multicasting it into both (GL_MULTICAST; whole tiles only, the kernel's PairWalk)
     multicast: int = 1
@@ -219,6 +221,9 @@ class SmallM:
             p.append(f"M={M} is under {self.min_m}: " + (
                 f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else
                 f"{self.key} takes M >= {self.min_m}"))
+        if self.max_kt and self.k_tiles(K) > self.max_kt:
+            p.append(f"K={K} is over {self.max_kt * self.bk}: {self.key}'s {self.depth}-stage ring is for a short "
+                     f"K; a long one streams faster through a deeper ring")
         if K % 8:
             p.append(f"K={K} must be a multiple of 8 (TMA needs 16-byte row strides for A and B)")
         if N % 8:
@@ -511,6 +516,10 @@ FAMILIES: dict[str, SmallM] = {
     # tiles fill the SMs. Depth 12 (192 KB in flight, as n128's 8 stages of 24 KB): at depth 8
     # its whole tiles ran 21.4 us at 128 x 4096 x 4096, at 12 20.1 (cuBLAS 19.2; item 44)
     "smallm:n64": SmallM("smallm:n64", bn=64, depth=12, variant="n64"),
+    # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
+    # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
+    # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44)
+    "smallm:n64s": SmallM("smallm:n64s", bn=64, depth=6, max_kt=8, variant="n64s"),
     # 64 x 32 at M <= 16 (docs/perf-notes.md item 47): whole tiles on up to 132 CTAs where the
     # wider tiles split K and pay a second pass; 16 stages of 12 KB. Measured ahead only at
     # K <= 4096 (1 and 16 x 4096 x 4096: 18.3-18.8 us against 19.3-19.6, cuBLAS 19.1-19.3);
