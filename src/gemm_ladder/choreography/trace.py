@@ -244,8 +244,10 @@ def _settle_mma_spans(raw: list[Span], cap_ns: dict[str, float]) -> list[Span]:
     return out
 
 
-def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10) -> dict:
-    """Run `step` with tracing on the GPU. Returns {records, overhead, timeline kwargs}."""
+def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10,
+            extra_defines: dict | None = None) -> dict:
+    """Run `step` with tracing on the GPU. Returns {records, overhead, timeline kwargs}.
+    extra_defines: ablation switches of both builds, traced and plain (experiments)."""
     import statistics
 
     import torch
@@ -262,11 +264,11 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     a, b = bench.inputs(M, N, K, torch.float16)
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
     buf = torch.zeros(words, dtype=torch.int64, device="cuda")
-    traced = launch.plan(step, a, b, out, trace_buffer=buf, trace_events=cap)
+    traced = launch.plan(step, a, b, out, trace_buffer=buf, trace_events=cap, extra_defines=extra_defines)
     traced()
     traced.synchronize()
     ok, _, rel, msg = check_product(out, a, b)
-    plain = launch.plan(step, a, b, torch.empty_like(out))
+    plain = launch.plan(step, a, b, torch.empty_like(out), extra_defines=extra_defines)
     t_plain, t_traced = bench.time_interleaved([plain, traced], reps)
     buf.zero_()
     bench.flush_l2()

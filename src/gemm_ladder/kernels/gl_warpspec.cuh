@@ -44,10 +44,23 @@ struct TileWalk {
 // rows. B: with a cluster, this CTA loads only its BN / CLUSTER_M-row slice and multicasts
 // it to the same offset of every CTA (whose full barriers each expect the whole B tile).
 // MN-major operands (A_MN, B_MN) travel as 64-wide blocks of BK k-rows.
+// Ablation -DGL_ABLATE_NO_MULTICAST=1 (K-major B): each CTA of a cluster loads the whole B tile
+// itself, slice by slice, and nothing is multicast; the stages' release stays coupled across the
+// cluster. What the multicast itself costs or saves (docs/perf-notes.md, item 65).
+#ifndef GL_ABLATE_NO_MULTICAST
+#define GL_ABLATE_NO_MULTICAST 0
+#endif
 template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false>
 GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorMap* tb, u64* full, int kt,
                           int m0, int n0, int rank) {
   constexpr int MN = 64, SLICE = BN / CLUSTER_M;
+  if constexpr (GL_ABLATE_NO_MULTICAST && CLUSTER_M > 1) {
+    static_assert(!A_MN && !B_MN, "the ablation loads K-major operands only");
+    tma_load_2d(A, ta, full, kt * BK, m0);
+#pragma unroll
+    for (int r = 0; r < CLUSTER_M; ++r) tma_load_2d(B + r * SLICE * BK, tb, full, kt * BK, n0 + r * SLICE);
+    return;
+  }
   if (A_MN) {
 #pragma unroll
     for (int j = 0; j < BM / MN; ++j) tma_load_2d(A + j * MN * BK, ta, full, m0 + j * MN, kt * BK);
