@@ -163,3 +163,16 @@ def test_every_tma_module_carries_a_clean_staging_copy(st):
     assert staging.STAGE_COPY_ENTRY in jit.ptxas_sections(k.log), st.key
     r = jit.parse_ptxas_log(k.log, staging.STAGE_COPY_ENTRY)
     assert r.spill_bytes == 0 and r.stack_frame_bytes == 0 and 0 < r.registers <= 64 and not r.warnings
+
+
+@pytest.mark.parametrize("key", ["8", "9"])
+def test_no_multicast_ablation_loads_b_whole(key):
+    """GL_ABLATE_NO_MULTICAST (docs/perf-notes.md, item 65): the cluster's CTAs load B whole
+    themselves, so the build has no multicast TMA; the default build multicasts."""
+    if not sass.find_tool("cuobjdump"):
+        pytest.skip("no cuobjdump")
+    st = steps.get_step(key)
+    built = sass.opcodes(sass.disassemble(st.compile().cubin))
+    ablated = sass.opcodes(sass.disassemble(st.compile(extra_defines={"GL_ABLATE_NO_MULTICAST": 1}).cubin))
+    assert sass.count_class(built, "UTMALDG.2D.MULTICAST") > 0
+    assert sass.count_class(ablated, "UTMALDG.2D.MULTICAST") == 0 and sass.count_class(ablated, "UTMALDG") > 0
