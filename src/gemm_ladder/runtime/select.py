@@ -391,11 +391,14 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
                                        and t.consumers > s.consumers for t in near)]
     # unpadded before padded, an N-major B without overhang before one with (its cost is a
     # round figure), then least L2 traffic, then least wasted work, then registry order
-    ch.pick = min(near, key=lambda s: (s.padded, s.overhang, s.l2_bytes, s.padded_flop))
+    tie_key = lambda s: (s.padded, s.overhang, s.l2_bytes, s.padded_flop)  # noqa: E731
+    ch.pick = min(near, key=tie_key)
     others = [s.key for s in near if s is not ch.pick]
+    equal = [s.key for s in near if s is not ch.pick and tie_key(s) == tie_key(ch.pick)]
+    why_first = (f"listed before {', '.join(equal)} in select.CANDIDATES, equal on every tie-break" if equal else
+                 f"{ch.pick.key} moves the fewest operand bytes, {ch.pick.l2_bytes / 1e6:.0f} MB")
     ch.reason = (f"lowest modelled time {ch.pick.score_us:.1f} us"
-                 + (f" (within {TIE:.0%} of it: {', '.join(others)}; {ch.pick.key} moves the fewest "
-                    f"operand bytes, {ch.pick.l2_bytes / 1e6:.0f} MB)" if others else "")
+                 + (f" (within {TIE:.0%} of it: {', '.join(others)}; {why_first})" if others else "")
                  + f"; {ch.pick.why}")
     return ch
 
