@@ -151,6 +151,19 @@ def attach_trace(prep: Launched, dev: int, trace_buffer, trace_events: int) -> N
     prep.kernel.set_global_u32("gl_trace_events", trace_events)
 
 
+def prepare_build(step, dev: int, *, bf16: bool, debug: bool, extra_defines: dict | None = None,
+                  trace_buffer=None, trace_events: int = 0) -> Launched:
+    """prepare() of the build a plan asks for: its ablation switches, and with a trace buffer
+    the GL_TRACE build pointed at that buffer (launch.plan's and the small-M family's)."""
+    defines = dict(extra_defines or {})
+    if trace_buffer is not None:
+        defines["GL_TRACE"] = 1
+    prep = prepare(step, dev, bf16=bf16, debug=debug, extra_defines=defines)
+    if trace_buffer is not None:
+        attach_trace(prep, dev, trace_buffer, trace_events)
+    return prep
+
+
 def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_defines: dict | None = None,
          trace_buffer=None, trace_events: int = 0, sk_tiles: int | None = None,
          sk_ctas: int | None = None) -> "Plan":
@@ -175,17 +188,13 @@ def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_d
         out = torch.empty((M, N), dtype=a.dtype, device=a.device)
     dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
     bf16 = a.dtype == torch.bfloat16
-    defines = dict(extra_defines or {})
-    if trace_buffer is not None:
-        defines["GL_TRACE"] = 1
     with torch.cuda.device(dev):
         # A thread that has made no CUDA runtime call has no current context, and torch's
         # device guard does not bind one; the driver-API launch needs it (every call: the
         # kernel may have been prepared on another thread).
         driver.ensure_context(dev)
-        prep = prepare(step, dev, bf16=bf16, debug=debug, extra_defines=defines)
-        if trace_buffer is not None:
-            attach_trace(prep, dev, trace_buffer, trace_events)
+        prep = prepare_build(step, dev, bf16=bf16, debug=debug, extra_defines=extra_defines,
+                             trace_buffer=trace_buffer, trace_events=trace_events)
         stream = torch.cuda.current_stream(dev).cuda_stream
         grid = launch_grid(step, prep.kernel, M, N, dev)
         ws, deal = None, (0, 1)

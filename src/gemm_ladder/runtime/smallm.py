@@ -430,12 +430,8 @@ class SmallM:
         dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
         bf16 = a.dtype == torch.bfloat16
         with torch.cuda.device(dev):
-            defines = dict(extra_defines or {})
-            if trace_buffer is not None:
-                defines["GL_TRACE"] = 1
-            prep = launch.prepare(self, dev, bf16=bf16, debug=debug, extra_defines=defines or None)
-            if trace_buffer is not None:
-                launch.attach_trace(prep, dev, trace_buffer, trace_events)
+            prep = launch.prepare_build(self, dev, bf16=bf16, debug=debug, extra_defines=extra_defines,
+                                        trace_buffer=trace_buffer, trace_events=trace_events)
             if wave is not None and self.fixup:  # a fixup deal on `wave` CTAs (experiments, tests)
                 m_tiles, n_tiles = self.tiles(M, N)
                 d = Deal.hybrid(m_tiles * n_tiles, self.k_tiles(K), wave)
