@@ -107,26 +107,6 @@ GL_DEVICE void stage_tile_128(const float (&acc)[2][BN / 2], void* staging) {
   for (int h = 0; h < 2; ++h) stage_acc_sw128<BN, 128>(acc[h], staging, 64 * h);
 }
 
-// The accumulators rounded to 16 bits, neighbours packed in pairs: the registers stmatrix
-// takes (packed[4j .. 4j+3] is 16-column group j's fragment, as stmatrix_group packs it).
-// Once packed, the fp32 registers are free for the next tile's first MMAs (Step.epi_overlap).
-template <int R> GL_DEVICE void pack_acc(const float (&d)[R], u32 (&packed)[R / 2]) {
-#pragma unroll
-  for (int i = 0; i < R / 2; ++i) packed[i] = pack2(d[2 * i], d[2 * i + 1]);
-}
-// stage_tile_128 from packed accumulators (pack_acc): the same bytes in the same places.
-template <int BN>
-GL_DEVICE void stage_tile_128(const u32 (&p)[2][BN / 4], void* staging) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = stmatrix_row(64 * h);
-#pragma unroll
-    for (int j = 0; j < BN / 16; ++j)
-      stmatrix_x4(smem_u32(staging) + staging_offset<128>(row, stmatrix_col(16 * j)), p[h][4 * j], p[h][4 * j + 1],
-                  p[h][4 * j + 2], p[h][4 * j + 3]);
-  }
-}
-
 // The staged ROWS x COLS tile -> global at (x0 = column, y0 = row), one TMA store per
 // 64-column chunk. One thread issues; the caller commits and waits.
 template <int ROWS, int COLS>

@@ -155,22 +155,18 @@ GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLU
 // stage goes back as the next is issued; LAG 2 holds one more stage, so the tensor core has
 // two groups queued behind the one it runs. Returns the state of the oldest stage still held
 // (the last min(LAG, k_tiles) k-tiles', still in flight): mma_drain() retires and releases
-// them (ping-pong consumers do something in between). first_issued: k-tile 0 is in flight
-// already (issue_first(), an overlapped epilogue), its stage still at `st`.
+// them (ping-pong consumers do something in between).
 template <int LAG = 1, int DEPTH, int CLUSTER, class Issue>
 GL_DEVICE PipelineState<DEPTH> mma_mainloop(const Ring<DEPTH, CLUSTER>& ops, PipelineState<DEPTH>& st,
-                                            int k_tiles, int tile, bool warp_leader, Issue issue,
-                                            bool first_issued = false) {
+                                            int k_tiles, int tile, bool warp_leader, Issue issue) {
   static_assert(LAG >= 1 && LAG < DEPTH, "the stages held in flight must leave the producer one to fill");
   PipelineState<DEPTH> oldest = st;
   for (int kt = 0; kt < k_tiles; ++kt) {
-    if (kt > 0 || !first_issued) {
-      ops.consumer_wait(st, kt);
-      wgmma_fence();
-      issue(st.stage);
-      wgmma_commit();
-      ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
-    }
+    ops.consumer_wait(st, kt);
+    wgmma_fence();
+    issue(st.stage);
+    wgmma_commit();
+    ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
     wgmma_wait<LAG>();  // k-tile kt-LAG has retired: its stage goes back to the producer(s)
     if (kt >= LAG) {
       ops.tr.event(EV_MMA_DONE, 0, oldest.stage, oldest.phase, kt - LAG, tile);
@@ -180,18 +176,6 @@ GL_DEVICE PipelineState<DEPTH> mma_mainloop(const Ring<DEPTH, CLUSTER>& ops, Pip
     st.advance();
   }
   return oldest;
-}
-// Consumer: the next tile's k-tile 0 issued ahead of the finished tile's epilogue (an
-// overlapped epilogue): its MMAs run while the consumer stages the finished tile from packed
-// registers. issue() overwrites the accumulators (scale-d 0 on the first k slice);
-// mma_mainloop(..., first_issued = true) then goes on from k-tile 1.
-template <int DEPTH, int CLUSTER, class Issue>
-GL_DEVICE void issue_first(const Ring<DEPTH, CLUSTER>& ops, const PipelineState<DEPTH>& st, int tile, Issue issue) {
-  ops.consumer_wait(st, 0);
-  wgmma_fence();
-  issue(st.stage);
-  wgmma_commit();
-  ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, 0, tile);
 }
 template <int LAG = 1, int DEPTH, int CLUSTER>
 GL_DEVICE void mma_drain(const Ring<DEPTH, CLUSTER>& ops, const PipelineState<DEPTH>& oldest, int k_tiles, int tile,

@@ -21,16 +21,11 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
-    !defined(GL_CLUSTER_M) || !defined(GL_DYNAMIC_SMEM) || !defined(GL_MMA_LAG) || !defined(GL_EPI_OVERLAP)
-#error "step 8 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_EPI_OVERLAP"
+    !defined(GL_CLUSTER_M) || !defined(GL_DYNAMIC_SMEM) || !defined(GL_MMA_LAG)
+#error "step 8 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_DYNAMIC_SMEM, GL_MMA_LAG"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
-// Not the cluster's idea, a switch beside it (Step.epi_overlap, token o): the lone consumer
-// issues the next tile's k-tile 0 before it stages the finished tile, which it first packs
-// into 16-bit registers, so the tensor core runs while it stages.
-constexpr bool OVERLAP = GL_EPI_OVERLAP;
-static_assert(!OVERLAP || MMA_LAG == 1, "the overlapped epilogue: one wgmma group in flight");
 static_assert(BM == 128 && BK == 64 && BN == 128, "step 8's MMA and epilogue are written for 128x128x64");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 constexpr int B_SLICE = BN / CLUSTER_M;                  // rows of B each CTA loads and multicasts
@@ -125,52 +120,17 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     auto st = PipelineState<DEPTH>::consumer();
     auto acc_st = PipelineState<1>::producer();
     float acc[2][BN / 2];
-    auto issue_ktile = [&](int stage, bool overwrite) {
-      if (GL_ABLATE_SKEW_NS && tiles.rank == 1) __nanosleep(GL_ABLATE_SKEW_NS);
-      mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage], overwrite);
-    };
-    if constexpr (!OVERLAP) {
-      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
-        const auto t = tiles.at(ct, BM, BN);
-        zero_acc(acc);
-        const auto last = mma_mainloop<MMA_LAG>(ops, st, k_tiles, t.id, warp_leader,
-                                                [&](int stage) { issue_ktile(stage, false); });
-        mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
-        stage_and_commit(epi, acc_st, CONSUMER_SYNC_ID, threadIdx.x == 128, 0, t.id,
-                         [&] { stage_tile_128<BN>(acc, s.C); });
-        acc_st.advance();
-      }
-    } else {
-      // The walk written out so that a wgmma group is in flight at every entry of the tile
-      // loop and of the k-loop: where paths with and without one meet, ptxas waits for it at
-      // once, silently (docs/perf-notes.md, item 63). The first k slice of each tile
-      // overwrites the accumulators, so nothing but a wgmma writes them.
-      u32 packed[2][BN / 4];  // the finished tile, rounded, while the next one's k-tile 0 runs
-      auto stage_packed = [&](const auto& t) {
-        stage_and_commit(epi, acc_st, CONSUMER_SYNC_ID, threadIdx.x == 128, 0, t.id,
-                         [&] { stage_tile_128<BN>(packed, s.C); });
-        acc_st.advance();
-      };
-      int ct = tiles.first();
-      if (tiles.valid(ct)) {
-        issue_first(ops, st, tiles.at(ct, BM, BN).id, [&](int stage) { issue_ktile(stage, true); });
-        while (true) {
-          const auto t = tiles.at(ct, BM, BN);
-          const auto last = mma_mainloop<1>(ops, st, k_tiles, t.id, warp_leader,
-                                            [&](int stage) { issue_ktile(stage, false); }, true);
-          mma_drain<1>(ops, last, k_tiles, t.id, warp_leader);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) pack_acc(acc[h], packed[h]);  // the fp32 registers are free
-          const int next = ct + tiles.stride();
-          if (!tiles.valid(next)) {
-            stage_packed(t);
-            break;
-          }
-          issue_first(ops, st, tiles.at(next, BM, BN).id, [&](int stage) { issue_ktile(stage, true); });
-          stage_packed(t);
-          ct = next;
-        }
-      }
+    for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+      const auto t = tiles.at(ct, BM, BN);
+      zero_acc(acc);
+      const auto last = mma_mainloop<MMA_LAG>(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+        if (GL_ABLATE_SKEW_NS && tiles.rank == 1) __nanosleep(GL_ABLATE_SKEW_NS);
+        mma_ktile_128x128_sw128(acc, s.A[stage], s.B[stage]);
+      });
+      mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
+      stage_and_commit(epi, acc_st, CONSUMER_SYNC_ID, threadIdx.x == 128, 0, t.id,
+                       [&] { stage_tile_128<BN>(acc, s.C); });
+      acc_st.advance();
     }
     tr.finish();
   }

@@ -153,28 +153,3 @@ def mma_loop_full_waits(sass: str) -> int | None:
         return None
     lo, hi = min(mma_loops, key=lambda iv: iv[1] - iv[0])
     return sum(1 for t in body(lo, hi) if t.startswith("WARPGROUP.DEPBAR") and t.rstrip().endswith("0x0"))
-
-
-def groups_staged_under(sass: str) -> tuple[int, int]:
-    """For the wgmma groups that start by overwriting their accumulators (scale-d 0: `RZ,
-    !UPT` in place of the accumulator input, a tile's first k slice), how many there are and
-    how many of them are still in flight when a `STSM` (staging) follows — no `WARPGROUP.DEPBAR`
-    between the group's last HGMMA and that STSM. An overlapped epilogue (Step.epi_overlap)
-    stages a finished tile under the next tile's first group; ptxas waits for such a group
-    silently when it cannot prove the accumulators untouched."""
-    ins = [t for _, t in instructions(sass)]
-    groups = under = 0
-    for i, t in enumerate(ins):
-        if not (t.startswith("HGMMA") and re.search(r"\bRZ, !UPT\b", t)):
-            continue
-        groups += 1
-        j = i
-        while j < len(ins) and not (ins[j].startswith("HGMMA") and "gsb0" in ins[j]):
-            j += 1
-        for t2 in ins[j + 1:]:
-            if t2.startswith("WARPGROUP.DEPBAR") or t2.startswith("HGMMA"):
-                break
-            if t2.startswith("STSM"):
-                under += 1
-                break
-    return groups, under

@@ -16,11 +16,9 @@ TOKENS = {"d": ("depth", "d<depth>", lambda st: st.has_ring),
           "w": ("ctas_per_sm", "w<CTAs per SM>", lambda st: st.persistent),
           "l": ("mma_lag", "l<wgmma groups in flight>", lambda st: st.style == "warp-specialized"),
           "b": ("borrow_stage", "b<1|0: the epilogue borrows the drained stage>",
-                lambda st: st.borrow_stage is not None),
-          "o": ("epi_overlap", "o<1|0: the next tile's first MMAs run under the epilogue>",
-                lambda st: st.epi_overlap is not None)}
+                lambda st: st.borrow_stage is not None)}
 # Tokens that are switches (0 or 1) rather than counts (at least 1).
-SWITCHES = {"b", "o"}
+SWITCHES = {"b"}
 
 
 class UnknownStep(KeyError, ValueError):

@@ -99,9 +99,6 @@ class Step:
     # the epilogue borrows the operand stage its tile's last k-tile drained, as staging for its
     # first chunks (GL_EPI_BORROW; None for kernels without the switch, step 9 has it)
     borrow_stage: bool | None = None
-    # the next tile's first k-tile issued before the finished tile is staged, from packed
-    # 16-bit registers (GL_EPI_OVERLAP; None for kernels without the switch, step 8 has it)
-    epi_overlap: bool | None = None
 
     def __post_init__(self) -> None:
         if self.style not in BARRIERS_PER_STAGE:
@@ -118,9 +115,6 @@ class Step:
         if self.borrow_stage and (self.stream_k or self.mma_lag != 1):
             raise ValueError(f"step {self.key}: the borrowed stage (b1) needs whole tiles and one wgmma group in "
                              f"flight; add b0 to leave it out")
-        if self.epi_overlap and self.mma_lag != 1:
-            raise ValueError(f"step {self.key}: the overlapped epilogue (o1) needs one wgmma group in flight; "
-                             f"add o0 to leave it out")
         if (not self.pingpong and self.bm % self.consumers) or self.bn % self.cluster_m:
             raise ValueError(f"step {self.key}: the tile must split over consumers and cluster")
 
@@ -238,8 +232,6 @@ class Step:
             d["GL_STREAM_K"] = int(self.stream_k)
         if self.borrow_stage is not None:
             d.update(GL_EPI_BORROW=int(self.borrow_stage), GL_EPI_LENT=self.borrowed_chunks)
-        if self.epi_overlap is not None:
-            d["GL_EPI_OVERLAP"] = int(self.epi_overlap)
         return d
 
     @property
@@ -431,8 +423,8 @@ STEPS.update({
                       "(remote arrive via mapa); cluster barrier after init and before exit; depth 5; "
                       "tile order in groups of 16 tile rows",
             threads=256, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
-            group_m=16, cluster=(2, 1, 1), epi_overlap=False,
-            sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG",), sass_absent=("FFMA",)),
+            group_m=16, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG",),
+            sass_absent=("FFMA",)),
     9: Step(9, "two consumers share B", source="step9_multi_consumer.cu", entry="gemm_step9_multi_consumer",
             forced_move="one consumer can't feed the tensor cores",
             mechanism="three warpgroups: producer/writeback + two consumers, each 64x256 of a 128x256 tile "
