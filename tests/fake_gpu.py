@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import torch
 
-from gemm_ladder.runtime import driver, fastconfig, fastpath, launch, smallm, steps
+from gemm_ladder.runtime import driver, fastconfig, fastpath, launch, smallm, smallm_launch, steps
 
 
 def tile_coords(t: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
@@ -136,7 +136,7 @@ class FakeGpu:
         # fresh caches for the test, the process's own restored afterwards
         monkeypatch.setattr(fastpath, "_CONFIGS", fastconfig.LRU(fastpath.MAX_CONFIGS))
         monkeypatch.setattr(fastconfig, "_TMAPS", fastconfig.LRU(fastconfig.MAX_TENSOR_MAPS))
-        monkeypatch.setattr(smallm, "_REDUCE", {})
+        monkeypatch.setattr(smallm_launch, "_REDUCE", {})
         monkeypatch.setattr(driver, "_cu", lambda: cu)
         monkeypatch.setattr(driver, "TensorMap", FakeTensorMap)
         monkeypatch.setattr(driver, "max_active_clusters", lambda kernel, block, smem, cluster: 66)

@@ -1,7 +1,7 @@
 """The small-M family (decode-like shapes, M <= 128, and problems too small to fill the SMs
 with the ladder's 128 x 128 tiles): K split stream-K style over a one-dimensional grid, a
-deterministic second pass. Its configuration and its launch live here together, as a step's
-do in steps.py and launch.py.
+deterministic second pass. Its configuration, entries and deal model live here, its launch in
+smallm_launch.py (mixed into `SmallM`), as a step's live in steps.py and launch.py.
 
 Not a rung of the ladder: a kernel family beside it (kernels/smallm_splitk.cu). Its entries
 are reached by key through `steps.get_step("smallm")` / `"smallm:n128"` / ... (FAMILIES
@@ -9,8 +9,8 @@ below) and are never listed by `steps.all_steps()`, so nothing that walks the
 ladder meets them by accident. An entry has the parts of a `Step` the shared machinery reads
 (key, label, source, entry, threads, kernel_defines(), dynamic_smem, barriers, compile(),
 shape_problems(), accepts(), claims), so `launch.prepare`, `launch.plan`/`run_step`, the
-compile report and the benchmark take it as they take a step; what differs (the deal of
-work, the workspace, two launches) is here.
+compile report and the benchmark take it as they take a step; what differs is the deal of
+work (here) and the workspace and two launches (smallm_launch.py).
 
 The deal (`deal`; the whole model with its measured constants in docs/smallm.md): the tiles x
 k_tiles units of work, tile-major, go in equal runs of `units` to ceil(total / units) CTAs,
@@ -22,20 +22,16 @@ overheads, a wave priced as if HBM_SATURATION of the SMs were busy (that many dr
 bandwidth), the second launch and the fp32 round trip priced in streaming time. Ties go to
 fewer planes, then longer runs. `fixed_deal(M, N, K, splits)` is the plain split, for
 experiments and tests.
-
-The reduction is our own second kernel, not torch's `ws.sum(0).to(dtype)`: one pass that
-reads the fp32 partials once and writes the 16-bit C straight into `out` (torch would
-write an fp32 M x N sum and then convert it in a second kernel), in an order we state
-(plane 0, 1, 2, ... in fp32, rounded once), not one that depends on torch's reduction code.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 from dataclasses import dataclass
 
-from . import driver, jit, launch
+from . import jit
 from .deal import CLUSTER_PIECES, Deal, _cdiv, fixup_flag_floats  # noqa: F401 (smallm.Deal, ...: the family's names)
+# the launch's names are read from here too (smallm.REDUCE_THREADS, smallm._reduce_kernel)
+from .smallm_launch import C_BOX, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMLaunch, _reduce_kernel  # noqa: F401
 from .steps import CLUSTER_CLAIMS, MAX_SMEM_PER_BLOCK, MN_BLOCK, ConfigError, build
 
 MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills the ring
@@ -75,16 +71,11 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 # -> 9.9 us, 768^3 9.1-9.3 -> 9.6; docs/perf-notes.md item 51)
 LADDER_WAVE_TILES = 132
 ALIGNED_K = 16
-C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
 REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
-REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
-REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
-
-
 
 
 @dataclass(frozen=True)
-class SmallM:
+class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_launch.py
     key: str
     bn: int = 256  # CTA tile columns (m64nBNk16)
     depth: int = 5  # operand ring stages
@@ -206,6 +197,12 @@ class SmallM:
         """Both entries of the file (split-K kernel and reduction) in one module."""
         return build(self.source, self.entry, self.kernel_defines(), bf16=bf16, extra_defines=extra_defines,
                      use_cache=use_cache, strict=strict)
+
+    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        """The build for the operands' layouts: GL_B_MN for an N-major B (A is K-major only)."""
+        if a_mn:
+            raise ConfigError(f"{self.key} reads A K-major only")
+        return {"GL_B_MN": 1} if b_mn else {}
 
     def shape_problems(self, M: int, N: int, K: int, *, b_mn: bool = False) -> list[str]:
         """Why the family does not take (M, N, K); b_mn: B is read N-major (large_m_problems)."""
@@ -351,147 +348,21 @@ class SmallM:
                       if kt % p == 0 and kt // p >= shortest]
         return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, not d.dsmem, -d.units))
 
-    def workspace_shape(self, M: int, N: int, d: "Deal") -> tuple[int, ...] | None:
-        """fp32 partials ws[plane][M][N]; None when no tile is split (the kernel writes C).
-        Fixup: flags (one int per CTA and consumer, padded to 256 bytes) and a BM x BN slot
-        per CTA, flat; it must start zeroed."""
-        if d.fixup:
-            return (fixup_flag_floats(d.ctas, self.consumers) + d.ctas * self.bm * self.bn,) if d.split_tiles else None
-        return (d.planes, M, N) if d.planes else None
-
-    def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
-        """(blocks along a row, rows): 4 elements per thread."""
-        return (_cdiv(N // 4, REDUCE_THREADS), M, 1)
-
-    def kernel_args(self, a_ptr: int, b_ptr: int, ws_ptr: int, c_ptr: int, M: int, N: int, K: int,
-                    units: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,
-                    ldc: int | None = None, make_map=None, b_mn: bool = False) -> list:
-        """The split-K kernel's arguments: A (M, K) K-major and B (N, K) K-major, or with b_mn
-        a row-major (K, N) matrix (N-major; a build with layout_defines(b_mn=True)), row strides
-        lda, ldb in elements (default packed); C, an (M, ldc) row-major matrix (default ldc = N,
-        packed), as a tensor map (box 64 x 64: whole tiles leave through TMA) and as a pointer
-        (pieces, the fixup), the fp32 workspace (0 when no tile is split), the run length in
-        k-tiles, and the rows of A's box (`a_box_rows`). make_map builds the tensor maps
-        (default driver.TensorMap), as in Step.kernel_args.
-
-        With ldc > N (N not a multiple of 8, C's rows padded to 16 bytes) the kernel computes
-        all ldc columns, the sizes it is given being (M, ldc, K): B's map still ends at N, so
-        TMA reads its rows past N as zeros and the padding columns of C get zeros. The caller
-        owns that padding (the rows of C are ldc long, the last one too)."""
-        make_map = make_map or driver.TensorMap
-        n_out = ldc or N
-        if not N <= n_out < N + 8 or n_out % 8 and n_out != N:
-            raise ConfigError(f"{self.key}: C's row stride {n_out} must be N={N} or N rounded up to 8")
-        # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9; a
-        # multicast pair's CTAs each load BN / 2 rows of a K-major B (the box is that tall)
-        b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
-                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.multicast, self.bk, bf16))
-        a_rows = self.a_box_rows(M)
-        return [make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16), b_map,
-                make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
-                ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
-
-    def a_box_rows(self, M: int) -> int:
-        """Rows of A's TMA box: the tile's bm, or M rounded up to 8 (a whole swizzle atom) when
-        the problem has fewer rows than a tile: TMA writes a box's out-of-range rows as zeros
-        one by one, and the kernel's epilogues never store the rows past M."""
-        return min(self.bm, -(-M // 8) * 8)
-
-    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
-        """The build for the operands' layouts: GL_B_MN for an N-major B (A is K-major only)."""
-        if a_mn:
-            raise ConfigError(f"{self.key} reads A K-major only")
-        return {"GL_B_MN": 1} if b_mn else {}
-
-    @staticmethod
-    def reduce_args(ws_ptr: int, c_ptr: int, M: int, N: int, K: int, units: int) -> list:
-        """The second pass's arguments: the workspace, C (packed (M, N)), sizes and the run
-        length (it recomputes the deal to find each tile's planes)."""
-        return [ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, K, units]
-
-    # -- the launch -------------------------------------------------------------------------
-    def plan(self, a, b, out=None, *, splits: int | None = None, units: int | None = None,
-             wave: int | None = None, debug: bool = False, pdl: bool | None = None,
-             trace_buffer=None, trace_events: int = 0, extra_defines: dict | None = None) -> "SmallMPlan":
-        """Validate, compile, load, allocate the workspace and build both launches of
-        C = A @ B^T once; calling the plan launches them on the stream current now.
-        splits: K split that many ways (fixed_deal) instead of the rule's deal; units: runs
-        of that many k-tiles (make_deal); wave: a fixup entry's deal on that many CTAs.
-        pdl: launch the reduction programmatically (default: the entry's `pdl`). trace_buffer:
-        an int64 CUDA tensor for a GL_TRACE build (as launch.plan's); extra_defines: ablation
-        switches of this build (as launch.plan's)."""
-        import torch
-        if problem := self.smem_problem():
-            raise ConfigError(f"{self.key} cannot run: {problem}")
-        M, N, K = launch.check_operands(a, b, out, step=self)
-        launch.check_device(a.device)
-        if out is None:
-            out = torch.empty((M, N), dtype=a.dtype, device=a.device)
-        dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
-        bf16 = a.dtype == torch.bfloat16
-        with torch.cuda.device(dev):
-            prep = launch.prepare_build(self, dev, bf16=bf16, debug=debug, extra_defines=extra_defines,
-                                        trace_buffer=trace_buffer, trace_events=trace_events)
-            if wave is not None and self.fixup:  # a fixup deal on `wave` CTAs (experiments, tests)
-                m_tiles, n_tiles = self.tiles(M, N)
-                d = Deal.hybrid(m_tiles * n_tiles, self.k_tiles(K), wave)
-            elif units is not None:  # runs of `units` k-tiles (experiments, tests); fixup: on that many CTAs
-                d = self.make_deal(M, N, K, units, launch.num_sms(dev))
-                if self.fixup:
-                    d = Deal.hybrid(d.tiles, d.k_tiles, min(d.ctas, MAX_FIXUP_CTAS))
-            elif splits is not None:
-                d = self.fixed_deal(M, N, K, splits, launch.num_sms(dev))
-            else:
-                d = self.deal(M, N, K, launch.num_sms(dev))
-            if d.fixup and d.ctas > launch.num_sms(dev):
-                raise ConfigError(f"{self.key}: a fixup deal must fit one wave ({d.ctas} CTAs > "
-                                  f"{launch.num_sms(dev)} SMs)")
-            shape = self.workspace_shape(M, N, d)
-            alloc = torch.zeros if d.fixup else torch.empty  # fixup flags start lowered
-            ws = alloc(shape, dtype=torch.float32, device=a.device) if shape else None
-            ws_ptr = ws.data_ptr() if ws is not None else 0
-            stream = torch.cuda.current_stream(dev).cuda_stream
-            args = self.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
-            launches = [driver.PreparedLaunch(prep.kernel, d.grid, (self.threads, 1, 1), args, stream=stream,
-                                              dynamic_smem=self.dynamic_smem, cluster=d.cluster)]
-            if ws is not None and not d.fixup:
-                reduce = _reduce_kernel(prep.kernel, self.reduce_entry)
-                launches.append(driver.PreparedLaunch(
-                    reduce, self.reduce_grid(M, N), (REDUCE_THREADS, 1, 1),
-                    self.reduce_args(ws_ptr, out.data_ptr(), M, N, K, d.units), stream=stream,
-                    pdl=self.pdl if pdl is None else pdl))
-        return SmallMPlan(self, prep, _InOrder(launches), (a, b, out, ws), dev, debug, deal=d)
-
-
-_REDUCE: dict[tuple, driver.LoadedKernel] = {}
-
-
-def _reduce_kernel(main: driver.LoadedKernel, name: str) -> driver.LoadedKernel:
-    """The reduction entry of the loaded module, looked up once per module."""
-    key = (main.compiled.key, main.device_index, name)
-    if key not in _REDUCE:
-        _REDUCE[key] = main.sibling(name)
-    return _REDUCE[key]
-
-
-class _InOrder:
-    """Launches one after the other on their stream (split-K kernel, then the reduction)."""
-
-    def __init__(self, launches: list):
-        self.launches = launches
-
-    def __call__(self) -> None:
-        for go in self.launches:
-            go()
-
-
-@dataclass
-class SmallMPlan(launch.Plan):
-    deal: Deal | None = None  # how the split-K kernel's CTAs share the work
-
-    @property
-    def workspace(self):
-        return self.tensors[3]
+    def plan_deal(self, M: int, N: int, K: int, num_sms: int, *, splits: int | None = None,
+                  units: int | None = None, wave: int | None = None) -> Deal:
+        """The deal `plan` runs: the rule's, or (experiments, tests) a fixup entry's on `wave`
+        CTAs, runs of `units` k-tiles, or K split `splits` ways, in that order of precedence."""
+        if wave is not None and self.fixup:  # a fixup deal on `wave` CTAs (experiments, tests)
+            m_tiles, n_tiles = self.tiles(M, N)
+            return Deal.hybrid(m_tiles * n_tiles, self.k_tiles(K), wave)
+        if units is not None:  # runs of `units` k-tiles (experiments, tests); fixup: on that many CTAs
+            d = self.make_deal(M, N, K, units, num_sms)
+            if self.fixup:
+                d = Deal.hybrid(d.tiles, d.k_tiles, min(d.ctas, MAX_FIXUP_CTAS))
+            return d
+        if splits is not None:
+            return self.fixed_deal(M, N, K, splits, num_sms)
+        return self.deal(M, N, K, num_sms)
 
 
 # The deal constants the two-consumer entries measured best with (item 21).
