@@ -199,8 +199,10 @@ def _last_splitk(gpu):
 
 
 def test_small_m_family_splits_k_and_reduces(gpu):
-    x, w = rnd(3, 4096), rnd(1000, 4096, seed=1)  # 8 tiles of 64 k-tiles: runs of 4, through the workspace
-    c = gemm_ladder.matmul_nt(x, w)
+    # 8 tiles of 64 k-tiles on smallm:n128, whose pieces go through the workspace (the pick here,
+    # smallm:n64, sums them in clusters: test_smallm.py::test_n64_sums_split_tiles_in_clusters)
+    x, w = rnd(3, 4096), rnd(1000, 4096, seed=1)
+    c = gemm_ladder.matmul_nt(x, w, step="smallm:n128")
     assert_product(c, x, w.T)
     splitk, red = gpu.launches[-2:]
     fam = get_step(gpu.prepared[-1][0])
@@ -211,7 +213,7 @@ def test_small_m_family_splits_k_and_reduces(gpu):
     assert red.ws == splitk.ws and red.c == c.data_ptr() and red.units == deal.units
     assert red.attrs == 1  # the reduction's programmatic dependent launch
     y = rnd(3, 4104)[:, :4096]  # a row-strided slice: read in place
-    assert_product(gemm_ladder.matmul_nt(y, w), y, w.T)
+    assert_product(gemm_ladder.matmul_nt(y, w, step="smallm:n128"), y, w.T)
     assert gpu.launches[-2].maps[0].ptr == y.data_ptr() and gpu.launches[-2].maps[0].ld == 4104
     x1, w1 = rnd(2, 128), rnd(16, 128, seed=2)  # two k-tiles: every tile whole, no workspace, no reduction
     assert_product(gemm_ladder.matmul_nt(x1, w1, step="smallm"), x1, w1.T)
@@ -234,8 +236,8 @@ def test_small_m_family_reads_a_row_major_b_in_place(gpu):
         assert api.step_for(*shape, b_mn=True).key == api.step_for(*shape).key  # in place: no other kernel
     # where the pick is smallm:n32 (K-major B only), a row-major b runs the best entry that
     # reads it in place, never a copy of the weights
-    assert api.step_for(16, 4096, 4096).key == "smallm:n32"
-    alt = get_step(api.step_for(16, 4096, 4096, b_mn=True).key)
+    assert api.step_for(16, 4096, 512).key == "smallm:n32"
+    alt = get_step(api.step_for(16, 4096, 512, b_mn=True).key)
     assert _small_m(alt.key) and alt.b_mn_major
     xt = rnd(4160, 16, seed=2).T  # a transposed view: an M-major a (16 x 4160)
     assert _small_m(api.step_for(16, 256, 4160, a_mn=True, b_mn=True).key)  # 133 KB copied: ~6 us
@@ -685,9 +687,9 @@ def test_scratch_is_kept_per_stream_and_fresh_while_capturing(gpu, monkeypatch):
 
 
 def test_split_k_partials_are_kept_per_stream(gpu):
-    x, w = rnd(16, 14336), rnd(4096, 14336, seed=1)  # a long K: split
-    res = gemm_ladder.matmul_nt(x, w)
-    cfg = fastpath.config_for("nt", x, w)
+    x, w = rnd(16, 14336), rnd(4096, 14336, seed=1)  # a long K: split, through the workspace on n128
+    res = gemm_ladder.matmul_nt(x, w, step="smallm:n128")
+    cfg = fastpath.config_for("nt", x, w, step="smallm:n128")
     assert _small_m(cfg.step) and cfg.deal.planes > 1 and cfg.scratch.shapes == {
         "ws": ((cfg.deal.planes, 16, 4096), torch.float32)}
     assert _last_splitk(gpu).ws == cfg.scratch._sets[gpu.stream]["ws"].data_ptr()

@@ -151,10 +151,25 @@ def test_one_wave_entry_takes_its_niche_only():
     assert not fam.b_mn_major and steps.reads_mn(fam) == (False, False)  # 32 columns: no N-major blocks
     with pytest.raises(ValueError, match="64-column blocks"):
         smallm.with_fields(fam, "mn", b_mn_major=True)
-    # the selection picks it only there: 1 and 16 x 4096 x 4096, not at a long K or with a row-major b
-    assert select.pick(16, 4096, 4096, "float16", H200_SMS) == "smallm:n32"
+    # the selection picks it only there, on a short K (at 4096 x 4096 smallm:n64's pairs summed in
+    # clusters measured ahead, item 69), not at a long K or with a row-major b
+    assert select.pick(16, 4096, 512, "float16", H200_SMS) == "smallm:n32"
     assert select.pick(16, 4096, 14336, "float16", H200_SMS) != "smallm:n32"
-    assert api.step_for(16, 4096, 4096, "float16", H200_SMS, a_mn=False, b_mn=True).key != "smallm:n32"
+    assert api.step_for(16, 4096, 512, "float16", H200_SMS, a_mn=False, b_mn=True).key != "smallm:n32"
+
+
+def test_n64_sums_split_tiles_in_clusters():
+    """smallm:n64 sums a tile's K pieces in a cluster (DSMEM) where its deal splits K evenly,
+    with no workspace and no second pass (item 69: 5-7 % faster than planes at 16 x 4096 x
+    {11008, 14336}); where its tiles stay whole nothing changes."""
+    n64 = smallm.FAMILIES["smallm:n64"]
+    assert n64.cluster_reduce
+    for shape in [(16, 4096, 14336), (16, 4096, 11008), (1, 4096, 14336), (64, 4096, 4096)]:
+        assert select.pick(*shape, "float16", H200_SMS) == "smallm:n64", shape
+        d = n64.deal(*shape, H200_SMS)
+        assert d.dsmem and d.cluster == (2, 1, 1) and d.planes == 0 and d.ctas == 128, (shape, d)
+    whole = n64.deal(16, 8192, 8192, H200_SMS)  # 128 whole tiles: no pieces to sum
+    assert not whole.dsmem and not whole.split_tiles
 
 
 # -- the deal of work --------------------------------------------------------------------------

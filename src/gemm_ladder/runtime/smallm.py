@@ -381,8 +381,11 @@ FAMILIES: dict[str, SmallM] = {
     # each CTA fetching 16 KB per k-tile instead of n128's 24: measured 1.02 / 0.93x cuBLAS
     # against n128's 0.96 / 0.88, docs/perf-notes.md item 37), and at M <= 128 where its whole
     # tiles fill the SMs. Depth 12 (192 KB in flight, as n128's 8 stages of 24 KB): at depth 8
-    # its whole tiles ran 21.4 us at 128 x 4096 x 4096, at 12 20.1 (cuBLAS 19.2; item 44)
-    "smallm:n64": SmallM("smallm:n64", bn=64, depth=12, variant="n64"),
+    # its whole tiles ran 21.4 us at 128 x 4096 x 4096, at 12 20.1 (cuBLAS 19.2; item 44).
+    # Where the deal splits K evenly, its pieces are summed in clusters of 2, 4 or 8 CTAs
+    # (DSMEM): at 16 x 4096 x {11008, 14336} pairs ran 5-7 % faster than two planes summed by
+    # the second pass (docs/perf-notes.md, item 69)
+    "smallm:n64": SmallM("smallm:n64", bn=64, depth=12, variant="n64", cluster_reduce=True),
     # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
     # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
     # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44)

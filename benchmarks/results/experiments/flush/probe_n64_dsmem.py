@@ -1,0 +1,64 @@
+"""Probe: the shapes whose pick moves when `smallm:n64` sums its K pieces in clusters (DSMEM).
+For each shape, the selection's pick as built (n64, its pieces summed on chip) against the
+entries that held those shapes before (`smallm:n32`, `smallm`, and n64 summing through the
+workspace planes and the second pass: `smallm:n64:ws`), every one that takes the shape, with
+its model deal; interleaved with cuBLAS after bench.py's zeroing flush and after a read flush
+(L2 left clean). Each output is poisoned and checked against fp32 first, and repeated bit
+for bit.
+
+    PYTHONPATH=src python benchmarks/results/experiments/flush/probe_n64_dsmem.py [--dtypes float16,bfloat16] [--json F]
+"""
+import argparse, json, statistics
+import torch
+from gemm_ladder.measure.accuracy import check_product
+from gemm_ladder.measure.bench import Bench, git_commit
+from gemm_ladder.runtime import launch, select, smallm
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--shapes", default="1x4096x4096,16x4096x4096,64x4096x4096,1x4096x11008,16x4096x11008,64x4096x11008,"
+                "1x4096x14336,16x4096x14336,64x4096x14336")
+ap.add_argument("--keys", default="smallm:n32,smallm,smallm:n64:ws")
+ap.add_argument("--reps", type=int, default=40)
+ap.add_argument("--dtypes", default="float16,bfloat16")
+ap.add_argument("--json", default=None)
+args = ap.parse_args()
+bench = Bench(0)
+buf = bench.flush_buf
+FLUSHES = {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
+sms = launch.num_sms(0)
+F = smallm.FAMILIES
+ENTRIES = {**F, "smallm:n64:ws": smallm.with_fields(F["smallm:n64"], "ws", cluster_reduce=False)}
+rows = []
+for dt in args.dtypes.split(","):
+    dtype = getattr(torch, dt)
+    for shape in args.shapes.split(","):
+        M, N, K = map(int, shape.split("x"))
+        a, b = bench.inputs(M, N, K, dtype)
+        pick = select.pick(M, N, K, dt, sms)
+        cands = {f"pick={pick}": pick}
+        cands.update({k: ENTRIES[k] for k in args.keys.split(",") if ENTRIES[k].accepts(M, N, K)})
+        names, fns, notes = [], [], []
+        for name, st in cands.items():
+            out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+            p = launch.plan(st, a, b, out)
+            p(); torch.cuda.synchronize()
+            ok = bool(check_product(out, a, b)[0])
+            first = out.clone()
+            out.fill_(float("nan")); p(); torch.cuda.synchronize()
+            same = torch.equal(first, out)
+            d = getattr(p, "deal", None)
+            names.append(name); fns.append(p)
+            notes.append((ok, same, None if d is None else f"u{d.units} c{d.ctas} p{d.planes}{' dsmem' if d.dsmem else ''}"))
+        fns.append(lambda: torch.matmul(a, b.T))
+        for fname, fl in FLUSHES.items():
+            bench.flush_l2 = fl
+            med = [statistics.median(t) * 1e3 for t in bench.time_interleaved(fns, args.reps)]
+            cub = med[-1]
+            line = [f"{shape} {dt} {fname}: cuBLAS {cub:.1f} us"]
+            for name, us, (ok, same, deal) in zip(names, med, notes):
+                line.append(f"{name} [{deal}] {us:.1f} ({cub / us:.3f}){'' if ok else ' WRONG'}{'' if same else ' MOVING'}")
+                rows.append(dict(M=M, N=N, K=K, dtype=dt, kernel=name, flush=fname, us=us, cublas_us=cub,
+                                 ratio_to_cublas=cub / us, ok=ok, repeat_identical=same, deal=deal))
+            print("\n  ".join(line), flush=True)
+if args.json:
+    json.dump(dict(commit=git_commit(), rows=rows), open(args.json, "w"), indent=1)
