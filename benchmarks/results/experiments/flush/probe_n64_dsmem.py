@@ -7,6 +7,7 @@ its model deal; interleaved with cuBLAS after bench.py's zeroing flush and after
 for bit.
 
     PYTHONPATH=src python benchmarks/results/experiments/flush/probe_n64_dsmem.py [--dtypes float16,bfloat16] [--json F]
+        [--shapes ...] [--keys smallm:n32,smallm,smallm:n64:ws,smallm:n128:cr]
 """
 import argparse, json, statistics
 import torch
@@ -27,7 +28,9 @@ buf = bench.flush_buf
 FLUSHES = {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
 sms = launch.num_sms(0)
 F = smallm.FAMILIES
-ENTRIES = {**F, "smallm:n64:ws": smallm.with_fields(F["smallm:n64"], "ws", cluster_reduce=False)}
+ENTRIES = {**F, "smallm:n64:ws": smallm.with_fields(F["smallm:n64"], "ws", cluster_reduce=False),
+           # the 128-wide tile summing its pieces in clusters too (a candidate, not an entry)
+           "smallm:n128:cr": smallm.with_fields(F["smallm:n128"], "cr", cluster_reduce=True)}
 rows = []
 for dt in args.dtypes.split(","):
     dtype = getattr(torch, dt)
