@@ -234,16 +234,18 @@ def test_cuda_graph_capture_and_replay_with_new_inputs():
         check(c4.reshape(-1, N), x3.reshape(-1, K), w.T)
 
 
-@pytest.mark.parametrize("N,step", [(1000, None), (512, "smallm:dsmem")], ids=["workspace", "cluster"])
-def test_cuda_graph_of_the_small_m_family(N, step):
+@pytest.mark.parametrize("N,step,dsmem", [(1000, "smallm:n128", False), (512, "smallm:dsmem", True), (1000, None, True)],
+                         ids=["workspace", "cluster", "pick"])
+def test_cuda_graph_of_the_small_m_family(N, step, dsmem):
     """Split-K kernel + programmatic reduction, workspace from the graph's pool; or one
-    launch of clusters that sum the pieces on chip."""
+    launch of clusters that sum the pieces on chip (smallm:dsmem, and the pick here:
+    smallm:n64 in clusters of 4)."""
     torch = _torch()
     gemm_ladder.warmup(dtypes=(torch.bfloat16,), mn_major=False)
     a, w = rnd(8, 2048, dtype=torch.bfloat16), rnd(N, 2048, dtype=torch.bfloat16, seed=1)
     cfg = fastpath.config_for("nt", a, w, step=step)
-    dsmem = step is not None
     assert _small_m(cfg.step) and cfg.deal.dsmem == dsmem and (cfg.planes > 1 or dsmem)
+    assert step is not None or cfg.step.key == "smallm:n64"
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
