@@ -35,7 +35,7 @@ def test_reached_by_key_but_not_a_rung():
 def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
-                                        GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast, GL_SWAP_AB=0)
+                                        GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast)
     assert fam.threads == 128 * (1 + fam.consumers)
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
@@ -416,20 +416,3 @@ def test_fixup_deal_is_data_parallel_then_stream_k():
         assert f.fixup and f.ctas <= smallm.MAX_FIXUP_CTAS
     best = fam.deal(512, 11008, 4096, H200_SMS)
     assert best.fixup and best.ctas <= H200_SMS
-
-
-def test_swapped_build_is_an_experiment_with_its_limits():
-    """GL_SWAP_AB (no entry, an experiment): the weights as wgmma's A, M <= BN activation rows
-    as its B (n8 / n16), whole tiles, one consumer, K-major operands; the shape rules and the
-    field checks say so, and the build has the narrow MMA."""
-    base = smallm.FAMILIES["smallm"]
-    f = smallm.with_fields(base, "swap16", swap_ab=True, bn=16, depth=16, b_mn_major=False)
-    assert f.kernel_defines()["GL_SWAP_AB"] == 1 and "HGMMA.64x16x16" in f.claims and not f.staged_c
-    assert f.accepts(16, 8192, 8192) and not f.accepts(17, 8192, 8192)
-    assert "n16 tile" in " ".join(f.shape_problems(32, 8192, 8192))
-    with pytest.raises(smallm.ConfigError, match="K-major"):
-        f.layout_defines(b_mn=True)
-    for bad in (dict(bn=32), dict(cluster_reduce=True), dict(b_mn_major=True), dict(consumers=2)):
-        with pytest.raises(ValueError, match="swapped build"):
-            smallm.with_fields(f, "bad", **bad)
-    assert not any(e.swap_ab for e in smallm.FAMILIES.values())  # not a selection candidate

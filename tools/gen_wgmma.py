@@ -6,9 +6,8 @@ which nobody should type by hand. Run: python tools/gen_wgmma.py
 from pathlib import Path
 
 # N of m64nNk16; the accumulator holds N/2 floats per thread. 168-240: step 9's tile widths
-# beside 256, chosen per shape against a ragged last wave (runtime/select.py); 8 and 16: the
-# small-M family's swapped build, whose N is the activations' few rows.
-SHAPES = (8, 16, 32, 64, 128, 168, 176, 192, 224, 232, 240, 256)
+# beside 256, chosen per shape against a ragged last wave (runtime/select.py).
+SHAPES = (32, 64, 128, 168, 176, 192, 224, 232, 240, 256)
 
 
 def wrapper(n: int) -> str:

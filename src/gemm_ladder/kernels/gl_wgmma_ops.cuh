@@ -2,32 +2,6 @@
 #pragma once
 #include "gl_common.cuh"
 
-// D[64x8] (+)= A[64x16] * B[8x16]^T, A and B in shared memory (descriptors), K-major
-// unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
-// bits). D in registers: 4 floats per thread. scale_d = 0 overwrites D, 1 accumulates.
-template <int MN_A = 0, int MN_B = 0>
-GL_DEVICE void wgmma_m64n8k16(float (&d)[4], u64 desc_a, u64 desc_b, u32 scale_d) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32." GL_AB_TYPE "." GL_AB_TYPE
-      " {%0, %1, %2, %3}, %4, %5, p, 1, 1, %7, %8;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
-}
-
-// D[64x16] (+)= A[64x16] * B[16x16]^T, A and B in shared memory (descriptors), K-major
-// unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
-// bits). D in registers: 8 floats per thread. scale_d = 0 overwrites D, 1 accumulates.
-template <int MN_A = 0, int MN_B = 0>
-GL_DEVICE void wgmma_m64n16k16(float (&d)[8], u64 desc_a, u64 desc_b, u32 scale_d) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32." GL_AB_TYPE "." GL_AB_TYPE
-      " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
-}
-
 // D[64x32] (+)= A[64x16] * B[32x16]^T, A and B in shared memory (descriptors), K-major
 // unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
 // bits). D in registers: 16 floats per thread. scale_d = 0 overwrites D, 1 accumulates.
@@ -158,15 +132,13 @@ GL_DEVICE void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u64 desc_b, u32 sca
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
 }
 
-template <int N> constexpr bool has_wgmma_n = N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 168 || N == 176 || N == 192 || N == 224 || N == 232 || N == 240 || N == 256;
+template <int N> constexpr bool has_wgmma_n = N == 32 || N == 64 || N == 128 || N == 168 || N == 176 || N == 192 || N == 224 || N == 232 || N == 240 || N == 256;
 
 // One m64nNk16 for a tile width N known at compile time.
 template <int N, int MN_A = 0, int MN_B = 0>
 GL_DEVICE void wgmma_m64k16(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
-  static_assert(has_wgmma_n<N>, "gl_wgmma_ops.cuh has m64nNk16 for N in {8, 16, 32, 64, 128, 168, 176, 192, 224, 232, 240, 256} (tools/gen_wgmma.py)");
-  if constexpr (N == 8) wgmma_m64n8k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 16) wgmma_m64n16k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 32) wgmma_m64n32k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
+  static_assert(has_wgmma_n<N>, "gl_wgmma_ops.cuh has m64nNk16 for N in {32, 64, 128, 168, 176, 192, 224, 232, 240, 256} (tools/gen_wgmma.py)");
+  if constexpr (N == 32) wgmma_m64n32k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 64) wgmma_m64n64k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 128) wgmma_m64n128k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 168) wgmma_m64n168k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);

@@ -64,19 +64,13 @@
 // the stores left out (docs/perf-notes.md, item 36). Pieces (fp32) still go straight to memory.
 // Shape: K and N multiples of 8 (TMA row strides; 8-byte workspace stores), any M. B K-major
 // (N, K) or, with GL_B_MN, N-major (K, N).
-//
-// With GL_SWAP_AB (an experiment: whole tiles, one consumer, K-major operands), the host runs
-// this kernel on the transposed problem C^T = B A^T: its "A" is the weights (N rows), its "B"
-// the activations, BN = 8 or 16 of their rows, so the MMA is m64n8 / m64n16 and does no work
-// on padding rows at M <= 16. Only the epilogue knows: it stores element (row, col) of the
-// kernel's problem at C[col][row].
 #include "gl_common.cuh"
 #include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_SWAP_AB)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_SWAP_AB"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST)
+#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -88,12 +82,8 @@ constexpr bool B_MN = GL_B_MN;
 constexpr int MN_BLOCK = 64;                        // an N-major B: 64-element blocks (128 B rows)
 constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
 static_assert(!GL_A_MN, "the small-M family reads A K-major");
-constexpr bool SWAP_AB = GL_SWAP_AB;  // the kernel's problem is C transposed (header)
-static_assert(BM == 64 * CONSUMERS && BK == 64 &&
-                  (BN == 32 || BN == 64 || BN == 128 || BN == 256 || (SWAP_AB && (BN == 8 || BN == 16))),
-              "small M: one m64 row block per consumer, BN 32, 64, 128 or 256 (swapped: 8 or 16), BK 64");
-static_assert(!SWAP_AB || (CONSUMERS == 1 && GL_MULTICAST == 1 && !GL_FIXUP && !GL_B_MN),
-              "the swapped build: one consumer, no multicast, no fixup, K-major operands");
+static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 32 || BN == 64 || BN == 128 || BN == 256),
+              "small M: one m64 row block per consumer, BN 32, 64, 128 or 256, BK 64");
 static_assert(!(B_MN && BN < MN_BLOCK), "an N-major B is loaded in 64-column blocks: BN >= 64");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
@@ -157,16 +147,10 @@ GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, 
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
       const int col = n0 + 8 * j + 2 * (l % 4);
-      if (col >= N) continue;  // N is even: col < N means col + 1 < N (swapped: checked below)
+      if (col >= N) continue;  // N is even: col < N means col + 1 < N
       const float x = acc[4 * j + 2 * half], y = acc[4 * j + 2 * half + 1];
-      if (DIRECT && SWAP_AB) {  // C[col][row], C's rows M long; N (C's rows) may be odd
-        const u32 p = pack2(x, y);
-        c[(long long)col * M + row] = (u16)(p & 0xFFFFu);
-        if (col + 1 < N) c[(long long)(col + 1) * M + row] = (u16)(p >> 16);
-      } else if (DIRECT) {
+      if (DIRECT) {
         *reinterpret_cast<u32*>(c + (long long)row * N + col) = pack2(x, y);
-      } else if (SWAP_AB) {
-        __trap();  // the swapped build runs whole tiles only (the host's deal): no plane to write
       } else {
         asm volatile("st.global.v2.f32 [%0], {%1, %2};" ::"l"(ws + base + col), "f"(x), "f"(y) : "memory");
       }
@@ -287,7 +271,6 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const int m_tiles = ceil_div(M, BM), n_tiles = ceil_div(N, BN), k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
   const u32 pieces = MC > 1 ? 1 : cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
-  if (SWAP_AB && pieces > 1) __trap();  // its cluster sum would store C untransposed: never launched so
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)

@@ -119,22 +119,14 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
     # 2: clusters of two CTAs along M share each B tile, each loading half of it and
     # multicasting it into both (GL_MULTICAST; whole tiles only, the kernel's PairWalk)
     multicast: int = 1
-    # an experiment (GL_SWAP_AB, no entry): the kernel runs C^T = B A^T, the weights as its
-    # A (m64) and M <= BN (8 or 16) activation rows as its B, whole tiles only, K-major operands
-    swap_ab: bool = False
 
     def __post_init__(self) -> None:
-        if self.swap_ab and (self.bn not in (8, 16) or self.consumers != 1 or self.multicast != 1 or self.fixup
-                             or self.cluster_reduce or self.b_mn_major):
-            raise ValueError(f"{self.key}: the swapped build takes BN 8 or 16, one consumer, whole tiles (no "
-                             "multicast, fixup or cluster reduction) and a K-major B")
         if self.multicast not in (1, 2) or self.multicast > 1 and (
                 self.fixup or self.cluster_reduce or not self.staged_c
                 or self.b_mn_major and self.bn // self.multicast % MN_BLOCK):
             raise ValueError(f"{self.key}: multicast pairs run whole tiles with the staged epilogue (no fixup, "
                              "no cluster reduction), and an N-major B's half must be whole 64-column blocks")
-        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in ((8, 16) if self.swap_ab else
-                                                                           (32, 64, 128, 256)):
+        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
         if self.b_mn_major and self.bn < MN_BLOCK:
@@ -198,8 +190,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
-                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
-                    GL_SWAP_AB=int(self.swap_ab))
+                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -209,8 +200,8 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
         """The build for the operands' layouts: GL_B_MN for an N-major B (A is K-major only)."""
-        if a_mn or (b_mn and self.swap_ab):
-            raise ConfigError(f"{self.key} reads A{' and B' if self.swap_ab else ''} K-major only")
+        if a_mn:
+            raise ConfigError(f"{self.key} reads A K-major only")
         return {"GL_B_MN": 1} if b_mn else {}
 
     def shape_problems(self, M: int, N: int, K: int, *, b_mn: bool = False) -> list[str]:
@@ -223,8 +214,6 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
                   else self.large_m_problems(M, N, K, b_mn))
         elif self.one_wave_max_kt:
             p += self.one_wave_problems(M, N, K)
-        if self.swap_ab and M > self.bn:
-            p.append(f"M={M} is over {self.bn}: {self.key} holds M in one n{self.bn} tile (the swapped build)")
         if M < self.min_m:
             p.append(f"M={M} is under {self.min_m}: " + (
                 f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else

@@ -63,11 +63,8 @@ class SmallMLaunch:
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb or K, self.bn // self.multicast, self.bk, bf16))
         a_rows = self.a_box_rows(M)
-        a_map = make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16)
-        # swapped: (M, N) are the transposed problem's; C's map is never read (no staged
-        # epilogue), and C's rows, N long here, need not be 16 bytes: A's map stands in
-        c_map = a_map if self.swap_ab else make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16)
-        return [a_map, b_map, c_map,
+        return [make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16), b_map,
+                make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
 
     def a_box_rows(self, M: int) -> int:
@@ -105,12 +102,7 @@ class SmallMLaunch:
         with torch.cuda.device(dev):
             prep = launch.prepare_build(self, dev, bf16=bf16, debug=debug, extra_defines=extra_defines,
                                         trace_buffer=trace_buffer, trace_events=trace_events)
-            pa, pb, pm, pn = a, b, M, N
-            if self.swap_ab:  # the kernel runs C^T = B A^T, whole tiles: no pieces to sum
-                if splits not in (None, 1) or units is not None or wave is not None:
-                    raise ConfigError(f"{self.key} runs whole tiles only")
-                pa, pb, pm, pn, splits = b, a, N, M, 1
-            d = self.plan_deal(pm, pn, K, launch.num_sms(dev), splits=splits, units=units, wave=wave)
+            d = self.plan_deal(M, N, K, launch.num_sms(dev), splits=splits, units=units, wave=wave)
             if d.fixup and d.ctas > launch.num_sms(dev):
                 raise ConfigError(f"{self.key}: a fixup deal must fit one wave ({d.ctas} CTAs > "
                                   f"{launch.num_sms(dev)} SMs)")
@@ -119,7 +111,7 @@ class SmallMLaunch:
             ws = alloc(shape, dtype=torch.float32, device=a.device) if shape else None
             ws_ptr = ws.data_ptr() if ws is not None else 0
             stream = torch.cuda.current_stream(dev).cuda_stream
-            args = self.kernel_args(pa.data_ptr(), pb.data_ptr(), ws_ptr, out.data_ptr(), pm, pn, K, d.units, bf16=bf16)
+            args = self.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
             launches = [driver.PreparedLaunch(prep.kernel, d.grid, (self.threads, 1, 1), args, stream=stream,
                                               dynamic_smem=self.dynamic_smem, cluster=d.cluster)]
             if ws is not None and not d.fixup:

@@ -5,6 +5,9 @@ rows. Each output poisoned and checked against fp32 first, and repeated bit for 
 timed interleaved with cuBLAS after bench.py's zeroing flush and after a read flush.
 
     PYTHONPATH=src python benchmarks/results/experiments/swap/probe_swap.py [--json F]
+
+Runs on tree c9a2dda (the `swap_ab` field and GL_SWAP_AB were reverted after this probe:
+docs/perf-notes.md, item 70).
 """
 import argparse, json, statistics
 import torch
