@@ -4,7 +4,8 @@
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
 #   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 at 8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
-#                (tile-order group heights), cublas (cuBLAS's kernel names), trace
+#                (tile-order group heights), cublas (cuBLAS's kernel names), trace, energy (each
+#                level's traffic beside energy per FLOP at the cap: experiments/energy)
 #   correctness: check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
@@ -94,6 +95,11 @@ fi
 if has cublas; then  # which kernels cuBLAS runs (tile, cluster, split/stream-K from the names)
   timeout 120 $PY scripts/cublas_kernels.py --json "$W/cublas_kernels.json" 2>&1 | tee "$W/cublas_kernels.log"
   note "cublas kernels: rc=$?"
+fi
+if has energy; then  # ncu's traffic per level beside the power probe (docs/perf-notes.md item 71)
+  COMMIT=${GEMM_LADDER_COMMIT:-unknown} OUT="$W" timeout 540 bash benchmarks/results/experiments/energy/run_energy.sh 2>&1 \
+    | tee "$W/energy.log"
+  note "energy: rc=$?"
 fi
 if has trace; then  # one archive per step: a step's records alone can be several MB
   for s in ${TRACE_STEPS:-7:d4 8 9 10}; do
