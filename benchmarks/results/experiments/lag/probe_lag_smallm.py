@@ -1,0 +1,76 @@
+"""Probe: the small-M family with more wgmma groups in flight (GL_MMA_LAG) and, at M <= 16, a
+compact A stage (GL_A_STAGE_ROWS = 16: 10 KB stages instead of 16, so 16-20 fit), against the
+selection's pick, at the suite's M <= 16 shapes. Each output poisoned and checked against fp32
+first, then repeated on poisoned outputs (bit for bit); timed interleaved with cuBLAS after
+bench.py's zeroing flush (the suite's) and after a read flush.
+
+    PYTHONPATH=src python benchmarks/results/experiments/lag/probe_lag_smallm.py [--json F]
+"""
+import argparse, json, statistics
+import torch
+from gemm_ladder.measure.accuracy import check_product
+from gemm_ladder.measure.bench import Bench, git_commit
+from gemm_ladder.runtime import launch, select, smallm
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--shapes", default="16x8192x8192,1x8192x8192,16x4096x14336,1x4096x14336,16x14336x4096,"
+                                    "16x8192x28672,16x28672x8192,16x4096x4096,16x4096x11008")
+ap.add_argument("--bf16-shapes", default="16x8192x8192,1x8192x8192,16x4096x14336")
+ap.add_argument("--reps", type=int, default=30)
+ap.add_argument("--repeats", type=int, default=10, help="poisoned repeats per candidate (bit-identical)")
+ap.add_argument("--json", default=None)
+args = ap.parse_args()
+bench = Bench(0)
+buf = bench.flush_buf
+FLUSHES = {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
+sms = launch.num_sms(0)
+F = smallm.FAMILIES
+W = smallm.with_fields
+VARIANTS = [W(F["smallm:n64"], "l2", mma_lag=2), W(F["smallm:n64"], "l3", mma_lag=3),
+            W(F["smallm:n64"], "a16d16", a_stage_rows=16, max_m=16, depth=16),
+            W(F["smallm:n64"], "a16d20", a_stage_rows=16, max_m=16, depth=20),
+            W(F["smallm:n64"], "a16d20l2", a_stage_rows=16, max_m=16, depth=20, mma_lag=2),
+            W(F["smallm:n32"], "l2", mma_lag=2), W(F["smallm:n128"], "l2", mma_lag=2),
+            W(F["smallm:n128"], "a16d10", a_stage_rows=16, max_m=16, depth=10)]
+rows = []
+jobs = [("float16", s) for s in args.shapes.split(",")] + [("bfloat16", s) for s in args.bf16_shapes.split(",") if s]
+for dt, shape in jobs:
+    dtype = getattr(torch, dt)
+    M, N, K = map(int, shape.split("x"))
+    a, b = bench.inputs(M, N, K, dtype)
+    pick = select.pick(M, N, K, dt, sms)
+    cands = {f"pick={pick}": pick}
+    for f in VARIANTS:  # the pick's own tile with the new knobs, and n64's everywhere
+        if f.accepts(M, N, K) and (f.key.startswith(pick + ":") or f.key.startswith("smallm:n64:")):
+            cands[f.key] = f
+    names, fns, notes = [], [], []
+    for name, st in cands.items():
+        out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
+        try:
+            p = launch.plan(st, a, b, out)
+            p(); torch.cuda.synchronize()
+        except Exception as e:  # reported, not fatal
+            print(f"{shape} {dt} {name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        ok = bool(check_product(out, a, b)[0])
+        first = out.clone()
+        same = True
+        for _ in range(args.repeats):
+            out.fill_(float("nan")); p(); torch.cuda.synchronize()
+            same = same and torch.equal(first, out)
+        d = getattr(p, "deal", None)
+        names.append(name); fns.append(p)
+        notes.append((ok, same, None if d is None else f"c{d.ctas} u{d.units} p{d.planes}{' dsmem' if d.dsmem else ''}"))
+    fns.append(lambda: torch.matmul(a, b.T))
+    for fname, fl in FLUSHES.items():
+        bench.flush_l2 = fl
+        med = [statistics.median(t) * 1e3 for t in bench.time_interleaved(fns, args.reps)]
+        cub = med[-1]
+        line = [f"{shape} {dt} {fname}: cuBLAS {cub:.1f} us"]
+        for name, us, (ok, same, deal) in zip(names, med, notes):
+            line.append(f"{name} [{deal}] {us:.1f} ({cub / us:.3f}){'' if ok else ' WRONG'}{'' if same else ' MOVING'}")
+            rows.append(dict(M=M, N=N, K=K, dtype=dt, kernel=name, flush=fname, us=us, cublas_us=cub,
+                             ratio_to_cublas=cub / us, ok=ok, repeat_identical=same, deal=deal))
+        print("\n  ".join(line), flush=True)
+if args.json:
+    json.dump(dict(commit=git_commit(), rows=rows), open(args.json, "w"), indent=1)
