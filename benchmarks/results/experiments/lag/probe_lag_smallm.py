@@ -19,6 +19,8 @@ ap.add_argument("--bf16-shapes", default="16x8192x8192,1x8192x8192,16x4096x14336
 ap.add_argument("--reps", type=int, default=30)
 ap.add_argument("--repeats", type=int, default=10, help="poisoned repeats per candidate (bit-identical)")
 ap.add_argument("--json", default=None)
+ap.add_argument("--variants", default=None, help="family/name/field=value/...,... (default: the first run's)")
+ap.add_argument("--all-variants", action="store_true", help="every variant that accepts the shape, not only the pick's")
 args = ap.parse_args()
 bench = Bench(0)
 buf = bench.flush_buf
@@ -26,12 +28,12 @@ FLUSHES = {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
 sms = launch.num_sms(0)
 F = smallm.FAMILIES
 W = smallm.with_fields
-VARIANTS = [W(F["smallm:n64"], "l2", mma_lag=2), W(F["smallm:n64"], "l3", mma_lag=3),
-            W(F["smallm:n64"], "a16d16", a_stage_rows=16, max_m=16, depth=16),
-            W(F["smallm:n64"], "a16d20", a_stage_rows=16, max_m=16, depth=20),
-            W(F["smallm:n64"], "a16d20l2", a_stage_rows=16, max_m=16, depth=20, mma_lag=2),
-            W(F["smallm:n32"], "l2", mma_lag=2), W(F["smallm:n128"], "l2", mma_lag=2),
-            W(F["smallm:n128"], "a16d10", a_stage_rows=16, max_m=16, depth=10)]
+DEFAULT = ("smallm:n64/l2/mma_lag=2,smallm:n64/l3/mma_lag=3,"
+           "smallm:n64/a16d16/a_stage_rows=16/max_m=16/depth=16,smallm:n64/a16d20/a_stage_rows=16/max_m=16/depth=20,"
+           "smallm:n64/a16d20l2/a_stage_rows=16/max_m=16/depth=20/mma_lag=2,smallm:n32/l2/mma_lag=2,"
+           "smallm:n128/l2/mma_lag=2,smallm:n128/a16d10/a_stage_rows=16/max_m=16/depth=10")
+VARIANTS = [W(F[spec.split("/")[0]], spec.split("/")[1], **{k: int(v) for k, v in (f.split("=") for f in spec.split("/")[2:])})
+            for spec in (args.variants or DEFAULT).split(",")]
 rows = []
 jobs = [("float16", s) for s in args.shapes.split(",")] + [("bfloat16", s) for s in args.bf16_shapes.split(",") if s]
 for dt, shape in jobs:
@@ -41,7 +43,7 @@ for dt, shape in jobs:
     pick = select.pick(M, N, K, dt, sms)
     cands = {f"pick={pick}": pick}
     for f in VARIANTS:  # the pick's own tile with the new knobs, and n64's everywhere
-        if f.accepts(M, N, K) and (f.key.startswith(pick + ":") or f.key.startswith("smallm:n64:")):
+        if f.accepts(M, N, K) and (args.all_variants or f.key.startswith(pick + ":") or f.key.startswith("smallm:n64:")):
             cands[f.key] = f
     names, fns, notes = [], [], []
     for name, st in cands.items():
