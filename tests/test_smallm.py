@@ -35,13 +35,10 @@ def test_reached_by_key_but_not_a_rung():
 def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
-                                        GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
-                                        GL_MMA_LAG=fam.mma_lag, GL_A_STAGE_ROWS=fam.a_rows)
+                                        GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast)
     assert fam.threads == 128 * (1 + fam.consumers)
-    # SharedStorage: DEPTH stages of B (BN x 64) and A (its stage rows x 64), A's overhang (8 bytes
-    # when a stage holds all BM rows), two barriers per stage; + 1 KB alignment
-    overhang = (fam.bm - fam.a_rows) * 64 * 2 or 8
-    assert fam.dynamic_smem == 1024 + fam.depth * (fam.a_rows + fam.bn) * 64 * 2 + overhang + 16 * fam.depth
+    # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
+    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
     assert not fam.smem_problem() and fam.dynamic_smem <= steps.MAX_SMEM_PER_BLOCK
     assert fam.barriers == 2 * fam.depth
     assert f"HGMMA.64x{fam.bn}x16" in fam.claims
@@ -419,23 +416,3 @@ def test_fixup_deal_is_data_parallel_then_stream_k():
         assert f.fixup and f.ctas <= smallm.MAX_FIXUP_CTAS
     best = fam.deal(512, 11008, 4096, H200_SMS)
     assert best.fixup and best.ctas <= H200_SMS
-
-
-# -- wgmma groups in flight and the compact A stage -------------------------------------------
-def test_lag_and_compact_a_reach_the_kernel_and_are_checked():
-    n64 = smallm.FAMILIES["smallm:n64"]
-    lag = smallm.with_fields(n64, "l2", mma_lag=2)
-    assert lag.kernel_defines()["GL_MMA_LAG"] == 2 and lag.dynamic_smem == n64.dynamic_smem
-    compact = smallm.with_fields(n64, "a16", a_stage_rows=16, max_m=16, depth=16)
-    assert compact.kernel_defines()["GL_A_STAGE_ROWS"] == 16
-    # 16 stages of 2 + 8 KB, and the 6 KB the last stage's 64-row read runs into
-    assert compact.dynamic_smem == 1024 + 16 * (16 + 64) * 128 + 48 * 128 + 16 * 16
-    assert compact.accepts(16, 8192, 8192) and compact.accepts(1, 4096, 4096)
-    assert "hold 16 rows of A" in " ".join(compact.shape_problems(17, 4096, 4096))
-    assert "hold 16 rows of A" in " ".join(compact.shape_problems(100, 256, 256))  # not the large-M path
-    with pytest.raises(ValueError, match="in flight"):
-        smallm.with_fields(n64, "l12", mma_lag=12)
-    with pytest.raises(ValueError, match="16 for one consumer"):
-        smallm.with_fields(n64, "a16big", a_stage_rows=16)  # max_m 128: M up to 128 would not fit
-    with pytest.raises(ValueError, match="16 for one consumer"):
-        smallm.with_fields(smallm.FAMILIES["smallm:c2n64"], "a16", a_stage_rows=16, max_m=16)

@@ -69,20 +69,10 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_MMA_LAG) || \
-    !defined(GL_A_STAGE_ROWS)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_MMA_LAG, GL_A_STAGE_ROWS"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST)
+#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
-constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups a consumer keeps in flight (gl_warpspec.cuh's mma_mainloop)
-// Rows of A a stage holds. BM, or 16 for decode rows (M <= 16): then the stages' A blocks sit
-// back to back, 2 KB each, and a wgmma's 64-row A read runs on into the next stages' blocks
-// (and, for the last, into A_OVERHANG): rows >= M of C are garbage either way and never
-// stored. 6 KB less per stage leaves room for a deeper ring.
-constexpr int A_ROWS = GL_A_STAGE_ROWS;
-constexpr bool COMPACT_A = A_ROWS < BM;
-static_assert(A_ROWS == BM || (A_ROWS == 16 && CONSUMERS == 1), "A's stage rows: BM, or 16 with one consumer");
-static_assert(MMA_LAG >= 1 && MMA_LAG < DEPTH, "the stages held in flight must leave the producer one to fill");
 constexpr bool FIXUP = GL_FIXUP;
 constexpr int MC = GL_MULTICAST;  // CTAs along M of a cluster sharing each B tile (1: no cluster)
 // B may also be given N-major (a row-major (K, N) matrix, the usual x @ W): TMA loads it as
@@ -111,29 +101,27 @@ using OperandRing = Ring<DEPTH, MC>;  // multicast: releases go to both CTAs' em
 // held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
 // tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
 constexpr int C_CHUNKS = BN / 64;
-constexpr int A_CHUNKS = COMPACT_A ? 0 : CONSUMERS;  // a compact A stage holds no 64 x 64 chunk
-constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= A_CHUNKS + C_CHUNKS;
+constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
 static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
-struct SharedStorage {  // B first: A's overhang stays behind A without upsetting B's 1024-byte alignment
+struct SharedStorage {
+  u16 A[DEPTH][BM * BK];
   u16 B[DEPTH][BN * BK];
-  u16 A[DEPTH][A_ROWS * BK];
-  u16 A_overhang[COMPACT_A ? (BM - A_ROWS) * BK : 4];  // what the last stage's 64-row read runs into
   u64 tma2mma[DEPTH];
   u64 mma2tma[DEPTH];
 };
 // Chunk q of the staged epilogue in stage `stage`: the stage's A chunks first, then B's.
 GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
-  return q < A_CHUNKS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - A_CHUNKS) * 64 * BK;
+  return q < CONSUMERS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - CONSUMERS) * 64 * BK;
 }
 
 // Cluster reduction: the piece, BM x BN fp32 over the drained ring, rows padded by 8 floats
 // (the fragment's 8 rows of a store land in different banks).
 constexpr int PIECE_LD = BN + 8;
 constexpr u32 MAX_PIECES = 8;  // the portable cluster size
-static_assert(BM * PIECE_LD * 4 <= DEPTH * (A_ROWS + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
+static_assert(BM * PIECE_LD * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
 // Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
@@ -283,7 +271,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const int m_tiles = ceil_div(M, BM), n_tiles = ceil_div(N, BN), k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
   const u32 pieces = MC > 1 ? 1 : cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
-  float* piece = reinterpret_cast<float*>(&s.B[0][0]);  // the drained ring, B's stages then A's
+  float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
@@ -352,7 +340,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
       const int count = seg.k1() - seg.k0();
       zero_acc(acc);
-      const auto last = mma_mainloop<MMA_LAG>(ops, st, count, t, warp_leader, [&](int stage) {
+      const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) {
         const u16* a = s.A[stage] + cw * 64 * BK;
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows N-major
@@ -364,13 +352,6 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       if (STAGED_C && pieces == 1 && seg.whole()) {  // the staged epilogue in the last k-tile's stage
         wgmma_wait<0>();
         fence_acc(acc);
-        if constexpr (MMA_LAG > 1) {  // the newer held stages are read: back to the producer; the oldest stages C
-          auto held = last;
-          for (int kt = max(count - MMA_LAG, 0) + 1; kt < count; ++kt) {
-            held.advance();
-            if (warp_leader) ops.consumer_release(held, kt);
-          }
-        }
         tr.event(EV_MMA_DONE, 0, last.stage, last.phase, count - 1, t);
         if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
           named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
@@ -388,11 +369,11 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
           tr.event(EV_STORE_DONE, 0, last.stage, last.phase, 0, t);
         }
         named_barrier_sync(BAR_CONSUMER + cw, 128);  // staging read: the stage may be refilled
-        if (warp_leader) ops.consumer_release(last, max(count - MMA_LAG, 0));
+        if (warp_leader) ops.consumer_release(last, count - 1);
         tr.event(EV_EPI_END, 0, 0, 0, 0, t);
         continue;
       }
-      mma_drain<MMA_LAG>(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
+      mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
       fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
       tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
       if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring

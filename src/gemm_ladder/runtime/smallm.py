@@ -119,12 +119,6 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
     # 2: clusters of two CTAs along M share each B tile, each loading half of it and
     # multicasting it into both (GL_MULTICAST; whole tiles only, the kernel's PairWalk)
     multicast: int = 1
-    # wgmma groups a consumer keeps in flight (GL_MMA_LAG): the stage of k-tile kt goes back
-    # to the producer once group kt + mma_lag is issued and kt has retired
-    mma_lag: int = 1
-    # rows of A a stage holds (GL_A_STAGE_ROWS): bm, or 16 for M <= 16 (the stages' A blocks
-    # back to back, a wgmma's 64-row read running on into the next ones: a deeper ring fits)
-    a_stage_rows: int = 0  # 0: bm
 
     def __post_init__(self) -> None:
         if self.multicast not in (1, 2) or self.multicast > 1 and (
@@ -140,12 +134,6 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
                              "needs b_mn_major=False")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
-        if not 1 <= self.mma_lag < self.depth:
-            raise ValueError(f"{self.key}: wgmma groups in flight ({self.mma_lag}) must be at least 1 and under "
-                             f"the depth ({self.depth})")
-        if self.a_stage_rows not in (0, self.bm) and not (self.a_stage_rows == 16 and self.consumers == 1
-                                                          and self.max_m <= 16):
-            raise ValueError(f"{self.key}: a stage holds A's {self.bm} rows, or 16 for one consumer at M <= 16")
 
     @property
     def bm(self) -> int:
@@ -170,8 +158,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
         """Whole tiles leave through shared memory and TMA stores: the held stage's A and B
         hold the consumers' 64 x 64 chunks (the kernel's STAGED_C, from the same fields)."""
         chunks = self.bn // C_BOX
-        a_chunks = self.consumers if self.a_rows == self.bm else 0  # a compact A stage holds none
-        return chunks > 0 and self.consumers * chunks <= a_chunks + chunks
+        return chunks > 0 and self.consumers * chunks <= self.consumers + chunks
 
     @property
     def claims(self) -> tuple[str, ...]:
@@ -183,21 +170,14 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
         return 2 * self.depth  # tma2mma + mma2tma per stage
 
     @property
-    def a_rows(self) -> int:
-        """Rows of A a stage holds (the kernel's A_ROWS)."""
-        return self.a_stage_rows or self.bm
-
-    @property
     def stage_bytes(self) -> int:
-        return (self.a_rows + self.bn) * self.bk * 2
+        return (self.bm + self.bn) * self.bk * 2
 
     @property
     def dynamic_smem(self) -> int:
-        """Operand stages (+ the compact A's overhang: what the last stage's 64-row read runs
-        into) + barriers + 1 KB to align the tiles to 1024 bytes (the kernel static_asserts
-        that its SharedStorage fits)."""
-        overhang = (self.bm - self.a_rows) * self.bk * 2 if self.a_rows < self.bm else 8
-        return 1024 + self.depth * self.stage_bytes + overhang + 8 * self.barriers
+        """Operand stages + barriers + 1 KB to align the tiles to 1024 bytes (the kernel
+        static_asserts that its SharedStorage fits)."""
+        return 1024 + self.depth * self.stage_bytes + 8 * self.barriers
 
     def smem_problem(self, static_smem: int = 0) -> str:
         total = self.dynamic_smem + static_smem
@@ -210,8 +190,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
-                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
-                    GL_MMA_LAG=self.mma_lag, GL_A_STAGE_ROWS=self.a_rows)
+                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -230,9 +209,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
         p = []
         if min(M, N, K) < 1:
             p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
-        if self.a_rows < self.bm and M > self.a_rows:  # a compact A stage (a_stage_rows) holds no more rows
-            p.append(f"M={M} is over {self.a_rows}: {self.key}'s stages hold {self.a_rows} rows of A")
-        elif M > self.max_m:
+        if M > self.max_m:
             p += ([f"M={M} is over {self.max_m}: {self.key} is for decode-like rows only"] if self.one_wave_max_kt
                   else self.large_m_problems(M, N, K, b_mn))
         elif self.one_wave_max_kt:

@@ -16,6 +16,14 @@ COLUMNS = [  # (metric, short name, scale to per-GFLOP units)
     ("l1tex__m_xbar2l1tex_read_bytes.sum", "xbar->SM MB", 1e-6),
     ("l1tex__data_bank_reads.sum", "smem rd M", 1e-6),
     ("l1tex__data_bank_writes.sum", "smem wr M", 1e-6),
+    # the L2 request coalescer (per GPC): read sectors asked for by the SMs, merged in hardware
+    # (same sector, near the same time) or by multicast ("programmatic"), and sent on to L2
+    ("lrc__request_sectors_op_read_coalescable.sum", "LRC coalescable Msect", 1e-6),
+    ("lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum", "LRC hw-merged Msect", 1e-6),
+    ("lrc__request_sectors_op_read_coalescing_achieved_type_programmatic.sum", "LRC mc-merged Msect", 1e-6),
+    ("lrc__lrc2xbar_sectors_op_read.sum", "LRC->L2 Msect", 1e-6),
+    ("lrc__xbar2gpc_sectors_op_read.sum", "L2->GPC Msect", 1e-6),
+    ("lts__t_requests_srcunit_ltcfabric.sum", "L2 fabric Mreq", 1e-6),
 ]
 
 
@@ -65,6 +73,7 @@ def main():
         row["pJ/FLOP"], row["MHz"] = p.get("pj_per_flop"), p.get("clock_mhz")
         table[(size, key)] = row
     cols = [c for _, c, _ in COLUMNS] + ["pJ/FLOP", "MHz"]
+    cols = [c for c in cols if any(row.get(c) is not None for row in table.values())]  # metrics ncu counted
     print("per GFLOP; in brackets: relative to cuBLAS at the same size")
     for size in sizes:
         print(f"\n{size}^3  " + "  ".join(f"{c:>18s}" for c in cols))
@@ -80,7 +89,7 @@ def main():
                     cells.append(f"{v:10.3f} ({v / b:5.3f})")
                 else:
                     cells.append(f"{v:18.3f}")
-            print(f"{key:8s} " + "  ".join(cells) + f"   {row['kernel name']}")
+            print(f"{key:10s} " + "  ".join(cells) + f"   {row['kernel name']}")
 
 
 if __name__ == "__main__":

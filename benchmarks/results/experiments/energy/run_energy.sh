@@ -7,6 +7,7 @@
 #    out (listed in metrics_missing.txt) rather than failing the run.
 # 2. probe_power.py: the same kernels launched back to back at the cap, clock and energy.
 # Then ledger.py joins the two: per kernel, each level's traffic per FLOP beside pJ per FLOP.
+# EXTRA: more metrics (e.g. the L2 request coalescer's lrc__* counts, which ledger.py prints too).
 set -u -o pipefail
 export PYTHONPATH=$PWD/src:$PWD/tests GEMM_LADDER_CACHE_DIR=/tmp/glc GEMM_LADDER_COMMIT=${COMMIT:?} PYTHONUNBUFFERED=1
 D=$(dirname "$0")
@@ -17,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit --fo
 WANT="dram__bytes_read.sum dram__bytes_write.sum lts__t_sectors_srcunit_tex_op_read.sum
 lts__t_sectors_srcunit_tex_op_write.sum lts__t_sectors.sum lts__t_requests_srcunit_tex.sum
 l1tex__data_bank_reads.sum l1tex__data_bank_writes.sum l1tex__m_xbar2l1tex_read_bytes.sum
-smsp__inst_executed_pipe_tensor.sum sm__cycles_elapsed.avg.per_second gpu__time_duration.sum"
+smsp__inst_executed_pipe_tensor.sum sm__cycles_elapsed.avg.per_second gpu__time_duration.sum ${EXTRA:-}"
 ncu --query-metrics > "$O/metrics_known.txt" 2>&1
 have=(); : > "$O/metrics_missing.txt"
 for m in $WANT; do
@@ -35,4 +36,4 @@ echo "ncu rc=$?"; tail -3 "$O/ncu_raw.err"
 timeout 200 python3 benchmarks/results/experiments/power/probe_power.py --keys "$KEYS" --sizes "$SIZES" \
   --json "$O/power.json" 2>&1 | tee "$O/power.log"
 echo "power rc=$?"
-python3 "$D/ledger.py" --ncu "$O/ncu_raw.csv" --power "$O/power.json" | tee "$O/ledger.txt"
+python3 "$D/ledger.py" --ncu "$O/ncu_raw.csv" --power "$O/power.json" --keys "$KEYS" --sizes "$SIZES" | tee "$O/ledger.txt"
