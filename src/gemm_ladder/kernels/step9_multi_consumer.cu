@@ -62,7 +62,7 @@ constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
 static_assert(BK == 64 && BN >= 168 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
               "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 168 .. 64 x 240 in its variants");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
-static_assert(CLUSTER_M == 1 || CLUSTER_M == 2 || CLUSTER_M == 4, "clusters of 1 (ablation), 2 or 4 CTAs along M");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1, "the epilogue ring needs a staging slot");
 constexpr int TAIL = BN % EPI_N;  // columns of a narrower last chunk (0: every chunk is 64 wide)
 static_assert(TAIL % 8 == 0 && (TAIL == 0 || CLUSTER_M == 1), "a narrow last chunk: 8-column blocks, no cluster");

@@ -108,8 +108,6 @@ VARIANTS: dict[str, Step] = {
     "8:d4": variant(STEPS[8], "d4", depth=4),       # the course's depth
     "8:c1": variant(STEPS[8], "c1", cluster=(1, 1, 1)),  # cluster off: no multicast
     "9:c1": variant(STEPS[9], "c1", cluster=(1, 1, 1)),
-    # four CTAs along M share each B tile (each loads a 64-row quarter and multicasts it)
-    "9:c4": variant(STEPS[9], "c4", cluster=(4, 1, 1)),
     # a 192-wide tile (no cluster) for shapes whose 256-wide tiles leave a ragged last wave
     "9:n192": variant(STEPS[9], "n192", bn=192, cluster=(1, 1, 1),
                       sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", "HGMMA.64x192x16")),

@@ -1,6 +1,7 @@
 # Step 9 on clusters of 4 along M (9:c4) beside 9 and 9:c1: debug-build check, interleaved bench
 # (4096^3 fp16/bf16, 8192^3, 2048^3), the energy ledger with the L2 request coalescer counts.
 #   bash benchmarks/results/experiments/cluster4/run_c4.sh <commit>   (on the GPU machine; $OUT/c4.tgz)
+# Needs tree 7d72753 (9:c4 was reverted after this probe: docs/perf-notes.md, item 73).
 set -u
 export PYTHONPATH=$PWD/src:$PWD/tests GEMM_LADDER_CACHE_DIR=/tmp/glc PYTHONUNBUFFERED=1
 C=${1:?commit}
