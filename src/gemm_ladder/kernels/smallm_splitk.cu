@@ -69,14 +69,9 @@
 #include "gl_warpspec.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_K_ROTATE)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_K_ROTATE"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST)
+#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
 #endif
-// GL_K_ROTATE: each CTA walks its k-range from a different start (CTA c of G at c/G of the way,
-// wrapping), so that the CTAs streaming B at once read different columns of its rows rather
-// than the same 128 bytes of thousands of rows. The k-tiles' sum changes order (the same for
-// every run). Not with multicast pairs, whose two CTAs must load the same k-tile together.
-constexpr bool K_ROTATE = GL_K_ROTATE;
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
 constexpr int MC = GL_MULTICAST;  // CTAs along M of a cluster sharing each B tile (1: no cluster)
@@ -299,10 +294,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const u32 rank = MC > 1 ? cluster_ctarank() : 0;
       for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
-        const int k0 = seg.k0(), n = seg.k1() - seg.k0();
-        const int rot = K_ROTATE && MC == 1 ? (int)((long long)blockIdx.x * n / gridDim.x) : 0;
-        for (int i = 0; i < n; ++i) {
-          const int kt = k0 + (i + rot) % n;
+        for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           ops.producer_acquire(st, kt);
           // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
           ops.producer_expect_tx(st, stage_bytes(a_rows));
