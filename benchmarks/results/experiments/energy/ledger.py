@@ -16,7 +16,7 @@ COLUMNS = [  # (metric, short name, scale to per-GFLOP units)
     ("l1tex__m_xbar2l1tex_read_bytes.sum", "xbar->SM MB", 1e-6),
     ("l1tex__data_bank_reads.sum", "smem rd M", 1e-6),
     ("l1tex__data_bank_writes.sum", "smem wr M", 1e-6),
-    # the L2 request coalescer (per GPC): read sectors asked for by the SMs, merged in hardware
+    # the L2 request coalescer (between the SMs and L2): read sectors asked for by the SMs, merged in hardware
     # (same sector, near the same time) or by multicast ("programmatic"), and sent on to L2
     ("lrc__request_sectors_op_read_coalescable.sum", "LRC coalescable Msect", 1e-6),
     ("lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum", "LRC hw-merged Msect", 1e-6),
