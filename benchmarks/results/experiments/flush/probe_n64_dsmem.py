@@ -9,9 +9,9 @@ for bit.
     PYTHONPATH=src python benchmarks/results/experiments/flush/probe_n64_dsmem.py [--dtypes float16,bfloat16] [--json F]
         [--shapes ...] [--keys smallm:n32,smallm,smallm:n64:ws,smallm:n128:cr]
 """
-import argparse, json, statistics
+import argparse, json
 import torch
-from gemm_ladder.measure.accuracy import check_product
+from gemm_ladder.measure import probe
 from gemm_ladder.measure.bench import Bench, git_commit
 from gemm_ladder.runtime import launch, select, smallm
 
@@ -24,8 +24,6 @@ ap.add_argument("--dtypes", default="float16,bfloat16")
 ap.add_argument("--json", default=None)
 args = ap.parse_args()
 bench = Bench(0)
-buf = bench.flush_buf
-FLUSHES = {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
 sms = launch.num_sms(0)
 F = smallm.FAMILIES
 ENTRIES = {**F, "smallm:n64:ws": smallm.with_fields(F["smallm:n64"], "ws", cluster_reduce=False),
@@ -40,28 +38,8 @@ for dt in args.dtypes.split(","):
         pick = select.pick(M, N, K, dt, sms)
         cands = {f"pick={pick}": pick}
         cands.update({k: ENTRIES[k] for k in args.keys.split(",") if ENTRIES[k].accepts(M, N, K)})
-        names, fns, notes = [], [], []
-        for name, st in cands.items():
-            out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
-            p = launch.plan(st, a, b, out)
-            p(); torch.cuda.synchronize()
-            ok = bool(check_product(out, a, b)[0])
-            first = out.clone()
-            out.fill_(float("nan")); p(); torch.cuda.synchronize()
-            same = torch.equal(first, out)
-            d = getattr(p, "deal", None)
-            names.append(name); fns.append(p)
-            notes.append((ok, same, None if d is None else f"u{d.units} c{d.ctas} p{d.planes}{' dsmem' if d.dsmem else ''}"))
-        fns.append(lambda: torch.matmul(a, b.T))
-        for fname, fl in FLUSHES.items():
-            bench.flush_l2 = fl
-            med = [statistics.median(t) * 1e3 for t in bench.time_interleaved(fns, args.reps)]
-            cub = med[-1]
-            line = [f"{shape} {dt} {fname}: cuBLAS {cub:.1f} us"]
-            for name, us, (ok, same, deal) in zip(names, med, notes):
-                line.append(f"{name} [{deal}] {us:.1f} ({cub / us:.3f}){'' if ok else ' WRONG'}{'' if same else ' MOVING'}")
-                rows.append(dict(M=M, N=N, K=K, dtype=dt, kernel=name, flush=fname, us=us, cublas_us=cub,
-                                 ratio_to_cublas=cub / us, ok=ok, repeat_identical=same, deal=deal))
-            print("\n  ".join(line), flush=True)
+        checked = probe.checked_plans(cands, a, b, launch.plan, f"{shape} {dt}")
+        rows += probe.time_against_cublas(bench, checked, a, b, args.reps, f"{shape} {dt}",
+                                          dict(M=M, N=N, K=K, dtype=dt))
 if args.json:
     json.dump(dict(commit=git_commit(), rows=rows), open(args.json, "w"), indent=1)

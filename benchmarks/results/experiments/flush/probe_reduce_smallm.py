@@ -7,9 +7,9 @@ poisoned and checked against fp32 first, and repeated bit for bit.
 
     PYTHONPATH=src python benchmarks/results/experiments/flush/probe_reduce_smallm.py [--json F]
 """
-import argparse, json, statistics
+import argparse, json
 import torch
-from gemm_ladder.measure.accuracy import check_product
+from gemm_ladder.measure import probe
 from gemm_ladder.measure.bench import Bench, git_commit
 from gemm_ladder.runtime import launch, select, smallm
 
@@ -21,8 +21,6 @@ ap.add_argument("--json", default=None)
 args = ap.parse_args()
 dtype = getattr(torch, args.dtype)
 bench = Bench(0)
-buf = bench.flush_buf
-FLUSHES = {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
 sms = launch.num_sms(0)
 rows = []
 for shape in args.shapes.split(","):
@@ -34,33 +32,7 @@ for shape in args.shapes.split(","):
     if fam is not None:
         cands[f"{fam.key}:cr"] = smallm.with_fields(fam, "cr", cluster_reduce=True)
         cands[f"{fam.key}:fixup"] = smallm.with_fields(fam, "fixup", fixup=True)
-    names, fns, notes = [], [], []
-    for name, st in cands.items():
-        out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
-        try:
-            p = launch.plan(st, a, b, out)
-        except Exception as e:  # a configuration that cannot run is reported, not fatal
-            print(f"{shape} {name}: {type(e).__name__}: {str(e)[:150]}", flush=True)
-            continue
-        p(); torch.cuda.synchronize()
-        ok = bool(check_product(out, a, b)[0])
-        first = out.clone()
-        out.fill_(float("nan")); p(); torch.cuda.synchronize()
-        same = torch.equal(first, out)
-        d = getattr(p, "deal", None)
-        names.append(name); fns.append(p)
-        notes.append((ok, same, None if d is None else f"u{d.units} c{d.ctas} p{d.planes}{' dsmem' if d.dsmem else ''}"
-                      f"{' fixup' if d.fixup else ''}"))
-    fns.append(lambda: torch.matmul(a, b.T))
-    for fname, fl in FLUSHES.items():
-        bench.flush_l2 = fl
-        med = [statistics.median(t) * 1e3 for t in bench.time_interleaved(fns, args.reps)]
-        cub = med[-1]
-        line = [f"{shape} {fname}: cuBLAS {cub:.1f} us"]
-        for name, us, (ok, same, deal) in zip(names, med, notes):
-            line.append(f"{name} [{deal}] {us:.1f} ({cub / us:.3f}){'' if ok else ' WRONG'}{'' if same else ' MOVING'}")
-            rows.append(dict(M=M, N=N, K=K, dtype=args.dtype, kernel=name, flush=fname, us=us, cublas_us=cub,
-                             ratio_to_cublas=cub / us, ok=ok, repeat_identical=same, deal=deal))
-        print("\n  ".join(line), flush=True)
+    checked = probe.checked_plans(cands, a, b, launch.plan, shape)
+    rows += probe.time_against_cublas(bench, checked, a, b, args.reps, shape, dict(M=M, N=N, K=K, dtype=args.dtype))
 if args.json:
     json.dump(dict(commit=git_commit(), rows=rows), open(args.json, "w"), indent=1)

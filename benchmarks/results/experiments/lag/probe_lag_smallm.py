@@ -6,9 +6,9 @@ bench.py's zeroing flush (the suite's) and after a read flush.
 
     PYTHONPATH=src python benchmarks/results/experiments/lag/probe_lag_smallm.py [--json F]
 """
-import argparse, json, statistics
+import argparse, json
 import torch
-from gemm_ladder.measure.accuracy import check_product
+from gemm_ladder.measure import probe
 from gemm_ladder.measure.bench import Bench, git_commit
 from gemm_ladder.runtime import launch, select, smallm
 
@@ -23,8 +23,6 @@ ap.add_argument("--variants", default=None, help="family/name/field=value/...,..
 ap.add_argument("--all-variants", action="store_true", help="every variant that accepts the shape, not only the pick's")
 args = ap.parse_args()
 bench = Bench(0)
-buf = bench.flush_buf
-FLUSHES = {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
 sms = launch.num_sms(0)
 F = smallm.FAMILIES
 W = smallm.with_fields
@@ -45,34 +43,7 @@ for dt, shape in jobs:
     for f in VARIANTS:  # the pick's own tile with the new knobs, and n64's everywhere
         if f.accepts(M, N, K) and (args.all_variants or f.key.startswith(pick + ":") or f.key.startswith("smallm:n64:")):
             cands[f.key] = f
-    names, fns, notes = [], [], []
-    for name, st in cands.items():
-        out = torch.full((M, N), float("nan"), dtype=dtype, device="cuda")
-        try:
-            p = launch.plan(st, a, b, out)
-            p(); torch.cuda.synchronize()
-        except Exception as e:  # reported, not fatal
-            print(f"{shape} {dt} {name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
-            continue
-        ok = bool(check_product(out, a, b)[0])
-        first = out.clone()
-        same = True
-        for _ in range(args.repeats):
-            out.fill_(float("nan")); p(); torch.cuda.synchronize()
-            same = same and torch.equal(first, out)
-        d = getattr(p, "deal", None)
-        names.append(name); fns.append(p)
-        notes.append((ok, same, None if d is None else f"c{d.ctas} u{d.units} p{d.planes}{' dsmem' if d.dsmem else ''}"))
-    fns.append(lambda: torch.matmul(a, b.T))
-    for fname, fl in FLUSHES.items():
-        bench.flush_l2 = fl
-        med = [statistics.median(t) * 1e3 for t in bench.time_interleaved(fns, args.reps)]
-        cub = med[-1]
-        line = [f"{shape} {dt} {fname}: cuBLAS {cub:.1f} us"]
-        for name, us, (ok, same, deal) in zip(names, med, notes):
-            line.append(f"{name} [{deal}] {us:.1f} ({cub / us:.3f}){'' if ok else ' WRONG'}{'' if same else ' MOVING'}")
-            rows.append(dict(M=M, N=N, K=K, dtype=dt, kernel=name, flush=fname, us=us, cublas_us=cub,
-                             ratio_to_cublas=cub / us, ok=ok, repeat_identical=same, deal=deal))
-        print("\n  ".join(line), flush=True)
+    checked = probe.checked_plans(cands, a, b, launch.plan, f"{shape} {dt}", repeats=args.repeats)
+    rows += probe.time_against_cublas(bench, checked, a, b, args.reps, f"{shape} {dt}", dict(M=M, N=N, K=K, dtype=dt))
 if args.json:
     json.dump(dict(commit=git_commit(), rows=rows), open(args.json, "w"), indent=1)

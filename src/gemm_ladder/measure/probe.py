@@ -1,0 +1,76 @@
+"""What the kernel probes under benchmarks/results/experiments/ share: each candidate checked
+on a poisoned output against fp32 and repeated bit for bit, then all of them timed interleaved
+with cuBLAS after each of bench.py's L2 flushes, one row per (candidate, flush)."""
+from __future__ import annotations
+
+import statistics
+
+from .accuracy import check_product
+
+
+def flushes(bench) -> dict:
+    """The two L2 flushes the probes compare: bench.py's zeroing one (the suite's: it leaves L2
+    full of dirty lines) and a read (L2 left clean)."""
+    buf = bench.flush_buf
+    return {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
+
+
+def deal_text(plan) -> str | None:
+    """A plan's deal of work in a few characters (None: the kernel has no deal)."""
+    d = getattr(plan, "deal", None)
+    if d is None:
+        return None
+    return (f"c{d.ctas} u{d.units} p{d.planes}" + (" dsmem" if d.dsmem else "")
+            + (" fixup" if getattr(d, "fixup", False) else ""))
+
+
+def checked_plans(cands: dict, a, b, make_plan, label: str, repeats: int = 1) -> list[tuple]:
+    """[(name, plan, ok, repeat_identical, deal)] for the candidates {name: step or key} that
+    plan and launch. Each output starts as NaN; the first result is checked against fp32, then
+    `repeats` more runs on re-poisoned outputs must match it bit for bit. A candidate that
+    cannot be planned or launched is printed and left out."""
+    import torch
+    sync = torch.cuda.synchronize if a.is_cuda else (lambda: None)
+    M, N = a.shape[0], b.shape[0]
+    out_rows = []
+    for name, st in cands.items():
+        out = torch.full((M, N), float("nan"), dtype=a.dtype, device=a.device)
+        try:
+            p = make_plan(st, a, b, out)
+            p()
+            sync()
+        except Exception as e:  # reported, not fatal
+            print(f"{label} {name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            continue
+        ok = bool(check_product(out, a, b)[0])
+        first = out.clone()
+        same = True
+        for _ in range(repeats):
+            out.fill_(float("nan"))
+            p()
+            sync()
+            same = same and torch.equal(first, out)
+        out_rows.append((name, p, ok, same, deal_text(p)))
+    return out_rows
+
+
+def time_against_cublas(bench, checked: list[tuple], a, b, reps: int, label: str, row: dict,
+                        flush_fns: dict | None = None) -> list[dict]:
+    """Times the checked plans and cuBLAS (torch.matmul(a, b.T)) interleaved, medians of `reps`,
+    after each flush; prints one line per flush and returns a row per (candidate, flush): `row`
+    (the shape's fields) with kernel, flush, us, cublas_us, ratio_to_cublas, ok,
+    repeat_identical, deal."""
+    import torch
+    fns = [p for _, p, *_ in checked] + [lambda: torch.matmul(a, b.T)]
+    rows = []
+    for fname, fl in (flush_fns or flushes(bench)).items():
+        bench.flush_l2 = fl
+        med = [statistics.median(t) * 1e3 for t in bench.time_interleaved(fns, reps)]
+        cub = med[-1]
+        line = [f"{label} {fname}: cuBLAS {cub:.1f} us"]
+        for (name, _, ok, same, deal), us in zip(checked, med):
+            line.append(f"{name} [{deal}] {us:.1f} ({cub / us:.3f}){'' if ok else ' WRONG'}{'' if same else ' MOVING'}")
+            rows.append(dict(row, kernel=name, flush=fname, us=us, cublas_us=cub, ratio_to_cublas=cub / us, ok=ok,
+                             repeat_identical=same, deal=deal))
+        print("\n  ".join(line), flush=True)
+    return rows

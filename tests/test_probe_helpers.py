@@ -1,0 +1,61 @@
+"""The probes' shared check-and-time loop (measure/probe.py), on the CPU with stand-in plans."""
+import types
+
+import torch
+
+from gemm_ladder.measure import probe
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(16, 64, generator=g).half(), torch.randn(32, 64, generator=g).half()
+
+
+def _plan(kind):
+    def make(st, a, b, out):
+        if kind == "fails":
+            raise ValueError("does not take this shape")
+        calls = []
+
+        def run():
+            calls.append(1)
+            r = (a.float() @ b.float().T).to(out.dtype)
+            if kind == "wrong":
+                r = r + 1
+            if kind == "moving" and len(calls) > 1:
+                r[0, 0] += 1
+            out.copy_(r)
+        return run
+    return make
+
+
+def test_checked_plans_check_repeat_and_leave_out_what_cannot_run(capsys):
+    a, b = _inputs()
+    rows = {}
+    for kind in ("good", "wrong", "moving", "fails"):
+        got = probe.checked_plans({kind: None}, a, b, _plan(kind), "16x32x64", repeats=2)
+        rows[kind] = got[0][2:4] if got else None
+    assert rows == {"good": (True, True), "wrong": (False, True), "moving": (True, False), "fails": None}
+    assert "16x32x64 fails: ValueError: does not take this shape" in capsys.readouterr().out
+
+
+def test_deal_text():
+    d = types.SimpleNamespace(deal=types.SimpleNamespace(ctas=128, units=64, planes=2, dsmem=True, fixup=True))
+    assert probe.deal_text(d) == "c128 u64 p2 dsmem fixup"
+    assert probe.deal_text(object()) is None
+
+
+def test_time_against_cublas_rows_per_candidate_and_flush(capsys):
+    a, b = _inputs()
+    checked = probe.checked_plans({"good": None}, a, b, _plan("good"), "s")
+
+    class Bench:
+        flush_l2 = None
+
+        def time_interleaved(self, fns, reps):
+            assert len(fns) == 2 and reps == 3
+            return [[0.002] * reps, [0.001] * reps]  # ours 2 us, cuBLAS 1 us
+    rows = probe.time_against_cublas(Bench(), checked, a, b, 3, "s", dict(M=16), flush_fns={"zero": None, "read": None})
+    assert [(r["flush"], r["kernel"], r["M"]) for r in rows] == [("zero", "good", 16), ("read", "good", 16)]
+    assert all(abs(r["ratio_to_cublas"] - 0.5) < 1e-9 and r["ok"] and r["repeat_identical"] for r in rows)
+    assert "s zero: cuBLAS 1.0 us\n  good [None] 2.0 (0.500)" in capsys.readouterr().out
