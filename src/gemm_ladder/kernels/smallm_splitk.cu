@@ -262,6 +262,13 @@ GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool 
   else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
 }
 
+// GL_EARLY_LOADS: the k-tiles of this CTA's first segment that thread 0 loads right after the
+// barrier init (at most DEPTH: stages 0.., phase 0).
+template <class Walk>
+GL_DEVICE int early_count(const Walk& seg) {
+  return seg.more() ? min(DEPTH, seg.k1() - seg.k0()) : 0;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                    const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64: the staged epilogue
@@ -278,6 +285,15 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     OperandRing::init(s.tma2mma, 1,                                 // the producer's arrive.expect_tx
                       s.mma2tma, CONSUMER_WARPS * CONSUMERS * MC);  // one arrive per consumer warp (of both CTAs)
     fence_barrier_init();
+    if constexpr (GL_EARLY_LOADS) {  // the first stages before the set-up (gl_warpspec.cuh); B whole, not multicast
+      const auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
+      const int m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN, rank = MC > 1 ? cluster_ctarank() : 0;
+      for (int i = 0; i < early_count(seg); ++i) {
+        mbar_arrive_expect_tx(&s.tma2mma[i], stage_bytes(a_rows));
+        load_stage<BM, BN, BK, MC, false, B_MN, true>(s.A[i], s.B[i], &tmap_a, &tmap_b, &s.tma2mma[i], seg.k0() + i,
+                                                      m0, n0, rank);
+      }
+    }
   }
   // the only CTA-wide barrier: from here on the roles run apart (multicast: the peer's
   // barriers are initialised before any load lands in them or any release arrives)
@@ -292,9 +308,16 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       auto st = PipelineState<DEPTH>::producer();
       const u32 rank = MC > 1 ? cluster_ctarank() : 0;
-      for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
+      auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
+      int skip = GL_EARLY_LOADS ? early_count(seg) : 0;  // stages thread 0 filled already
+      for (; seg.more(); seg.next()) {  // the ring runs on across segments
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
+          if (skip > 0) {
+            --skip;
+            st.advance();
+            continue;
+          }
           ops.producer_acquire(st, kt);
           // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
           ops.producer_expect_tx(st, stage_bytes(a_rows));

@@ -78,6 +78,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
+  const int early = early_k_tiles<DEPTH>(tiles, k_tiles);  // GL_EARLY_LOADS (gl_warpspec.cuh)
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
@@ -85,6 +86,8 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
                       s.mma2tma, EMPTY_ARRIVALS);  // cluster: consumer warps of both CTAs
     EpilogueRing::init(s.mma2ld, 1, s.ld2mma, 1);
     fence_barrier_init();
+    early_loads<BM, BN, BK, CLUSTER_M>(early, s.A[0], s.B[0], BM * BK, BN * BK, s.tma2mma, STAGE_BYTES, &tmap_a,
+                                       &tmap_b, tiles);
   }
   cluster_sync();  // cluster: the peer's barriers exist before anything can target them
 
@@ -97,7 +100,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       // B_SLICE rows of B multicast to the same offset (and barrier offset) in both CTAs
       producer_loop(ops, tiles, BM, BN, k_tiles, EXPECTED_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, tiles.rank);
-      });
+      }, 0, 1, early);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);

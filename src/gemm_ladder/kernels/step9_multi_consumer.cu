@@ -148,6 +148,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
+  const int early = early_k_tiles<DEPTH, STREAM_K>(tiles, k_tiles);  // GL_EARLY_LOADS (gl_warpspec.cuh)
 
   // the maps' descriptors fetched while thread 0 initialises the barriers (gl_tma.cuh)
 #if GL_BN % 64
@@ -162,6 +163,8 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                        s.ld2mma, 1);
     for (int c = 0; c < LENT; ++c) mbar_init(&s.lent_full[c], CONSUMERS);
     fence_barrier_init();
+    early_loads<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(early, s.A[0], s.B[0], BM * BK, BN_SMEM * BK, s.tma2mma,
+                                                   STAGE_BYTES, &tmap_a, &tmap_b, tiles);
   }
   cluster_sync();
 
@@ -173,7 +176,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                                       tiles.rank);
-      }, sk_tiles, sk_ctas);
+      }, sk_tiles, sk_ctas, early);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
