@@ -124,13 +124,10 @@ constexpr u32 MAX_PIECES = 8;  // the portable cluster size
 static_assert(BM * PIECE_LD * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
-// Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
-// may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
+// Programmatic dependent launch (gl_common.cuh): with the launch attribute set on the reduction,
+// it may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
 // on free SM space until the split-K grid has ended and its stores are visible. Without the
 // attribute both are no-ops.
-GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
 
 // A consumer's 64 x BN accumulator fragment (gl_epilogue.cuh) at rows m0.. -> global memory,
 // rows >= M and columns >= N masked. DIRECT: rounded to 16 bits into C; else fp32 into
@@ -299,6 +296,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   // barriers are initialised before any load lands in them or any release arrives)
   if constexpr (MC > 1) cluster_sync();
   else __syncthreads();
+  pdl_wait_after_setup();
   if (threadIdx.x == 0) pdl_launch_dependents();  // the reduction may be scheduled (it waits for us)
 
   if (warpgroup_idx() == 0) {

@@ -90,6 +90,7 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
                                        &tmap_b, tiles);
   }
   cluster_sync();  // cluster: the peer's barriers exist before anything can target them
+  pdl_wait_after_setup();
 
   if (warpgroup_idx() == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();

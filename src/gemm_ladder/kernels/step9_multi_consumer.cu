@@ -167,6 +167,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                                                    STAGE_BYTES, &tmap_a, &tmap_b, tiles);
   }
   cluster_sync();
+  pdl_wait_after_setup();
 
   if (warpgroup_idx() == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();
