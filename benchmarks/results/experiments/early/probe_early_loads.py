@@ -20,6 +20,7 @@ ap.add_argument("--edge", default="136x264x200,392x520x72,4000x3000x72,1000x1000
 ap.add_argument("--reps", type=int, default=60)
 ap.add_argument("--passes", type=int, default=2)
 ap.add_argument("--dtypes", default="float16,bfloat16")
+ap.add_argument("--flushes", default="zero", help="zero, read or both (probe.flushes)")
 ap.add_argument("--only", choices=("edge", "time", "both"), default="both")
 ap.add_argument("--json", default=None)
 args = ap.parse_args()
@@ -53,6 +54,7 @@ for pas in range(args.passes if args.only != "edge" else 0):
             checked = probe.checked_plans(cands, a, b, make, f"{shape} {dt}", repeats=3)
             rows += probe.time_against_cublas(bench, checked, a, b, args.reps, f"pass {pas} {shape} {dt}",
                                               dict(M=M, N=N, K=K, dtype=dt, pass_=pas),
-                                              flush_fns={"zero": probe.flushes(bench)["zero"]})
+                                              flush_fns={f: fn for f, fn in probe.flushes(bench).items()
+                                                         if args.flushes in (f, "both")})
 if args.json:
     json.dump(dict(commit=git_commit(), rows=rows, edge=edge_rows), open(args.json, "w"), indent=1)
