@@ -112,19 +112,3 @@ GL_DEVICE void fence_proxy_async_smem() {
 }
 
 GL_DEVICE int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-// Programmatic dependent launch (sm_90). launch_dependents: kernels launched after this one
-// with the programmatic-serialization attribute may be scheduled from now on. wait: block until
-// the kernels before this one on the stream have completed and their writes are visible (at
-// once when this kernel was launched the ordinary way: they have).
-GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-// -DGL_PDL=1 (an experiment): the kernel is launched programmatically, so its set-up (barrier
-// init, cluster barrier, descriptor prefetch) may run while the previous kernel ends; every
-// thread waits for that kernel right after the set-up, before global memory is touched.
-#ifndef GL_PDL
-#define GL_PDL 0
-#endif
-GL_DEVICE void pdl_wait_after_setup() {
-  if (GL_PDL) pdl_wait_for_previous();
-}

@@ -27,32 +27,6 @@ GL_DEVICE void tma_load_2d_multicast(void* smem_dst, const CUtensorMap* map, u64
       : "memory");
 }
 
-// L2 eviction priority for a copy's lines (createpolicy; an operand that streams through once
-// should not push out what L2 holds for others: the activations every CTA re-reads, or another
-// kernel's dirty output, whose eviction costs a DRAM write). Made once per thread; 1.0: every
-// line the copy touches gets the priority.
-GL_DEVICE u64 l2_policy_evict_first() {
-  u64 policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-// tma_load_2d / tma_load_2d_multicast with an L2 cache policy for the lines they read.
-GL_DEVICE void tma_load_2d_hint(void* smem_dst, const CUtensorMap* map, u64* bar, int x, int y, u64 policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%3, %4}], [%2], %5;"
-      ::"r"(smem_u32(smem_dst)), "l"((u64)map), "r"(smem_u32(bar)), "r"(x), "r"(y), "l"(policy)
-      : "memory");
-}
-GL_DEVICE void tma_load_2d_multicast_hint(void* smem_dst, const CUtensorMap* map, u64* bar, int x, int y,
-                                          u16 cta_mask, u64 policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
-      " [%0], [%1, {%3, %4}], [%2], %5, %6;"
-      ::"r"(smem_u32(smem_dst)), "l"((u64)map), "r"(smem_u32(bar)), "r"(x), "r"(y), "h"(cta_mask), "l"(policy)
-      : "memory");
-}
-
 // Store the box at (x, y) from smem_src; completion is tracked by bulk async-groups.
 GL_DEVICE void tma_store_2d(const CUtensorMap* map, const void* smem_src, int x, int y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"

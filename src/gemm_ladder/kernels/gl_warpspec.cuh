@@ -50,53 +50,51 @@ struct TileWalk {
 #ifndef GL_ABLATE_NO_MULTICAST
 #define GL_ABLATE_NO_MULTICAST 0
 #endif
-// -DGL_B_EVICT_FIRST=1: B's lines are read with L2 evict-first priority (gl_tma.cuh), for B
-// streamed through once (the small-M family's weights).
-#ifndef GL_B_EVICT_FIRST
-#define GL_B_EVICT_FIRST 0
-#endif
-// LOCAL: this CTA loads the whole B tile itself, slice by slice, multicasting nothing (the
-// ablation above, and the early loads below, which are issued before the peer's barriers exist).
-template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false, bool LOCAL = false>
+// Which operands a call loads: both (the usual), or A alone and B alone (a cluster's early
+// loads: A before the cluster barrier, B's multicast after it; see early_loads below).
+enum class LoadPart { ALL, A_ONLY, B_ONLY };
+template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false>
 GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorMap* tb, u64* full, int kt,
-                          int m0, int n0, int rank) {
+                          int m0, int n0, int rank, LoadPart part = LoadPart::ALL) {
   constexpr int MN = 64, SLICE = BN / CLUSTER_M;
-  constexpr bool WHOLE_B = CLUSTER_M > 1 && (LOCAL || GL_ABLATE_NO_MULTICAST);
-  static_assert(!(GL_ABLATE_NO_MULTICAST && CLUSTER_M > 1) || (!A_MN && !B_MN),
-                "the no-multicast ablation loads K-major operands only");
-  if (A_MN) {
+  if constexpr (GL_ABLATE_NO_MULTICAST && CLUSTER_M > 1) {
+    static_assert(!A_MN && !B_MN, "the ablation loads K-major operands only");
+    if (part != LoadPart::B_ONLY) tma_load_2d(A, ta, full, kt * BK, m0);
+    if (part == LoadPart::A_ONLY) return;
 #pragma unroll
-    for (int j = 0; j < BM / MN; ++j) tma_load_2d(A + j * MN * BK, ta, full, m0 + j * MN, kt * BK);
-  } else {
-    tma_load_2d(A, ta, full, kt * BK, m0);
+    for (int r = 0; r < CLUSTER_M; ++r) tma_load_2d(B + r * SLICE * BK, tb, full, kt * BK, n0 + r * SLICE);
+    return;
   }
-  const u64 policy = GL_B_EVICT_FIRST ? l2_policy_evict_first() : 0;
+  if (part != LoadPart::B_ONLY) {
+    if (A_MN) {
 #pragma unroll
-  for (int r = WHOLE_B ? 0 : rank; r < (WHOLE_B ? CLUSTER_M : rank + 1); ++r) {
-    u16* slice = B + r * SLICE * BK;  // either layout: the slice's bytes of the stage
-    const int n = n0 + r * SLICE;
-#pragma unroll
-    for (int j = 0; j < (B_MN ? (SLICE + MN - 1) / MN : 1); ++j) {  // a narrower last block: loaded whole
-      u16* dst = slice + j * MN * BK;
-      const int x = B_MN ? n + j * MN : kt * BK, y = B_MN ? kt * BK : n;
-      if (CLUSTER_M == 1 || WHOLE_B) {
-        if (GL_B_EVICT_FIRST) tma_load_2d_hint(dst, tb, full, x, y, policy);
-        else tma_load_2d(dst, tb, full, x, y);
-      } else if (GL_B_EVICT_FIRST) {
-        tma_load_2d_multicast_hint(dst, tb, full, x, y, (u16)((1u << CLUSTER_M) - 1), policy);
-      } else {
-        tma_load_2d_multicast(dst, tb, full, x, y, (u16)((1u << CLUSTER_M) - 1));
-      }
+      for (int j = 0; j < BM / MN; ++j) tma_load_2d(A + j * MN * BK, ta, full, m0 + j * MN, kt * BK);
+    } else {
+      tma_load_2d(A, ta, full, kt * BK, m0);
     }
+  }
+  if (part == LoadPart::A_ONLY) return;
+  u16* slice = B + rank * SLICE * BK;  // either layout: the slice's bytes of the stage
+  const int n = n0 + rank * SLICE;
+#pragma unroll
+  for (int j = 0; j < (B_MN ? (SLICE + MN - 1) / MN : 1); ++j) {  // a narrower last block: loaded whole
+    u16* dst = slice + j * MN * BK;
+    const int x = B_MN ? n + j * MN : kt * BK, y = B_MN ? kt * BK : n;
+    if (CLUSTER_M == 1)
+      tma_load_2d(dst, tb, full, x, y);
+    else
+      tma_load_2d_multicast(dst, tb, full, x, y, (u16)((1u << CLUSTER_M) - 1));
   }
 }
 
-// Early loads (-DGL_EARLY_LOADS=1, an experiment): the thread that initialises the barriers
-// also fills the first min(DEPTH, k_tiles) stages of the CTA's first tile, right after the
-// init, before the cluster barrier, setmaxnreg and the role split, so the first bytes are on
-// their way while the CTA sets up. Those stages carry the whole B tile from this CTA's own
-// loads (the peer's barriers may not exist yet: nothing is multicast); from the next refill on
-// the producer multicasts as usual. producer_loop(..., skip) then starts past them.
+// Early loads (-DGL_EARLY_LOADS=1): the thread that initialises the barriers also starts the
+// first min(DEPTH, k_tiles) stages of the CTA's first tile right after the init, before the
+// cluster barrier, setmaxnreg and the role split, so the first bytes are on their way while the
+// CTA sets up. Each such stage's full barrier is told the whole stage's bytes then. Without a
+// cluster the whole stage is loaded there. With one, only A: B's multicast lands in the peer,
+// whose barriers may not exist yet, so the producer issues B's slice of those stages once the
+// cluster barrier is passed (producer_loop(..., early)); loading all of B locally instead cost
+// more L2 bandwidth in the fill than starting early saved (docs/perf-notes.md, item 74).
 #ifndef GL_EARLY_LOADS
 #define GL_EARLY_LOADS 0
 #endif
@@ -110,8 +108,9 @@ GL_DEVICE void early_loads(int count, u16* A, u16* B, u32 a_stage_elems, u32 b_s
   const auto t = tiles.at(tiles.first(), BM, BN);
   for (int kt = 0; kt < count; ++kt) {  // k-tile kt of the first tile: stage kt, phase 0
     mbar_arrive_expect_tx(&full[kt], GL_EXPECT_TX(bytes));
-    load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN, true>(A + kt * a_stage_elems, B + kt * b_stage_elems, ta, tb,
-                                                        &full[kt], kt, t.m0, t.n0, tiles.rank);
+    load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(A + kt * a_stage_elems, B + kt * b_stage_elems, ta, tb, &full[kt],
+                                                  kt, t.m0, t.n0, tiles.rank,
+                                                  CLUSTER_M == 1 ? LoadPart::ALL : LoadPart::A_ONLY);
   }
 }
 
@@ -175,14 +174,16 @@ GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLU
   for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
     const auto t = tiles.at(ct, bm, bn);
     for (int kt = k0; kt < k1; ++kt) {
-      if (skip > 0) {  // issued by early_loads: a fresh stage, nothing to acquire
+      if (skip > 0) {  // started by early_loads: a fresh stage, its bytes announced; a cluster's B is left
         --skip;
+        if (CLUSTER_M > 1) load(st.stage, ops.full_bar(st), kt, t, LoadPart::B_ONLY);
+        ops.tr.event(EV_LOAD_ISSUE, ops.full_name, st.stage, st.phase, kt, t.id);
         st.advance();
         continue;
       }
       ops.producer_acquire(st, kt);
       mbar_arrive_expect_tx(ops.full_bar(st), GL_EXPECT_TX(bytes));
-      load(st.stage, ops.full_bar(st), kt, t);
+      load(st.stage, ops.full_bar(st), kt, t, LoadPart::ALL);
       ops.tr.event(EV_LOAD_ISSUE, ops.full_name, st.stage, st.phase, kt, t.id);
       st.advance();
     }

@@ -124,10 +124,13 @@ constexpr u32 MAX_PIECES = 8;  // the portable cluster size
 static_assert(BM * PIECE_LD * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
-// Programmatic dependent launch (gl_common.cuh): with the launch attribute set on the reduction,
-// it may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
+// Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
+// may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
 // on free SM space until the split-K grid has ended and its stores are visible. Without the
 // attribute both are no-ops.
+GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 
 // A consumer's 64 x BN accumulator fragment (gl_epilogue.cuh) at rows m0.. -> global memory,
 // rows >= M and columns >= N masked. DIRECT: rounded to 16 bits into C; else fp32 into
@@ -259,13 +262,6 @@ GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool 
   else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
 }
 
-// GL_EARLY_LOADS: the k-tiles of this CTA's first segment that thread 0 loads right after the
-// barrier init (at most DEPTH: stages 0.., phase 0).
-template <class Walk>
-GL_DEVICE int early_count(const Walk& seg) {
-  return seg.more() ? min(DEPTH, seg.k1() - seg.k0()) : 0;
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                    const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64: the staged epilogue
@@ -282,21 +278,11 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     OperandRing::init(s.tma2mma, 1,                                 // the producer's arrive.expect_tx
                       s.mma2tma, CONSUMER_WARPS * CONSUMERS * MC);  // one arrive per consumer warp (of both CTAs)
     fence_barrier_init();
-    if constexpr (GL_EARLY_LOADS) {  // the first stages before the set-up (gl_warpspec.cuh); B whole, not multicast
-      const auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
-      const int m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN, rank = MC > 1 ? cluster_ctarank() : 0;
-      for (int i = 0; i < early_count(seg); ++i) {
-        mbar_arrive_expect_tx(&s.tma2mma[i], stage_bytes(a_rows));
-        load_stage<BM, BN, BK, MC, false, B_MN, true>(s.A[i], s.B[i], &tmap_a, &tmap_b, &s.tma2mma[i], seg.k0() + i,
-                                                      m0, n0, rank);
-      }
-    }
   }
   // the only CTA-wide barrier: from here on the roles run apart (multicast: the peer's
   // barriers are initialised before any load lands in them or any release arrives)
   if constexpr (MC > 1) cluster_sync();
   else __syncthreads();
-  pdl_wait_after_setup();
   if (threadIdx.x == 0) pdl_launch_dependents();  // the reduction may be scheduled (it waits for us)
 
   if (warpgroup_idx() == 0) {
@@ -306,16 +292,9 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       auto st = PipelineState<DEPTH>::producer();
       const u32 rank = MC > 1 ? cluster_ctarank() : 0;
-      auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
-      int skip = GL_EARLY_LOADS ? early_count(seg) : 0;  // stages thread 0 filled already
-      for (; seg.more(); seg.next()) {  // the ring runs on across segments
+      for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
-          if (skip > 0) {
-            --skip;
-            st.advance();
-            continue;
-          }
           ops.producer_acquire(st, kt);
           // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
           ops.producer_expect_tx(st, stage_bytes(a_rows));

@@ -119,9 +119,6 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
     # 2: clusters of two CTAs along M share each B tile, each loading half of it and
     # multicasting it into both (GL_MULTICAST; whole tiles only, the kernel's PairWalk)
     multicast: int = 1
-    # B's lines read with L2 evict-first priority (GL_B_EVICT_FIRST): the weights stream
-    # through once, and should not evict what L2 holds for others
-    b_evict_first: bool = False
 
     def __post_init__(self) -> None:
         if self.multicast not in (1, 2) or self.multicast > 1 and (
@@ -193,8 +190,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
-                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
-                    **({"GL_B_EVICT_FIRST": 1} if self.b_evict_first else {}))
+                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
