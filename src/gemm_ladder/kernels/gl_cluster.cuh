@@ -25,6 +25,11 @@ GL_DEVICE void cluster_sync() {
                "barrier.cluster.wait.acquire;" ::: "memory");
 }
 
+// cluster_sync in its two halves, for a thread with work between them: arrive publishes what it
+// wrote, and the others need not wait for what it does before its wait.
+GL_DEVICE void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
+GL_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
+
 // The shared::cluster address of the same variable in the CTA of rank `rank`.
 GL_DEVICE u32 map_to_cta(const void* smem, u32 rank) {
   u32 remote;

@@ -86,10 +86,12 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
                       s.mma2tma, EMPTY_ARRIVALS);  // cluster: consumer warps of both CTAs
     EpilogueRing::init(s.mma2ld, 1, s.ld2mma, 1);
     fence_barrier_init();
+  }
+  cluster_arrive();  // cluster: the peer's barriers exist before anything can target them
+  if (threadIdx.x == 0)  // after its arrive: a first copy may wait for its map's descriptor, the others need not
     early_loads<BM, BN, BK, CLUSTER_M>(early, s.A[0], s.B[0], BM * BK, BN * BK, s.tma2mma, STAGE_BYTES, &tmap_a,
                                        &tmap_b, tiles);
-  }
-  cluster_sync();  // cluster: the peer's barriers exist before anything can target them
+  cluster_wait();
 
   if (warpgroup_idx() == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();

@@ -163,10 +163,12 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
                        s.ld2mma, 1);
     for (int c = 0; c < LENT; ++c) mbar_init(&s.lent_full[c], CONSUMERS);
     fence_barrier_init();
+  }
+  cluster_arrive();
+  if (threadIdx.x == 0)  // after its arrive: a first copy may wait for its map's descriptor, the others need not
     early_loads<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(early, s.A[0], s.B[0], BM * BK, BN_SMEM * BK, s.tma2mma,
                                                    STAGE_BYTES, &tmap_a, &tmap_b, tiles);
-  }
-  cluster_sync();
+  cluster_wait();
 
   if (warpgroup_idx() == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();
