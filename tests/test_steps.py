@@ -56,6 +56,16 @@ def test_kernel_source_is_configured_only_by_the_step(st):
         assert "#error" in text and "GL_DYNAMIC_SMEM" in text
 
 
+def test_early_loads_only_without_a_cluster():
+    """Steps 8 and 9 start their first stages before the set-up only where no cluster couples the
+    CTAs (measured slower with one: docs/perf-notes.md, item 74); the other kernels have no switch."""
+    for key, early in (("8", 0), ("8:c1", 1), ("9", 0), ("9:c1", 1), ("9:n192", 1), ("9:sk", 0), ("8:d4", 0)):
+        st = steps.get_step(key)
+        assert st.kernel_defines()["GL_EARLY_LOADS"] == early == int(st.cluster_m == 1 and not st.stream_k), key
+    for key in ("4", "6", "7", "7:d4", "10"):
+        assert "GL_EARLY_LOADS" not in steps.get_step(key).kernel_defines(), key
+
+
 def test_shared_memory_and_barriers_are_derived():
     s7 = steps.get_step("7")
     assert s7.barriers == 2 * 2 + 2                           # tma2mma/mma2tma per stage + mma2ld/ld2mma

@@ -87,14 +87,16 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
   }
 }
 
-// Early loads (-DGL_EARLY_LOADS=1): the thread that initialises the barriers also starts the
+// Early loads (GL_EARLY_LOADS, Step.early_loads): the thread that initialises the barriers starts the
 // first min(DEPTH, k_tiles) stages of the CTA's first tile right after the init, before the
 // cluster barrier, setmaxnreg and the role split, so the first bytes are on their way while the
 // CTA sets up. Each such stage's full barrier is told the whole stage's bytes then. Without a
 // cluster the whole stage is loaded there. With one, only A: B's multicast lands in the peer,
 // whose barriers may not exist yet, so the producer issues B's slice of those stages once the
 // cluster barrier is passed (producer_loop(..., early)); loading all of B locally instead cost
-// more L2 bandwidth in the fill than starting early saved (docs/perf-notes.md, item 74).
+// more L2 bandwidth in the fill than starting early saved, and even A alone measured slower, so
+// the steps take early loads only without a cluster (docs/perf-notes.md, item 74). The thread
+// issues them after its cluster arrive: the first copy may wait for its map's descriptor.
 #ifndef GL_EARLY_LOADS
 #define GL_EARLY_LOADS 0
 #endif
@@ -174,7 +176,9 @@ GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLU
   for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
     const auto t = tiles.at(ct, bm, bn);
     for (int kt = k0; kt < k1; ++kt) {
-      if (skip > 0) {  // started by early_loads: a fresh stage, its bytes announced; a cluster's B is left
+      // started by early_loads: a fresh stage, its bytes announced; a cluster's B is left (its
+      // issue event is logged here, when the producer passes the stage)
+      if (skip > 0) {
         --skip;
         if (CLUSTER_M > 1) load(st.stage, ops.full_bar(st), kt, t, LoadPart::B_ONLY);
         ops.tr.event(EV_LOAD_ISSUE, ops.full_name, st.stage, st.phase, kt, t.id);

@@ -14,6 +14,7 @@
 //     writing into it and arriving on it (a cluster barrier at the end).
 // Hopper has no cooperative 2-SM MMA (the course's cta_group::2): each CTA still multiplies
 // its own 128x128 tile; the cluster's win is the shared operand traffic.
+// Without the cluster (8:c1) the first stages start right after the barrier init (Step.early_loads).
 // Persistent: a cluster walks cluster tiles (256 x 128: two tile rows, one tile column) in a
 // grouped order. When the tile rows are odd, the second CTA of the last pair computes a tile
 // entirely below C (TMA zero-fills its A and clips its store), so both CTAs keep the same

@@ -47,6 +47,9 @@
 // before the stage came back, so lent_full[c] completes one phase per tile); shorter K stages
 // every chunk through the ring. (docs/perf-notes.md item 62: +0.8 % over the suite's step-9
 // shapes, up to +8 % at short K.)
+// Early loads (Step.early_loads; GL_EARLY_LOADS, gl_warpspec.cuh): without a cluster (9:c1 and
+// the other widths), thread 0 starts the first stages of its first tile right after the barrier
+// init, while the CTA sets up: +0.8 % at 2048^3, +1 % at 1024^3 (docs/perf-notes.md, item 74).
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_fixup.cuh"
 #include "gl_warpspec.cuh"

@@ -98,6 +98,11 @@ class Step:
     # the epilogue borrows the operand stage its tile's last k-tile drained, as staging for its
     # first chunks (GL_EPI_BORROW; None for kernels without the switch, step 9 has it)
     borrow_stage: bool | None = None
+    # the first stages of each CTA's first tile loaded right after the barrier init, before the
+    # set-up (GL_EARLY_LOADS; None for kernels without the switch, steps 8 and 9 have it). Only
+    # without a cluster: +0.2-1.1 % there, slower with one (docs/perf-notes.md, item 74); not for
+    # stream-K, whose first segment may start inside a tile
+    early_loads: bool | None = None
 
     def __post_init__(self) -> None:
         if self.style not in BARRIERS_PER_STAGE:
@@ -231,6 +236,8 @@ class Step:
             d["GL_STREAM_K"] = int(self.stream_k)
         if self.borrow_stage is not None:
             d.update(GL_EPI_BORROW=int(self.borrow_stage), GL_EPI_LENT=self.borrowed_chunks)
+        if self.early_loads is not None:
+            d["GL_EARLY_LOADS"] = int(self.early_loads and self.cluster_m == 1 and not self.stream_k)
         return d
 
     @property

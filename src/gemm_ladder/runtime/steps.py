@@ -56,7 +56,7 @@ STEPS.update({
                       "(remote arrive via mapa); cluster barrier after init and before exit; depth 5; "
                       "tile order in groups of 16 tile rows",
             threads=256, style="warp-specialized", depth=5, has_ring=True, uses_tma=True, persistent=True,
-            group_m=16, cluster=(2, 1, 1), sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG",),
+            group_m=16, cluster=(2, 1, 1), early_loads=True, sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG",),
             sass_absent=("FFMA",)),
     9: Step(9, "two consumers share B", source="step9_multi_consumer.cu", entry="gemm_step9_multi_consumer",
             forced_move="one consumer can't feed the tensor cores",
@@ -67,7 +67,7 @@ STEPS.update({
                       "tile order in groups of 16 tile rows",
             threads=384, style="warp-specialized", bn=256, depth=4, has_ring=True, uses_tma=True,
             persistent=True, group_m=16, cluster=(2, 1, 1), consumers=2, epi_stages=2, mn_major=True,
-            stream_k=False, borrow_stage=True,
+            stream_k=False, borrow_stage=True, early_loads=True,
             sass_claims=_TMA_CLAIMS + _PREFETCH + ("USETMAXREG", "HGMMA.64x256x16"),
             sass_absent=("FFMA",)),
     10: Step(10, "ping-pong consumers", source="step10_pingpong.cu", entry="gemm_step10_pingpong",
