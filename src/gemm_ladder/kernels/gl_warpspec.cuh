@@ -100,9 +100,12 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
 #ifndef GL_EARLY_LOADS
 #define GL_EARLY_LOADS 0
 #endif
+// A traced build (GL_TRACE) issues every load from the producer, whose recorder logs it: an
+// early stage's issue would be logged only when the producer passes it, after the set-up, and the
+// timeline would draw a fill shorter than the kernel's.
 template <int DEPTH, bool STREAM_K = false, int CLUSTER_M>
 GL_DEVICE int early_k_tiles(const TileWalk<CLUSTER_M>& tiles, int k_tiles) {
-  return GL_EARLY_LOADS && !STREAM_K && tiles.valid(tiles.first()) ? min(DEPTH, k_tiles) : 0;
+  return GL_EARLY_LOADS && !GL_TRACE && !STREAM_K && tiles.valid(tiles.first()) ? min(DEPTH, k_tiles) : 0;
 }
 template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false>
 GL_DEVICE void early_loads(int count, u16* A, u16* B, u32 a_stage_elems, u32 b_stage_elems, u64* full,
@@ -176,8 +179,7 @@ GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLU
   for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
     const auto t = tiles.at(ct, bm, bn);
     for (int kt = k0; kt < k1; ++kt) {
-      // started by early_loads: a fresh stage, its bytes announced; a cluster's B is left (its
-      // issue event is logged here, when the producer passes the stage)
+      // started by early_loads: a fresh stage, its bytes announced; a cluster's B is left
       if (skip > 0) {
         --skip;
         if (CLUSTER_M > 1) load(st.stage, ops.full_bar(st), kt, t, LoadPart::B_ONLY);
