@@ -50,30 +50,23 @@ struct TileWalk {
 #ifndef GL_ABLATE_NO_MULTICAST
 #define GL_ABLATE_NO_MULTICAST 0
 #endif
-// Which operands a call loads: both (the usual), or A alone and B alone (a cluster's early
-// loads: A before the cluster barrier, B's multicast after it; see early_loads below).
-enum class LoadPart { ALL, A_ONLY, B_ONLY };
 template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false>
 GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorMap* tb, u64* full, int kt,
-                          int m0, int n0, int rank, LoadPart part = LoadPart::ALL) {
+                          int m0, int n0, int rank) {
   constexpr int MN = 64, SLICE = BN / CLUSTER_M;
   if constexpr (GL_ABLATE_NO_MULTICAST && CLUSTER_M > 1) {
     static_assert(!A_MN && !B_MN, "the ablation loads K-major operands only");
-    if (part != LoadPart::B_ONLY) tma_load_2d(A, ta, full, kt * BK, m0);
-    if (part == LoadPart::A_ONLY) return;
+    tma_load_2d(A, ta, full, kt * BK, m0);
 #pragma unroll
     for (int r = 0; r < CLUSTER_M; ++r) tma_load_2d(B + r * SLICE * BK, tb, full, kt * BK, n0 + r * SLICE);
     return;
   }
-  if (part != LoadPart::B_ONLY) {
-    if (A_MN) {
+  if (A_MN) {
 #pragma unroll
-      for (int j = 0; j < BM / MN; ++j) tma_load_2d(A + j * MN * BK, ta, full, m0 + j * MN, kt * BK);
-    } else {
-      tma_load_2d(A, ta, full, kt * BK, m0);
-    }
+    for (int j = 0; j < BM / MN; ++j) tma_load_2d(A + j * MN * BK, ta, full, m0 + j * MN, kt * BK);
+  } else {
+    tma_load_2d(A, ta, full, kt * BK, m0);
   }
-  if (part == LoadPart::A_ONLY) return;
   u16* slice = B + rank * SLICE * BK;  // either layout: the slice's bytes of the stage
   const int n = n0 + rank * SLICE;
 #pragma unroll
@@ -87,24 +80,21 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
   }
 }
 
-// Early loads (GL_EARLY_LOADS, Step.early_loads): the thread that initialises the barriers starts the
-// first min(DEPTH, k_tiles) stages of the CTA's first tile right after the init, before the
-// cluster barrier, setmaxnreg and the role split, so the first bytes are on their way while the
-// CTA sets up. Each such stage's full barrier is told the whole stage's bytes then. Without a
-// cluster the whole stage is loaded there. With one, only A: B's multicast lands in the peer,
-// whose barriers may not exist yet, so the producer issues B's slice of those stages once the
-// cluster barrier is passed (producer_loop(..., early)); loading all of B locally instead cost
-// more L2 bandwidth in the fill than starting early saved, and even A alone measured slower, so
-// the steps take early loads only without a cluster (docs/perf-notes.md, item 74). The thread
-// issues them after its cluster arrive: the first copy may wait for its map's descriptor.
+// Early loads (GL_EARLY_LOADS, Step.early_loads), without a cluster: the thread that initialises
+// the barriers also issues the first min(DEPTH, k_tiles) stages of the CTA's first tile, right
+// after the init and its arrive on the CTA barrier, before setmaxnreg and the role split, so the
+// first bytes are on their way while the CTA sets up (a first copy may wait for its map's
+// descriptor: the other threads need not wait for that). producer_loop(..., early) then starts
+// past them. In a cluster the peer's barriers may not exist yet, so B could not be multicast
+// there; loading all of B locally, or only A early, measured slower (docs/perf-notes.md, item 74).
+// A traced build issues every load from the producer, whose recorder logs each issue when it
+// happens (early stages would be logged after the set-up: a fill shorter than the kernel's).
 #ifndef GL_EARLY_LOADS
 #define GL_EARLY_LOADS 0
 #endif
-// A traced build (GL_TRACE) issues every load from the producer, whose recorder logs it: an
-// early stage's issue would be logged only when the producer passes it, after the set-up, and the
-// timeline would draw a fill shorter than the kernel's.
 template <int DEPTH, bool STREAM_K = false, int CLUSTER_M>
 GL_DEVICE int early_k_tiles(const TileWalk<CLUSTER_M>& tiles, int k_tiles) {
+  static_assert(!GL_EARLY_LOADS || CLUSTER_M == 1, "early loads: no cluster (Step.early_loads)");
   return GL_EARLY_LOADS && !GL_TRACE && !STREAM_K && tiles.valid(tiles.first()) ? min(DEPTH, k_tiles) : 0;
 }
 template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false>
@@ -114,8 +104,7 @@ GL_DEVICE void early_loads(int count, u16* A, u16* B, u32 a_stage_elems, u32 b_s
   for (int kt = 0; kt < count; ++kt) {  // k-tile kt of the first tile: stage kt, phase 0
     mbar_arrive_expect_tx(&full[kt], GL_EXPECT_TX(bytes));
     load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(A + kt * a_stage_elems, B + kt * b_stage_elems, ta, tb, &full[kt],
-                                                  kt, t.m0, t.n0, tiles.rank,
-                                                  CLUSTER_M == 1 ? LoadPart::ALL : LoadPart::A_ONLY);
+                                                  kt, t.m0, t.n0, tiles.rank);
   }
 }
 
@@ -179,17 +168,14 @@ GL_DEVICE void producer_loop(const Ring<DEPTH, CLUSTER>& ops, const TileWalk<CLU
   for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
     const auto t = tiles.at(ct, bm, bn);
     for (int kt = k0; kt < k1; ++kt) {
-      // started by early_loads: a fresh stage, its bytes announced; a cluster's B is left
-      if (skip > 0) {
+      if (skip > 0) {  // issued by early_loads (a traced build has none)
         --skip;
-        if (CLUSTER_M > 1) load(st.stage, ops.full_bar(st), kt, t, LoadPart::B_ONLY);
-        ops.tr.event(EV_LOAD_ISSUE, ops.full_name, st.stage, st.phase, kt, t.id);
         st.advance();
         continue;
       }
       ops.producer_acquire(st, kt);
       mbar_arrive_expect_tx(ops.full_bar(st), GL_EXPECT_TX(bytes));
-      load(st.stage, ops.full_bar(st), kt, t, LoadPart::ALL);
+      load(st.stage, ops.full_bar(st), kt, t);
       ops.tr.event(EV_LOAD_ISSUE, ops.full_name, st.stage, st.phase, kt, t.id);
       st.advance();
     }

@@ -66,9 +66,8 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES,
-                    [&](int stage, u64* full, int kt, const auto& t, LoadPart part) {
-        load_stage<BM, BN, BK, 1>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, 0, part);
+      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, 1>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, 0);
       });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────

@@ -101,10 +101,8 @@ gemm_step8_cluster(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
       // cluster: each stage is free only once both CTAs' consumers released it; its A, and
       // B_SLICE rows of B multicast to the same offset (and barrier offset) in both CTAs
-      producer_loop(ops, tiles, BM, BN, k_tiles, EXPECTED_BYTES,
-                    [&](int stage, u64* full, int kt, const auto& t, LoadPart part) {
-        load_stage<BM, BN, BK, CLUSTER_M>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
-                                          tiles.rank, part);
+      producer_loop(ops, tiles, BM, BN, k_tiles, EXPECTED_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, CLUSTER_M>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, tiles.rank);
       }, 0, 1, early);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────

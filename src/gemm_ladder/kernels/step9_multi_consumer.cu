@@ -178,10 +178,9 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
       const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES,
-                              [&](int stage, u64* full, int kt, const auto& t, LoadPart part) {
+      producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
-                                                      tiles.rank, part);
+                                                      tiles.rank);
       }, sk_tiles, sk_ctas, early);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
