@@ -21,10 +21,11 @@ ap.add_argument("--reps", type=int, default=60)
 ap.add_argument("--passes", type=int, default=2)
 ap.add_argument("--dtypes", default="float16,bfloat16")
 ap.add_argument("--flushes", default="zero", help="zero, read or both (probe.flushes)")
+ap.add_argument("--switch", default="GL_EARLY_LOADS", help="the define the +early candidates set to 1")
 ap.add_argument("--only", choices=("edge", "time", "both"), default="both")
 ap.add_argument("--json", default=None)
 args = ap.parse_args()
-EARLY = {"GL_EARLY_LOADS": 1}
+EARLY = {args.switch: 1}
 bench = Bench(0)
 make = lambda c, a, b, out: launch.plan(c[0], a, b, out, extra_defines=c[1], debug=len(c) > 2)
 rows, edge_rows = [], []

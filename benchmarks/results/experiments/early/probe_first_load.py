@@ -16,13 +16,15 @@ ap.add_argument("--size", type=int, default=2048)
 ap.add_argument("--flush", choices=("zero", "read"), default="zero",
                 help="the flush before the traced run: bench.py's zeroing one, or a read (L2 left clean)")
 ap.add_argument("--steps", default="9,9:c1,8")
+ap.add_argument("--switch", default="", help="a define to compare against the plain build (default: no prefetch)")
 ap.add_argument("--json", default=None)
 args = ap.parse_args()
 if args.flush == "read":
     Bench.flush_l2 = lambda self: self.flush_buf.sum()  # trace.measure flushes through its Bench
 n = args.size
 out = []
-for key, ex in [(k, e) for k in args.steps.split(",") for e in ({}, {"GL_ABLATE_NO_PREFETCH": 1})]:
+SWITCHES = [{}, {"GL_ABLATE_NO_PREFETCH": 1}] if not args.switch else [{}, {args.switch: 1}]
+for key, ex in [(k, e) for k in args.steps.split(",") for e in SWITCHES]:
     res = trace.measure(steps.get_step(key), n, n, n, extra_defines=ex or None)
     issue, land, start = {}, {}, []
     for r in res["records"]:
