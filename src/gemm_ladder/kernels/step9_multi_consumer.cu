@@ -151,11 +151,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
   const int k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
-#ifndef GL_EXP_FIRST_AFTER_SYNC
-#define GL_EXP_FIRST_AFTER_SYNC 0  // experiment: thread 0 issues the first stages right after the cluster barrier
-#endif
   const int early = early_k_tiles<DEPTH, STREAM_K>(tiles, k_tiles);  // GL_EARLY_LOADS (gl_warpspec.cuh)
-  const int first_after_sync = GL_EXP_FIRST_AFTER_SYNC && !early && tiles.valid(tiles.first()) ? min(DEPTH, k_tiles) : 0;
 
   // the maps' descriptors fetched while thread 0 initialises the barriers (gl_tma.cuh)
 #if GL_BN % 64
@@ -176,14 +172,6 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     early_loads<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(early, s.A[0], s.B[0], BM * BK, BN_SMEM * BK, s.tma2mma,
                                                    STAGE_BYTES, &tmap_a, &tmap_b, tiles);
   cluster_wait();
-  if (GL_EXP_FIRST_AFTER_SYNC && threadIdx.x == 0) {
-    const auto t = tiles.at(tiles.first(), BM, BN);
-    for (int kt = 0; kt < first_after_sync; ++kt) {
-      mbar_arrive_expect_tx(&s.tma2mma[kt], STAGE_BYTES);
-      load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[kt], s.B[kt], &tmap_a, &tmap_b, &s.tma2mma[kt], kt, t.m0, t.n0,
-                                                    tiles.rank);
-    }
-  }
 
   if (warpgroup_idx() == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();
@@ -193,7 +181,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
       producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                                       tiles.rank);
-      }, sk_tiles, sk_ctas, early + first_after_sync);
+      }, sk_tiles, sk_ctas, early);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
