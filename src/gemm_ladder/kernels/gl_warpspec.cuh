@@ -88,7 +88,7 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
 // past them. In a cluster the peer's barriers may not exist yet, so B could not be multicast
 // there; loading all of B locally, or only A early, measured slower (docs/perf-notes.md, item 74).
 // A traced build issues every load from the producer, whose recorder logs each issue when it
-// happens (early stages would be logged after the set-up: a fill shorter than the kernel's).
+// happens (early stages would be logged only when the producer passes them, after the set-up).
 #ifndef GL_EARLY_LOADS
 #define GL_EARLY_LOADS 0
 #endif
