@@ -94,8 +94,8 @@ GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorM
 #endif
 template <int DEPTH, bool STREAM_K = false, int CLUSTER_M>
 GL_DEVICE int early_k_tiles(const TileWalk<CLUSTER_M>& tiles, int k_tiles) {
-  static_assert(!GL_EARLY_LOADS || CLUSTER_M == 1, "early loads: no cluster (Step.early_loads)");
-  return GL_EARLY_LOADS && !GL_TRACE && !STREAM_K && tiles.valid(tiles.first()) ? min(DEPTH, k_tiles) : 0;
+  static_assert(!GL_EARLY_LOADS || (CLUSTER_M == 1 && !STREAM_K), "early loads: no cluster, no stream-K (Step.early_loads)");
+  return GL_EARLY_LOADS && !GL_TRACE && tiles.valid(tiles.first()) ? min(DEPTH, k_tiles) : 0;
 }
 template <int BM, int BN, int BK, int CLUSTER_M, bool A_MN = false, bool B_MN = false>
 GL_DEVICE void early_loads(int count, u16* A, u16* B, u32 a_stage_elems, u32 b_stage_elems, u64* full,

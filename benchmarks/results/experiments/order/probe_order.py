@@ -1,0 +1,61 @@
+"""Probe: (1) the order of a 128 x 128 k-tile's eight wgmmas (-DGL_EXP_MMA_HALF_OUTER=1: each
+64-row half's four k-slices back to back on one accumulator, instead of the two halves
+alternating per k-slice) for the steps built on that k-tile; (2) every candidate timed after
+the zeroing flush alone and after an idle gap plus the flush (`gap`: the card idles
+`--gap-ms` before each call, so no call runs under the power cap's sustained clock).
+Each candidate: outputs poisoned, checked against fp32, repeated bit for bit; timed
+interleaved with cuBLAS, `--passes` times over the shapes.
+
+    PYTHONPATH=src python benchmarks/results/experiments/order/probe_order.py [--json F]
+        [--steps 7:d4,8,8:c1,10] [--plain 9,9:c1] [--flushes zero,gap] [--gap-ms 20]
+"""
+import argparse, json, time
+import torch
+from gemm_ladder.measure import probe
+from gemm_ladder.measure.bench import Bench, git_commit
+from gemm_ladder.runtime import launch
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--steps", default="7:d4,8,8:c1,10", help="steps timed with and without the switch")
+ap.add_argument("--plain", default="9,9:c1", help="steps timed as they are")
+ap.add_argument("--shapes", default="4096x4096x4096,2048x2048x2048")
+ap.add_argument("--reps", type=int, default=50)
+ap.add_argument("--passes", type=int, default=2)
+ap.add_argument("--dtypes", default="float16,bfloat16")
+ap.add_argument("--flushes", default="zero,gap")
+ap.add_argument("--gap-ms", type=float, default=20.0)
+ap.add_argument("--switch", default="GL_EXP_MMA_HALF_OUTER")
+ap.add_argument("--json", default=None)
+args = ap.parse_args()
+bench = Bench(0)
+buf = bench.flush_buf
+
+
+def gap_flush():
+    torch.cuda.synchronize()
+    time.sleep(args.gap_ms / 1e3)
+    buf.zero_()
+
+
+all_flushes = {"zero": lambda: buf.zero_(), "gap": gap_flush, "read": lambda: buf.sum()}
+flush_fns = {f: all_flushes[f] for f in args.flushes.split(",")}
+make = lambda c, a, b, out: launch.plan(c[0], a, b, out, extra_defines=c[1])
+cands = {}
+for k in filter(None, args.steps.split(",")):
+    cands[k] = (k, {})
+    cands[f"{k}+sw"] = (k, {args.switch: 1})
+for k in filter(None, args.plain.split(",")):
+    cands[k] = (k, {})
+rows = []
+for pas in range(args.passes):
+    for dt in args.dtypes.split(","):
+        dtype = getattr(torch, dt)
+        for shape in args.shapes.split(","):
+            M, N, K = map(int, shape.split("x"))
+            a, b = bench.inputs(M, N, K, dtype)
+            checked = probe.checked_plans(cands, a, b, make, f"{shape} {dt}", repeats=3)
+            rows += probe.time_against_cublas(bench, checked, a, b, args.reps, f"pass {pas} {shape} {dt}",
+                                              dict(M=M, N=N, K=K, dtype=dt, pass_=pas), flush_fns=flush_fns)
+            print(f"  nvml after {shape} {dt}: {bench.nvml.sample()}", flush=True)
+if args.json:
+    json.dump(dict(commit=git_commit(), switch=args.switch, gap_ms=args.gap_ms, rows=rows), open(args.json, "w"), indent=1)
