@@ -56,21 +56,10 @@ template <int H, int R> GL_DEVICE void zero_acc(float (&d)[H][R]) {
 // One 64-wide k-tile of a 128 x 128 output tile, both operands K-major and 128B-swizzled
 // (as TMA writes them): 4 k-slices of 16 x 2 m64 halves; acc[h] holds rows 64h..64h+63.
 // The caller brackets it with wgmma_fence / wgmma_commit and chooses when to wait.
-#ifndef GL_EXP_MMA_HALF_OUTER
-#define GL_EXP_MMA_HALF_OUTER 0
-#endif
 GL_DEVICE void mma_ktile_128x128_sw128(float (&acc)[2][64], const u16* A, const u16* B) {
-  if constexpr (GL_EXP_MMA_HALF_OUTER) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n128k16(acc[h], desc_sw128(A + h * 64 * 64 + kk * 16), desc_sw128(B + kk * 16), 1);
-  } else {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)  // +32 bytes per 16-wide k slice
 #pragma unroll
     for (int h = 0; h < 2; ++h)
       wgmma_m64n128k16(acc[h], desc_sw128(A + h * 64 * 64 + kk * 16), desc_sw128(B + kk * 16), 1);
-  }
 }
