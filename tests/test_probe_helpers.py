@@ -59,3 +59,29 @@ def test_time_against_cublas_rows_per_candidate_and_flush(capsys):
     assert [(r["flush"], r["kernel"], r["M"]) for r in rows] == [("zero", "good", 16), ("read", "good", 16)]
     assert all(abs(r["ratio_to_cublas"] - 0.5) < 1e-9 and r["ok"] and r["repeat_identical"] for r in rows)
     assert "s zero: cuBLAS 1.0 us\n  good [None] 2.0 (0.500)" in capsys.readouterr().out
+
+
+def test_sweep_rows_per_pass_dtype_shape_and_candidate(capsys):
+    seen = []
+
+    class Bench:
+        flush_l2 = None
+
+        def inputs(self, M, N, K, dtype):
+            g = torch.Generator().manual_seed(M + N + K)
+            return (torch.randn(M, K, generator=g).to(dtype), torch.randn(N, K, generator=g).to(dtype))
+
+        def time_interleaved(self, fns, reps):
+            return [[0.002] * reps for _ in fns[:-1]] + [[0.001] * reps]
+
+    def candidates(M, N, K, dt):
+        seen.append((M, N, K, dt))
+        return {"good": None, "fails": None}
+
+    rows = probe.sweep(Bench(), "16x32x64,8x16x32", "float16", 2,
+                       lambda *k: {n: n for n in candidates(*k)},
+                       lambda n, a, b, out: _plan(n)(n, a, b, out), 3, flush_fns={"zero": None})
+    assert seen == [(16, 32, 64, "float16"), (8, 16, 32, "float16")] * 2
+    assert [(r["pass_"], r["M"], r["kernel"]) for r in rows] == [(0, 16, "good"), (0, 8, "good"), (1, 16, "good"), (1, 8, "good")]
+    assert all(r["ok"] and r["dtype"] == "float16" for r in rows)
+    assert "16x32x64 float16 fails: ValueError" in capsys.readouterr().out

@@ -74,3 +74,22 @@ def time_against_cublas(bench, checked: list[tuple], a, b, reps: int, label: str
                              repeat_identical=same, deal=deal))
         print("\n  ".join(line), flush=True)
     return rows
+
+
+def sweep(bench, shapes: str, dtypes: str, passes: int, candidates, make_plan, reps: int,
+          flush_fns: dict | None = None, repeats: int = 3) -> list[dict]:
+    """The probes' loop: for each pass, dtype and shape ("MxNxK,..."; dtypes "float16,..."),
+    fresh inputs, the candidates `candidates(M, N, K, dtype_name)` returns ({name: what
+    `make_plan(what, a, b, out)` plans}) checked (`checked_plans`) and timed against cuBLAS
+    (`time_against_cublas`); returns every row, each with M, N, K, dtype and pass_."""
+    import torch
+    rows = []
+    for pas in range(passes):
+        for dt in dtypes.split(","):
+            for shape in shapes.split(","):
+                M, N, K = map(int, shape.split("x"))
+                a, b = bench.inputs(M, N, K, getattr(torch, dt))
+                checked = checked_plans(candidates(M, N, K, dt), a, b, make_plan, f"{shape} {dt}", repeats=repeats)
+                rows += time_against_cublas(bench, checked, a, b, reps, f"pass {pas} {shape} {dt}",
+                                            dict(M=M, N=N, K=K, dtype=dt, pass_=pas), flush_fns=flush_fns)
+    return rows

@@ -46,16 +46,7 @@ for k in filter(None, args.steps.split(",")):
     cands[f"{k}+sw"] = (k, {args.switch: 1})
 for k in filter(None, args.plain.split(",")):
     cands[k] = (k, {})
-rows = []
-for pas in range(args.passes):
-    for dt in args.dtypes.split(","):
-        dtype = getattr(torch, dt)
-        for shape in args.shapes.split(","):
-            M, N, K = map(int, shape.split("x"))
-            a, b = bench.inputs(M, N, K, dtype)
-            checked = probe.checked_plans(cands, a, b, make, f"{shape} {dt}", repeats=3)
-            rows += probe.time_against_cublas(bench, checked, a, b, args.reps, f"pass {pas} {shape} {dt}",
-                                              dict(M=M, N=N, K=K, dtype=dt, pass_=pas), flush_fns=flush_fns)
-            print(f"  nvml after {shape} {dt}: {bench.nvml.sample()}", flush=True)
+rows = probe.sweep(bench, args.shapes, args.dtypes, args.passes, lambda M, N, K, dt: cands, make, args.reps,
+                   flush_fns=flush_fns)
 if args.json:
     json.dump(dict(commit=git_commit(), switch=args.switch, gap_ms=args.gap_ms, rows=rows), open(args.json, "w"), indent=1)

@@ -7,7 +7,6 @@ interleaved with cuBLAS after the zeroing flush and a read flush.
     PYTHONPATH=src python benchmarks/results/experiments/tail/probe_balance.py [--json F]
 """
 import argparse, json
-import torch
 from gemm_ladder.measure import probe
 from gemm_ladder.measure.bench import Bench, git_commit
 from gemm_ladder.runtime import launch, select
@@ -23,22 +22,16 @@ ap.add_argument("--passes", type=int, default=2)
 ap.add_argument("--json", default=None)
 args = ap.parse_args()
 bench = Bench(0)
-rows = []
-for pas in range(args.passes):
-    for dt in args.dtypes.split(","):
-        dtype = getattr(torch, dt)
-        for shape in args.shapes.split(","):
-            M, N, K = map(int, shape.split("x"))
-            a, b = bench.inputs(M, N, K, dtype)
-            pick = select.pick(M, N, K, dt)
-            cands = {f"pick={pick}": (pick, {})}
-            for fam in args.fams.split(","):
-                fx = with_fields(FAMILIES[fam], "fixup", fixup=True)
-                for w in map(int, args.waves.split(",")):
-                    cands[f"{fam}:fixup@{w}"] = (fx, dict(wave=w))
-            make = lambda c, a, b, out: (launch.plan(c[0], a, b, out) if not c[1] else c[0].plan(a, b, out, **c[1]))
-            checked = probe.checked_plans(cands, a, b, make, f"{shape} {dt}", repeats=3)
-            rows += probe.time_against_cublas(bench, checked, a, b, args.reps, f"pass {pas} {shape} {dt}",
-                                              dict(M=M, N=N, K=K, dtype=dt, pass_=pas))
+
+
+def candidates(M, N, K, dt):
+    pick = select.pick(M, N, K, dt)
+    fixups = {f"{fam}:fixup@{w}": (with_fields(FAMILIES[fam], "fixup", fixup=True), dict(wave=w))
+              for fam in args.fams.split(",") for w in map(int, args.waves.split(","))}
+    return {f"pick={pick}": (pick, {}), **fixups}
+
+
+make = lambda c, a, b, out: (launch.plan(c[0], a, b, out) if not c[1] else c[0].plan(a, b, out, **c[1]))
+rows = probe.sweep(bench, args.shapes, args.dtypes, args.passes, candidates, make, args.reps)
 if args.json:
     json.dump(dict(commit=git_commit(), rows=rows), open(args.json, "w"), indent=1)
