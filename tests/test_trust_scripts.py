@@ -37,8 +37,12 @@ def test_fuzz_replay_of_one_line(tmp_path):
 
 def test_soak_script_writes_its_record(tmp_path):
     out = tmp_path / "soak.json"
+    # torch's CPU fp16/bf16 matmul (the reference side here) keeps ~0.25 MB of host memory per
+    # distinct shape (measured: 2700 random shapes up to 96 grew RSS by 730 MB; fp32 and fp64
+    # none), so this smoke run allows for it; the GPU soak keeps the default limit
     p = _run(ROOT / "scripts" / "soak.py", "--device", "cpu", "--impl", "torch", "--minutes", 0.05,
-             "--max-dim", 96, "--work-cap", 1 << 17, "--sample-every", 0.5, "--json", out)
+             "--max-dim", 96, "--work-cap", 1 << 17, "--sample-every", 0.5, "--rss-growth-limit-mb", 4096,
+             "--json", out)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["ok"] and rec["mismatches"] == 0 and rec["errors"] == 0 and rec["calls"] > 10
