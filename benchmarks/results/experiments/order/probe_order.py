@@ -24,7 +24,7 @@ ap.add_argument("--passes", type=int, default=2)
 ap.add_argument("--dtypes", default="float16,bfloat16")
 ap.add_argument("--flushes", default="zero,gap")
 ap.add_argument("--gap-ms", type=float, default=20.0)
-ap.add_argument("--switch", default="GL_EXP_MMA_HALF_OUTER")
+ap.add_argument("--switch", default="GL_EXP_MMA_HALF_OUTER", help="NAME or NAME=VALUE (default value 1)")
 ap.add_argument("--json", default=None)
 args = ap.parse_args()
 bench = Bench(0)
@@ -43,7 +43,8 @@ make = lambda c, a, b, out: launch.plan(c[0], a, b, out, extra_defines=c[1])
 cands = {}
 for k in filter(None, args.steps.split(",")):
     cands[k] = (k, {})
-    cands[f"{k}+sw"] = (k, {args.switch: 1})
+    name, _, value = args.switch.partition("=")
+    cands[f"{k}+sw"] = (k, {name: int(value or 1)})
 for k in filter(None, args.plain.split(",")):
     cands[k] = (k, {})
 rows = probe.sweep(bench, args.shapes, args.dtypes, args.passes, lambda M, N, K, dt: cands, make, args.reps,
