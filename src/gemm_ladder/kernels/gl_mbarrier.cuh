@@ -28,22 +28,12 @@ GL_DEVICE void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
-#ifndef GL_EXP_WAIT_HINT_NS
-#define GL_EXP_WAIT_HINT_NS 0
-#endif
 GL_DEVICE bool mbar_try_wait(u32 bar_addr, u32 parity) {
   u32 done;
-  if constexpr (GL_EXP_WAIT_HINT_NS > 0) {
-    asm volatile(
-        "{\n .reg .pred P;\n mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2, %3;\n"
-        " selp.u32 %0, 1, 0, P;\n}\n"
-        : "=r"(done) : "r"(bar_addr), "r"(parity), "n"(GL_EXP_WAIT_HINT_NS) : "memory");
-  } else {
   asm volatile(
       "{\n .reg .pred P;\n mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\n"
       " selp.u32 %0, 1, 0, P;\n}\n"
       : "=r"(done) : "r"(bar_addr), "r"(parity) : "memory");
-  }
   return done != 0;
 }
 
