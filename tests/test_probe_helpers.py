@@ -85,3 +85,13 @@ def test_sweep_rows_per_pass_dtype_shape_and_candidate(capsys):
     assert [(r["pass_"], r["M"], r["kernel"]) for r in rows] == [(0, 16, "good"), (0, 8, "good"), (1, 16, "good"), (1, 8, "good")]
     assert all(r["ok"] and r["dtype"] == "float16" for r in rows)
     assert "16x32x64 float16 fails: ValueError" in capsys.readouterr().out
+
+
+def test_add_sweep_args_defaults_and_overrides():
+    import argparse
+    ap = argparse.ArgumentParser()
+    probe.add_sweep_args(ap, shapes="16x32x64", reps=50)
+    a = ap.parse_args([])
+    assert (a.shapes, a.dtypes, a.reps, a.passes, a.json) == ("16x32x64", "float16,bfloat16", 50, 2, None)
+    a = ap.parse_args(["--dtypes", "bfloat16", "--passes", "1", "--json", "x.json"])
+    assert (a.dtypes, a.passes, a.json) == ("bfloat16", 1, "x.json")

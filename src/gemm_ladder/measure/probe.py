@@ -15,6 +15,15 @@ def flushes(bench) -> dict:
     return {"zero": lambda: buf.zero_(), "read": lambda: buf.sum()}
 
 
+def add_sweep_args(ap, *, shapes: str, dtypes: str = "float16,bfloat16", reps: int = 60, passes: int = 2) -> None:
+    """The arguments every `sweep` probe takes: --shapes, --dtypes, --reps, --passes, --json."""
+    ap.add_argument("--shapes", default=shapes)
+    ap.add_argument("--dtypes", default=dtypes)
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--passes", type=int, default=passes)
+    ap.add_argument("--json", default=None)
+
+
 def deal_text(plan) -> str | None:
     """A plan's deal of work in a few characters (None: the kernel has no deal)."""
     d = getattr(plan, "deal", None)

@@ -18,33 +18,28 @@ from gemm_ladder.runtime import launch
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", default="7:d4,8,8:c1,10", help="steps timed with and without the switch")
 ap.add_argument("--plain", default="9,9:c1", help="steps timed as they are")
-ap.add_argument("--shapes", default="4096x4096x4096,2048x2048x2048")
-ap.add_argument("--reps", type=int, default=50)
-ap.add_argument("--passes", type=int, default=2)
-ap.add_argument("--dtypes", default="float16,bfloat16")
+probe.add_sweep_args(ap, shapes="4096x4096x4096,2048x2048x2048", reps=50)
 ap.add_argument("--flushes", default="zero,gap")
 ap.add_argument("--gap-ms", type=float, default=20.0)
 ap.add_argument("--switch", default="GL_EXP_MMA_HALF_OUTER", help="NAME or NAME=VALUE (default value 1)")
-ap.add_argument("--json", default=None)
 args = ap.parse_args()
 bench = Bench(0)
-buf = bench.flush_buf
 
 
 def gap_flush():
     torch.cuda.synchronize()
     time.sleep(args.gap_ms / 1e3)
-    buf.zero_()
+    bench.flush_buf.zero_()
 
 
-all_flushes = {"zero": lambda: buf.zero_(), "gap": gap_flush, "read": lambda: buf.sum()}
+all_flushes = {**probe.flushes(bench), "gap": gap_flush}
 flush_fns = {f: all_flushes[f] for f in args.flushes.split(",")}
 make = lambda c, a, b, out: launch.plan(c[0], a, b, out, extra_defines=c[1])
+switch, _, value = args.switch.partition("=")
 cands = {}
 for k in filter(None, args.steps.split(",")):
     cands[k] = (k, {})
-    name, _, value = args.switch.partition("=")
-    cands[f"{k}+sw"] = (k, {name: int(value or 1)})
+    cands[f"{k}+sw"] = (k, {switch: int(value or 1)})
 for k in filter(None, args.plain.split(",")):
     cands[k] = (k, {})
 rows = probe.sweep(bench, args.shapes, args.dtypes, args.passes, lambda M, N, K, dt: cands, make, args.reps,

@@ -13,13 +13,9 @@ from gemm_ladder.runtime import launch, select
 from gemm_ladder.runtime.smallm import FAMILIES, with_fields
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--shapes", default="16x14336x4096,1x14336x4096,16x8192x8192,1x8192x8192,64x14336x4096")
+probe.add_sweep_args(ap, shapes="16x14336x4096,1x14336x4096,16x8192x8192,1x8192x8192,64x14336x4096")
 ap.add_argument("--waves", default="132,128,124")
 ap.add_argument("--fams", default="smallm:n128")
-ap.add_argument("--dtypes", default="float16,bfloat16")
-ap.add_argument("--reps", type=int, default=60)
-ap.add_argument("--passes", type=int, default=2)
-ap.add_argument("--json", default=None)
 args = ap.parse_args()
 bench = Bench(0)
 

@@ -15,13 +15,9 @@ from gemm_ladder.runtime import launch, select
 from gemm_ladder.runtime.smallm import FAMILIES
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--shapes", default="16x8192x8192,1x8192x8192,16x8192x28672,1x8192x28672,16x14336x4096,"
-                                    "1x14336x4096,16x4096x14336,16x4096x4096,16x11008x4096,16x28672x8192,64x8192x8192")
+probe.add_sweep_args(ap, shapes="16x8192x8192,1x8192x8192,16x8192x28672,1x8192x28672,16x14336x4096,"
+                                "1x14336x4096,16x4096x14336,16x4096x4096,16x11008x4096,16x28672x8192,64x8192x8192")
 ap.add_argument("--fams", default="smallm:n64,smallm:n128,smallm")
-ap.add_argument("--dtypes", default="float16,bfloat16")
-ap.add_argument("--reps", type=int, default=60)
-ap.add_argument("--passes", type=int, default=2)
-ap.add_argument("--json", default=None)
 args = ap.parse_args()
 bench = Bench(0)
 
