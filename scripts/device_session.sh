@@ -5,7 +5,7 @@
 #   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 at 8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
 #                (tile-order group heights), cublas (cuBLAS's kernel names), trace, energy (each
-#                level's traffic beside energy per FLOP at the cap: experiments/energy)
+#                level's traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
 #   correctness: check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
@@ -97,7 +97,7 @@ if has cublas; then  # which kernels cuBLAS runs (tile, cluster, split/stream-K 
   note "cublas kernels: rc=$?"
 fi
 if has energy; then  # ncu's traffic per level beside the power probe (docs/perf-notes.md item 71)
-  COMMIT=${GEMM_LADDER_COMMIT:-unknown} OUT="$W" timeout 540 bash benchmarks/results/experiments/energy/run_energy.sh 2>&1 \
+  COMMIT=${GEMM_LADDER_COMMIT:-unknown} OUT="$W" timeout 540 bash benchmarks/probes/energy/run_energy.sh 2>&1 \
     | tee "$W/energy.log"
   note "energy: rc=$?"
 fi
