@@ -291,7 +291,8 @@ def test_pyproject_metadata():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert isinstance(project["license"], str)  # SPDX string: no setuptools deprecation warning
     assert any(d.split(">")[0].split("=")[0].strip() == "numpy" for d in project["dependencies"])
-    assert "beyond" not in project["description"] and "0.94" in project["description"]
+    # A plain description: no ratio to cuBLAS, which goes stale with every run.
+    assert "beyond" not in project["description"] and not re.search(r"\d\.\d+ ?[x×]", project["description"])
 
 
 def test_setup_skips_when_pyproject_is_unchanged(tmp_path):
