@@ -48,7 +48,7 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         (r"suite_all-matmul", "Suite through `matmul` (`--call matmul`)"),
         (r"suite_all-matmul_nt", "Suite through `matmul_nt` (`--call matmul_nt`)"),
         (r"suite_llm", "Suite, transformer shapes only (`--suite llm`)"),
-        (r"suite_llm_ab2?", "Suite `llm`, old and new tree in one session"),
+        (r"suite_llm_ab2?", "Suite `llm`, old and new tree in one process run"),
         (r"suite_logs", "Suite runs' console logs, kernel path"),
         (r"suite_logs_matmul", "Suite runs' console logs, through `matmul`"),
     ]),
