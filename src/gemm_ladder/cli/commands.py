@@ -124,7 +124,7 @@ def _write_report(args, bf16: bool, steps) -> int:
         rows = compile_report(steps, bf16=bf16, progress=progress)
     print_report(rows, _console())
     if json_path:
-        json_path.write_text(json.dumps(rows, indent=1))
+        doors.write_text(json_path, json.dumps(rows, indent=1))
     return 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
 
 
@@ -278,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except (CliError, UnknownStep) as e:
         return doors.fail(prog, str(e), getattr(e, "code", 2))
+    except OSError as e:
+        if e.filename is None:
+            raise
+        # a file the command reads or writes that the checks before the work did not catch
+        return doors.fail(prog, f"{e.filename}: {e.strerror or e}")
     except KeyboardInterrupt:
         return doors.fail(prog, "interrupted", 130)
     except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to say

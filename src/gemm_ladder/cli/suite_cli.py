@@ -168,13 +168,18 @@ def cmd_plot(args) -> int:
     for p in args.results:
         try:
             res = json.loads(Path(p).read_text())
-        except (OSError, ValueError) as e:
-            raise doors.CliError(f"cannot read {p}: {e}") from None
+        except OSError as e:
+            raise doors.CliError(f"cannot read {p}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise doors.CliError(f"cannot read {p}: not JSON ({e})") from None
         if not isinstance(res, dict) or not isinstance(res.get("rows"), list):
             raise doors.CliError(f"{p} is not a gemm-ladder result (no rows)")
         results.append(res)
-    stem = Path(args.out) if args.out else Path(args.results[0]).with_suffix("")
-    doors.out_dir(stem.parent)
+    # by default under --out-dir, never beside the JSON (a record's figures are tracked files)
+    stem = Path(args.out) if args.out else Path(getattr(args, "out_dir", None) or doors.DEFAULT_OUT_DIR) / \
+        Path(args.results[0]).with_suffix("").name
+    for suffix in ("_roofline.png", "_bars.png"):
+        doors.out_file(stem.with_name(stem.name + suffix))
     return 0 if write_images(results, stem, console) else 1
 
 
@@ -207,8 +212,8 @@ def add_parsers(sub, dtype_type) -> None:
 
     p = sub.add_parser("plot", help="roofline and ladder bar chart from results JSON (no GPU needed)")
     p.add_argument("results", nargs="+", help="ladder and/or suite JSON files")
-    p.add_argument("--out", help="output stem: writes STEM_roofline.png (+ STEM_bars.png); default: "
-                                 "beside the first JSON")
+    p.add_argument("--out", metavar="STEM", help="output stem: writes STEM_roofline.png (+ STEM_bars.png); "
+                                                 "default: the first JSON's name under --out-dir (out/)")
     p.set_defaults(fn=cmd_plot)
 
 
