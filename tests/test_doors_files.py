@@ -77,7 +77,7 @@ def test_calibrate_reads_the_shipped_perfetto_trace(capsys, tmp_path):
 
 def test_calibrate_refuses_a_simulated_perfetto_trace(capsys, tmp_path):
     assert run_main(capsys, "simulate", "--step", "7", "--k-tiles", "4", "--out-dir", str(tmp_path))[0] == 0
-    one_line_error(*run_main(capsys, "calibrate", str(tmp_path / "choreography_trace.json")),
+    one_line_error(*run_main(capsys, "calibrate", str(tmp_path / "simulate_step7_trace.json")),
                    "no measured timeline")
 
 
@@ -94,3 +94,17 @@ def test_plot_writes_under_out_by_default(capsys, tmp_path, monkeypatch):
     assert [p.name for p in copy.parent.iterdir()] == [LADDER.name]  # nothing beside the JSON
     assert run_main(capsys, "--out-dir", "figs", "plot", str(copy))[0] == 0
     assert (tmp_path / "figs" / (LADDER.stem + "_roofline.png")).is_file()
+
+
+def test_simulate_leaves_the_main_jobs_page_alone(capsys, tmp_path):
+    """The main job without a GPU writes choreography.html; simulate writes its own names."""
+    main_page = tmp_path / "choreography.html"
+    main_page.write_text("the main job's page")
+    assert run_main(capsys, "simulate", "--k-tiles", "4", "--out-dir", str(tmp_path))[0] == 0
+    assert run_main(capsys, "simulate", "--step", "7:d4", "--k-tiles", "4", "--out-dir", str(tmp_path))[0] == 0
+    assert run_main(capsys, "simulate", "--what-if", "both-phase-0", "--k-tiles", "8",
+                    "--out-dir", str(tmp_path))[0] == 0
+    assert main_page.read_text() == "the main job's page"
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "choreography.html", "simulate.html", "simulate_trace.json", "simulate_step7_d4.html",
+        "simulate_step7_d4_trace.json", "simulate_both-phase-0.html", "simulate_both-phase-0_trace.json"}
