@@ -122,8 +122,41 @@ def _dry_run(name: str, dts: list[str], console) -> int:
     return 0
 
 
-def cmd_explain(args) -> int:
+def print_candidates(rows: list[dict], title: str, shape: str, console) -> None:
+    """The candidates that take the shape in a table that fits 80 columns (numbers only; the
+    shape they run when padded in the title, or a column when they differ); those that do not, below it, grouped by their reason,
+    as wrapped text (a "why" column would wrap a word per line)."""
+    from rich import box
     from rich.table import Table
+    taken = [r for r in rows if "shape run" in r]
+    if taken:
+        short = {"shape run": "shape run", "tile eff": "tile\neff", "compute us": "compute\nus",
+                 "memory us": "memory\nus", "score us": "score\nus", "L2->SMEM MB": "L2->SMEM\nMB", "why": "bound",
+                 "waves": "waves\n(full)"}
+        runs = {r["shape run"] for r in taken}
+        if runs != {shape} and len(runs) == 1:  # padded alike: said once, in the title
+            title += f"; each runs padded to {runs.pop()}"
+        cols = [c for c in dict.fromkeys(k for r in taken for k in r) if c != "shape run" or len(runs) > 1]
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+        for c in cols:
+            t.add_column(short.get(c, c), justify="left" if c in ("", "kernel", "shape run", "why") else "right",
+                         no_wrap=True)
+        for r in taken:  # "padded" is said by the title or the shape run column
+            t.add_row(*[str(r.get(c, "")).replace("-bound", "").replace(", padded", "") for c in cols])
+        console.print(t)
+    else:
+        console.print(title, markup=False, highlight=False)
+    reasons: dict[str, list[str]] = {}
+    for r in rows:
+        if "shape run" not in r:
+            reasons.setdefault(r["why"], []).append(r["kernel"])
+    if reasons:
+        console.print("not candidates:", markup=False, highlight=False)
+    for why, keys in reasons.items():
+        console.print(f"  {', '.join(keys)}: {why}", markup=False, highlight=False)
+
+
+def cmd_explain(args) -> int:
     from ..runtime import select
     from .commands import _console
     console = _console()
@@ -143,16 +176,10 @@ def cmd_explain(args) -> int:
     if args.json:
         print(json.dumps(ch.as_dict(), indent=1, default=str))
         return 0 if ch.pick else 1
-    rows = select.explain_rows(ch)
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    t = Table(title=f"{args.M}x{args.N}x{args.K} {args.dtype}: candidates ({dev.sms} SMs, "
-                    f"{dev.peak_tflops:.0f} TFLOP/s, {dev.hbm_tbs} TB/s: {dev.source})")
-    for c in cols:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*[str(r.get(c, "")) for c in cols])
-    console.print(t)
-    console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}")
+    print_candidates(select.explain_rows(ch), f"{args.M}x{args.N}x{args.K} {args.dtype}: candidates ({dev.sms} "
+                     f"SMs, {dev.peak_tflops:.0f} TFLOP/s, {dev.hbm_tbs} TB/s: {dev.source})",
+                     "x".join(map(str, (args.M, args.N, args.K))), console)
+    console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}", markup=False, highlight=False)
     if ch.pick:  # the library's call adds its own rules (runtime/api.py): say what it runs
         from ..runtime import api
         call = "matmul(a, b) with b row-major (K, N)" if b_mn else "matmul_nt(a, b) with b (N, K)"
