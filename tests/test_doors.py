@@ -225,7 +225,8 @@ def test_simulate_sweep_stays_bounded_for_extreme_latencies(tmp_path):
 def test_report_fits_120_columns(tmp_path):
     r = run_cli("report", "--steps", "all", cwd=tmp_path, columns=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stderr == ""  # no progress display when stderr is not a terminal
+    # no progress display when stderr is not a terminal; at most the one line of a first compile
+    assert all(line.startswith("gemm-ladder: compiling ") for line in r.stderr.splitlines()), r.stderr
     lines = r.stdout.splitlines()
     assert max(len(line) for line in lines) <= 120
     assert "…" not in r.stdout

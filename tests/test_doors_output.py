@@ -39,3 +39,49 @@ def test_warmup_without_cuda_is_a_clear_runtime_error(device):
 def test_warmup_on_a_cpu_device_is_refused():
     with pytest.raises(ValueError, match="CUDA device, not cpu"):
         gemm_ladder.warmup("cpu")
+
+
+def test_first_run_says_what_setup_does_and_later_runs_are_quiet(tmp_path):
+    """scripts/run.sh in a copy of the repo's top level, with a stand-in environment: the first
+    run shows setup's steps on stderr (torch, the package); a second, up-to-date run adds
+    nothing to the CLI's own output."""
+    import os
+    import subprocess
+    from test_doors import ROOT
+    (tmp_path / "scripts").mkdir()
+    for name in ("run.sh", "setup.sh"):
+        (tmp_path / "scripts" / name).write_bytes((ROOT / "scripts" / name).read_bytes())
+        (tmp_path / "scripts" / name).chmod(0o755)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    bin_ = tmp_path / "venv" / "bin"
+    bin_.mkdir(parents=True)
+    torch_mark = tmp_path / "torch-installed"
+    (bin_ / "python").write_text(f'#!/bin/sh\ncase "$*" in\n  "-c import torch") [ -f "{torch_mark}" ] || exit 1 ;;\n'
+                                 f'  *"pip install -q torch"*) touch "{torch_mark}" ;;\nesac\n')
+    (bin_ / "gemm-ladder").write_text('#!/bin/sh\necho "the main job $*"\n')
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    env = dict(os.environ, GEMM_LADDER_VENV=str(tmp_path / "venv"))
+
+    def run():
+        r = subprocess.run(["bash", str(tmp_path / "scripts" / "run.sh"), "report"], env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "the main job report\n"  # setup's own stdout stays out of the job's
+        return r.stderr
+
+    first = run()
+    assert "gemm-ladder setup: installing torch==2.13.0" in first
+    assert "gemm-ladder setup: installing gemm-ladder" in first and "is ready" in first
+    assert run() == ""
+
+
+def test_a_first_compile_says_so_once(capsys, tmp_path, monkeypatch):
+    from test_doors import run_main
+    monkeypatch.setenv("GEMM_LADDER_CACHE_DIR", str(tmp_path / "jit"))
+    code, out, err = run_main(capsys, "report", "--steps", "1,4")
+    assert code == 0 and err.strip() == ("gemm-ladder: compiling 2 kernels with NVRTC (first run: they are "
+                                         "cached for later runs)")
+    code, out, err = run_main(capsys, "report", "--steps", "1,4")
+    assert code == 0 and err == ""  # cached: quiet
+    assert "compiling 1 kernel " in run_main(capsys, "report", "--steps", "1", "--dtype", "bf16")[2]

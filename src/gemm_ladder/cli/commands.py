@@ -106,6 +106,7 @@ def cmd_bench(args) -> int:
     args.dtype = args.dtype or "float16"
     args.steps = args.steps if args.steps is not None else parse_step_spec(DEFAULT_BENCH)
     args.sizes = args.sizes or [(4096, 4096, 4096)]
+    doors.say_compiling(args.steps, args.dtype == "bfloat16")
     with doors.progress() as progress:
         result = bench.run(args.steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
                            progress=progress)
@@ -120,6 +121,7 @@ def cmd_bench(args) -> int:
 def _write_report(args, bf16: bool, steps) -> int:
     from ..measure.report import compile_report, print_report
     json_path = doors.out_file(args.json) if getattr(args, "json", None) else None
+    doors.say_compiling(steps, bf16)
     with doors.progress() as progress:
         rows = compile_report(steps, bf16=bf16, progress=progress)
     print_report(rows, _console())

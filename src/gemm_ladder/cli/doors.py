@@ -196,6 +196,24 @@ def input_file(path: str | os.PathLike) -> Path:
 
 
 # ---- progress ---------------------------------------------------------------------------
+def say_compiling(steps, bf16: bool = False) -> None:
+    """One line on stderr when a run is about to compile kernels that are not in the JIT
+    cache (seconds each, so a first run would otherwise sit silent); nothing when cached."""
+    from ..runtime import jit
+    todo = 0
+    try:
+        for st in steps:
+            if getattr(st, "model_only", False) or not getattr(st, "source", ""):
+                continue
+            defines = dict(st.kernel_defines(), **({"GL_BF16": 1} if bf16 else {}))  # as step.build sets them
+            todo += not (jit.cache_dir() / f"{jit.cache_key(st.source, jit.build_options(defines))}.json").is_file()
+    except (OSError, AttributeError):  # a hint only: an unusual cache or kernel is not worth an error
+        return
+    if todo:
+        print(f"gemm-ladder: compiling {todo} kernel{'s' if todo > 1 else ''} with NVRTC (first run: "
+              "they are cached for later runs)", file=sys.stderr)
+
+
 def stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
