@@ -43,6 +43,9 @@ def test_unwritable_outputs_are_one_line(capsys, tmp_path, monkeypatch, args):
     (("calibrate", str(PERFETTO), "--ctas", "0"), ("--ctas",)),
     (("plot", str(ROOT / "benchmarks")), ("cannot read", "Is a directory")),
     (("plot", "file"), ("cannot read file: not JSON",)),
+    (("report", "--steps", "1", "--json", ""), ("is a folder; give a file name",)),
+    (("calibrate", str(PERFETTO), "--json", ""), ("is a folder; give a file name",)),
+    (("explain", "4294967296", "8", "8"), ("4294967296 is over 2147483647",)),
 ])
 def test_bad_files_are_one_line(capsys, tmp_path, monkeypatch, args, needles):
     monkeypatch.chdir(tmp_path)

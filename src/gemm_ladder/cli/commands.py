@@ -120,7 +120,7 @@ def cmd_bench(args) -> int:
 
 def _write_report(args, bf16: bool, steps) -> int:
     from ..measure.report import compile_report, print_report
-    json_path = doors.out_file(args.json) if getattr(args, "json", None) else None
+    json_path = doors.out_file(args.json) if getattr(args, "json", None) is not None else None
     doors.say_compiling(steps, bf16)
     with doors.progress() as progress:
         rows = compile_report(steps, bf16=bf16, progress=progress)

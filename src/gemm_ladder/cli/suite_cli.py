@@ -218,6 +218,8 @@ def _dim(s: str) -> int:
         v = 0
     if v < 1:
         raise argparse.ArgumentTypeError(f"{s!r} is not a positive integer")
+    if v > doors.MAX_DIM:
+        raise argparse.ArgumentTypeError(f"{s} is over {doors.MAX_DIM}: the kernels index with 32-bit ints")
     return v
 
 

@@ -91,7 +91,7 @@ def calibration_line(source: str, c: dict) -> str:
 def calibrate_command(args) -> int:
     """Check the calibrated simulator against each saved trace; exit 1 if one is outside
     the tolerance, 2 if a file cannot be read (before any is checked)."""
-    json_path = doors.out_file(args.json) if args.json else None
+    json_path = doors.out_file(args.json) if args.json is not None else None
     traces = []
     for path in args.files:
         doors.input_file(path)
