@@ -190,7 +190,7 @@ def test_simulate_json_is_alone_on_stdout(capsys, tmp_path):
     assert code == 0
     rows = json.loads(out)  # the whole of stdout
     assert {r["step"] for r in rows} == {st.number for st in simulated_steps()}
-    assert "choreography.html" in err
+    assert "simulate.html" in err
     code, out, _ = run_main(capsys, "simulate", "--step", "7", "--k-tiles", "4", "--out-dir", str(tmp_path))
     assert code == 0 and "[{" not in out and "busy" in out
     code, out, _ = run_main(capsys, "simulate", "--step", "7:d4", "--k-tiles", "4", "--json", "--out-dir", str(tmp_path))
@@ -201,12 +201,12 @@ def test_simulate_json_is_alone_on_stdout(capsys, tmp_path):
 def test_every_command_writes_under_out_dir(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert run_main(capsys, "simulate", "--step", "7", "--k-tiles", "4")[0] == 0
-    assert (tmp_path / "out" / "choreography.html").is_file()
+    assert (tmp_path / "out" / "simulate_step7.html").is_file()
     assert not (tmp_path / "results").exists()
     assert run_main(capsys, "--out-dir", "before", "simulate", "--step", "7", "--k-tiles", "4")[0] == 0
     assert run_main(capsys, "simulate", "--out-dir", "after", "--step", "7", "--k-tiles", "4")[0] == 0
-    assert (tmp_path / "before" / "choreography_trace.json").is_file()
-    assert (tmp_path / "after" / "choreography_trace.json").is_file()
+    assert (tmp_path / "before" / "simulate_step7_trace.json").is_file()
+    assert (tmp_path / "after" / "simulate_step7_trace.json").is_file()
     args = cli.build_parser().parse_args(["--out-dir", "x", "bench"])
     assert args.out_dir == "x"
     assert cli.build_parser().parse_args(["trace", "--out", "y"]).out_dir == "y"
@@ -225,7 +225,8 @@ def test_simulate_sweep_stays_bounded_for_extreme_latencies(tmp_path):
 def test_report_fits_120_columns(tmp_path):
     r = run_cli("report", "--steps", "all", cwd=tmp_path, columns=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stderr == ""  # no progress display when stderr is not a terminal
+    # no progress display when stderr is not a terminal; at most the one line of a first compile
+    assert all(line.startswith("gemm-ladder: compiling ") for line in r.stderr.splitlines()), r.stderr
     lines = r.stdout.splitlines()
     assert max(len(line) for line in lines) <= 120
     assert "…" not in r.stdout

@@ -188,9 +188,9 @@ def test_cli_suite_dry_run_and_plot(tmp_path):
     assert _cli("bench", "--suite", "nope", "--dry-run").returncode == 2
     f = tmp_path / "ladder.json"
     f.write_text(json.dumps(ladder_result()))
-    r = _cli("plot", str(f))
+    r = _cli("--out-dir", str(tmp_path / "out"), "plot", str(f))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert (tmp_path / "ladder_roofline.png").exists() and (tmp_path / "ladder_bars.png").exists()
+    assert (tmp_path / "out" / "ladder_roofline.png").exists() and (tmp_path / "out" / "ladder_bars.png").exists()
 
 
 def test_cli_bad_input_is_one_line():

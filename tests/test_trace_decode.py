@@ -171,7 +171,8 @@ def test_calibrate_command_on_saved_traces(tmp_path, capsys):
     rows = json.loads((tmp_path / "c.json").read_text())
     assert [r["step"] for r in rows] == ["7", "5"] and all(r["within"] for r in rows)
     assert "within 15%" in out
-    assert main(["calibrate", str(tmp_path / "c.json")]) == 1      # not a trace: said, not crashed
+    assert main(["calibrate", str(tmp_path / "c.json")]) == 2      # not a trace: one line, exit 2
+    assert "c.json: not a measured trace" in capsys.readouterr().err
 
 
 def test_trace_command_writes_records_page_and_check(tmp_path, monkeypatch):

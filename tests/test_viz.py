@@ -183,8 +183,8 @@ def test_cli_what_if_explains_and_exits_zero(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "verdict: deadlock" in out
     assert "both PipelineStates started at phase 0" in out
-    assert (tmp_path / "choreography.html").stat().st_size > 1000
-    trace = json.loads((tmp_path / "choreography_trace.json").read_text())
+    assert (tmp_path / "simulate_both-phase-0.html").stat().st_size > 1000
+    trace = json.loads((tmp_path / "simulate_both-phase-0_trace.json").read_text())
     _check_no_overlap(trace)
 
 
@@ -195,7 +195,7 @@ def test_cli_single_step_with_overrides(tmp_path, capsys):
     out = capsys.readouterr().out
     rows = json.loads(next(line for line in out.splitlines() if line.startswith("[")))
     assert rows[0]["depth"] == 2 and rows[0]["step"] == 7 and rows[0]["verdict"] == "ok"
-    data = _embedded((tmp_path / "choreography.html").read_text())
+    data = _embedded((tmp_path / "simulate_step7.html").read_text())
     assert data["timelines"][0]["meta"]["tiles_per_cta"] == 3
 
 

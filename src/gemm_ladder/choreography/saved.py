@@ -1,8 +1,9 @@
 """Saved traces, read back on any machine (no GPU): the decoded records `gemm-ladder trace`
-writes (``*_records.json.gz``), its timeline JSON, or a page it drew (the timelines are
-embedded in the HTML). The calibration check of the simulator runs on any of them:
+writes (``*_records.json.gz``), its timeline JSON, a page it drew (the timelines are
+embedded in the HTML) or its Perfetto JSON (``*_perfetto.json``). The calibration check of
+the simulator runs on any of them:
 
-    gemm-ladder calibrate out/trace_step9_records.json.gz docs/samples/trace_step7_d4_measured_vs_sim.html
+    gemm-ladder calibrate out/trace_step9_records.json.gz docs/samples/trace_step7_d4_perfetto.json
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from .timeline import Handoff, Span, Timeline
+from .timeline import Handoff, Span, Timeline, lane_cta
 
 RECORDS_FORMAT = "gemm-ladder trace records"
 
@@ -57,17 +58,72 @@ def _from_page(text: str) -> list[Timeline]:
     return out
 
 
+def _from_chrome_trace(doc: dict) -> list[Timeline]:
+    """The timelines a Chrome/Perfetto trace (viz.chrome_trace) holds, rebuilt from its
+    events: a process per (timeline, CTA) named "<title> [<source>] <cta>", a thread per
+    lane sub-track, spans as complete ("X") events in microseconds, hand-offs as flows
+    (their parity is not in the trace). The step key comes from the title ("step 7:d4 ...")."""
+    procs: dict[int, tuple[str, str, str]] = {}
+    threads: dict[tuple[int, int], str] = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            m = re.fullmatch(r"(.*) \[(\w+)\] (\S+)", e["args"]["name"])
+            if m:
+                procs[e["pid"]] = m.groups()
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e["pid"], e["tid"])] = re.sub(r" #\d+$", "", e["args"]["name"])
+    by_title: dict[tuple[str, str], Timeline] = {}
+    flows: dict[int, dict] = {}
+
+    def where(e: dict) -> tuple[Timeline, str] | None:
+        if e["pid"] not in procs or (e["pid"], e["tid"]) not in threads:
+            return None
+        title, source, head = procs[e["pid"]]
+        m = re.match(r"step (\d+)(\S*)", title)
+        if m is None:  # only a measured timeline must say its step (calibrate reads those)
+            if source == "measured":
+                raise ValueError(f"no step in the trace's title {title!r}")
+            return None
+        tl = by_title.setdefault((title, source), Timeline(source, int(m.group(1)), title,
+                                                           meta={"key": m.group(1) + m.group(2)}))
+        lane = f"{head}/{threads[(e['pid'], e['tid'])]}"
+        if lane not in tl.lanes:
+            tl.lanes.append(lane)
+        return tl, lane
+
+    for e in doc["traceEvents"]:
+        if e.get("ph") not in ("X", "s", "f") or (found := where(e)) is None:
+            continue
+        tl, lane = found
+        if e["ph"] == "X":
+            a, start = e.get("args") or {}, e["ts"] * 1000.0
+            tl.spans.append(Span(lane, e.get("cat", e["name"]), start, start + e.get("dur", 0.0) * 1000.0,
+                                 stage=a.get("stage"), phase=a.get("phase"), barrier=a.get("barrier"),
+                                 tile=a.get("tile"), k=a.get("k"), cta=lane_cta(lane),
+                                 label="" if e["name"] == e.get("cat") else e["name"]))
+        else:
+            flows.setdefault(e["id"], {})[e["ph"]] = (tl, lane, e)
+    for f in flows.values():
+        if "s" in f and "f" in f and f["s"][0] is f["f"][0]:
+            (tl, src, s), (_, dst, t) = f["s"], f["f"]
+            m = re.fullmatch(r"(.*)\[(\d+|None)\]", s["name"])
+            barrier, stage = (m.group(1), None if m.group(2) == "None" else int(m.group(2))) if m else (s["name"], None)
+            tl.handoffs.append(Handoff(barrier, stage, None, src, dst, s["ts"] * 1000.0, t["ts"] * 1000.0,
+                                       cta=lane_cta(src)))
+    return list(by_title.values())
+
+
 def measured_timelines(path: str | Path, ctas: list[int] | None = None) -> list[Timeline]:
     """The measured timelines a saved file holds: a records file (all CTAs, or ``ctas``), a
-    trace JSON (``{"summary", "timeline"}``, the CTAs it shows) or a page (its measured
-    timelines)."""
+    trace JSON (``{"summary", "timeline"}``, the CTAs it shows), a page or a Perfetto JSON
+    (their measured timelines)."""
     path = Path(path)
     text = _read_text(path)
     if text.lstrip().startswith("<"):
         return [t for t in _from_page(text) if t.source == "measured"]
     doc = json.loads(text)
     if not isinstance(doc, dict):
-        raise ValueError(f"{path}: not a trace records file, trace JSON or trace page")
+        raise ValueError(f"{path}: not a trace records file, trace JSON, trace page or Perfetto trace")
     if doc.get("format") == RECORDS_FORMAT:
         from ..runtime.steps import get_step
         from .trace import to_timeline
@@ -76,4 +132,9 @@ def measured_timelines(path: str | Path, ctas: list[int] | None = None) -> list[
         return [to_timeline(doc["records"], st, ctas=ctas, meta={"M": M, "N": N, "K": K})]
     if "timeline" in doc:
         return [Timeline.from_dict(doc["timeline"])]
-    raise ValueError(f"{path}: not a trace records file, trace JSON or trace page")
+    if isinstance(doc.get("traceEvents"), list):
+        tls = [t for t in _from_chrome_trace(doc) if t.source == "measured"]
+        if not tls:
+            raise ValueError(f"{path}: a Perfetto trace with no measured timeline (a simulated one cannot be checked)")
+        return tls
+    raise ValueError(f"{path}: not a trace records file, trace JSON, trace page or Perfetto trace")

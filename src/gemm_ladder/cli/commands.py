@@ -106,6 +106,7 @@ def cmd_bench(args) -> int:
     args.dtype = args.dtype or "float16"
     args.steps = args.steps if args.steps is not None else parse_step_spec(DEFAULT_BENCH)
     args.sizes = args.sizes or [(4096, 4096, 4096)]
+    doors.say_compiling(args.steps, args.dtype == "bfloat16")
     with doors.progress() as progress:
         result = bench.run(args.steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
                            progress=progress)
@@ -119,12 +120,13 @@ def cmd_bench(args) -> int:
 
 def _write_report(args, bf16: bool, steps) -> int:
     from ..measure.report import compile_report, print_report
-    json_path = doors.out_file(args.json) if getattr(args, "json", None) else None
+    json_path = doors.out_file(args.json) if getattr(args, "json", None) is not None else None
+    doors.say_compiling(steps, bf16)
     with doors.progress() as progress:
         rows = compile_report(steps, bf16=bf16, progress=progress)
     print_report(rows, _console())
     if json_path:
-        json_path.write_text(json.dumps(rows, indent=1))
+        doors.write_text(json_path, json.dumps(rows, indent=1))
     return 0 if all(r.get("ok") and not r.get("claims_missing") for r in rows) else 1
 
 
@@ -278,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except (CliError, UnknownStep) as e:
         return doors.fail(prog, str(e), getattr(e, "code", 2))
+    except OSError as e:
+        if e.filename is None:
+            raise
+        # a file the command reads or writes that the checks before the work did not catch
+        return doors.fail(prog, f"{e.filename}: {e.strerror or e}")
     except KeyboardInterrupt:
         return doors.fail(prog, "interrupted", 130)
     except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to say

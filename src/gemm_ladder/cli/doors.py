@@ -136,28 +136,84 @@ def require_hopper(hint: str = "") -> None:
         raise CliError(f"needs a Hopper GPU (sm_90: H100/H200), but {why}" + (f"; {hint}" if hint else ""))
 
 
+# One rule for every file a command writes: a missing folder is created and said so on
+# stderr; a path that cannot be written is refused before the work starts, in one line.
 def out_dir(path: str | os.PathLike) -> Path:
-    """The output folder, created; a CliError when it cannot be created or written."""
+    """The output folder, created (said on stderr when new); a CliError when it cannot be
+    created or written."""
     p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise CliError(f"{p} is a file, not a folder: give a folder for the output")
+    new = not p.exists()
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CliError(f"cannot create the output folder {p}: {e.strerror or e}") from None
     if not os.access(p, os.W_OK):
         raise CliError(f"cannot write to the output folder {p}: permission denied")
+    if new:
+        print(f"gemm-ladder: created the folder {p}", file=sys.stderr)
     return p
 
 
 def out_file(path: str | os.PathLike) -> Path:
-    """An output file path whose folder exists and is writable."""
+    """An output file path whose folder exists (created when missing) and that can be
+    written: tried now, so that a long run does not end in an error."""
     p = Path(path)
-    out_dir(p.parent if str(p.parent) else ".")
     if p.is_dir():
         raise CliError(f"{p} is a folder; give a file name")
+    out_dir(p.parent if str(p.parent) else ".")
+    existed = p.exists()
+    try:
+        with open(p, "ab"):
+            pass
+    except OSError as e:
+        raise CliError(f"cannot write {p}: {e.strerror or e}; give a path you can write") from None
+    if not existed:
+        with contextlib.suppress(OSError):
+            p.unlink()
+    return p
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a command's output file; an OSError becomes a one-line CliError."""
+    p = Path(path)
+    try:
+        p.write_text(text)
+    except OSError as e:
+        raise CliError(f"cannot write {p}: {e.strerror or e}") from None
+    return p
+
+
+def input_file(path: str | os.PathLike) -> Path:
+    """An input file that exists and is a file (not a folder)."""
+    p = Path(path)
+    if p.is_dir():
+        raise CliError(f"{p} is a folder; give a file")
+    if not p.is_file():
+        raise CliError(f"{p}: no such file")
     return p
 
 
 # ---- progress ---------------------------------------------------------------------------
+def say_compiling(steps, bf16: bool = False) -> None:
+    """One line on stderr when a run is about to compile kernels that are not in the JIT
+    cache (seconds each, so a first run would otherwise sit silent); nothing when cached."""
+    from ..runtime import jit
+    todo = 0
+    try:
+        for st in steps:
+            if getattr(st, "model_only", False) or not getattr(st, "source", ""):
+                continue
+            defines = dict(st.kernel_defines(), **({"GL_BF16": 1} if bf16 else {}))  # as step.build sets them
+            todo += not (jit.cache_dir() / f"{jit.cache_key(st.source, jit.build_options(defines))}.json").is_file()
+    except (OSError, AttributeError):  # a hint only: an unusual cache or kernel is not worth an error
+        return
+    if todo:
+        print(f"gemm-ladder: compiling {todo} kernel{'s' if todo > 1 else ''} with NVRTC (first run: "
+              "they are cached for later runs)", file=sys.stderr)
+
+
 def stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 

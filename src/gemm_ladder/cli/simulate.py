@@ -7,9 +7,10 @@ calls :func:`run`; the no-GPU default job calls :func:`simulate_report`.
     gemm-ladder simulate --step 7 --depth 2   # one step (or a variant: --step 7:d4)
     gemm-ladder simulate --what-if both-phase-0
 
-Writes ``OUT/choreography.html`` (the interactive page) and
-``OUT/choreography_trace.json`` (Chrome / Perfetto trace) under ``--out-dir`` (default
-``out/``), prints the KPIs (or, with ``--json``, only JSON) and, for a what-if, the verdict
+Writes ``OUT/simulate.html`` (the interactive page) and ``OUT/simulate_trace.json``
+(Chrome / Perfetto trace) under ``--out-dir`` (default ``out/``); ``simulate_step7_d4.*``
+for one step, ``simulate_<what-if>.*`` for a what-if (the main job's page,
+``choreography.html``, stays its own); prints the KPIs (or, with ``--json``, only JSON) and, for a what-if, the verdict
 and its one-sentence explanation.  Exit code 0 for a run whose what-if was detected and
 explained; 2 for bad arguments, out-of-range values (each option names its range) or an
 output folder that cannot be written.
@@ -31,6 +32,7 @@ from . import doors
 __all__ = ["add_parser", "run", "simulate_report", "DEFAULT_OUT"]
 
 DEFAULT_OUT = doors.DEFAULT_OUT_DIR
+# the main job's page (simulate_report); `gemm-ladder simulate` names its own (page_stem)
 PAGE_NAME = "choreography.html"
 TRACE_NAME = "choreography_trace.json"
 
@@ -171,13 +173,20 @@ def _print_table(results: list[SimResult], title: str) -> None:
                           markup=False, highlight=False)
 
 
+def page_stem(step: str | None, what_if: str | None) -> str:
+    """The file names of a `gemm-ladder simulate` run: simulate[_<what-if> | _step<key>]."""
+    if what_if:
+        return f"simulate_{what_if}"
+    return "simulate" + (f"_step{step.replace(':', '_')}" if step is not None else "")
+
+
 def _write(out_dir: str | Path, results: list[SimResult], pair: tuple[int, int] | None,
-           subtitle: str) -> tuple[Path, Path]:
+           subtitle: str, page_name: str = PAGE_NAME, trace_name: str = TRACE_NAME) -> tuple[Path, Path]:
     out = Path(out_dir)
     tls = [r.timeline for r in results]
-    page = write_page(tls, out / PAGE_NAME, title="GEMM ladder - mbarrier choreography",
+    page = write_page(tls, out / page_name, title="GEMM ladder - mbarrier choreography",
                       pair=pair, subtitle=subtitle)
-    trace = write_chrome_trace(tls, out / TRACE_NAME)
+    trace = write_chrome_trace(tls, out / trace_name)
     return page, trace
 
 
@@ -272,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
                 results, lines, pair = _simulate_all(ov, None, tick)
                 subtitle, title = _subtitle(results[0].params), ""
             tick("writing the page")
-            page, trace = _write(out, results, pair, subtitle)
+            stem = page_stem(step, what_if)
+            page, trace = _write(out, results, pair, subtitle, f"{stem}.html", f"{stem}_trace.json")
     except (ValueError, doors.CliError) as exc:
         print(f"gemm-ladder simulate: error: {exc}", file=sys.stderr)
         return 2

@@ -122,8 +122,41 @@ def _dry_run(name: str, dts: list[str], console) -> int:
     return 0
 
 
-def cmd_explain(args) -> int:
+def print_candidates(rows: list[dict], title: str, shape: str, console) -> None:
+    """The candidates that take the shape in a table that fits 80 columns (numbers only; the
+    shape they run when padded in the title, or a column when they differ); those that do not, below it, grouped by their reason,
+    as wrapped text (a "why" column would wrap a word per line)."""
+    from rich import box
     from rich.table import Table
+    taken = [r for r in rows if "shape run" in r]
+    if taken:
+        short = {"shape run": "shape run", "tile eff": "tile\neff", "compute us": "compute\nus",
+                 "memory us": "memory\nus", "score us": "score\nus", "L2->SMEM MB": "L2->SMEM\nMB", "why": "bound",
+                 "waves": "waves\n(full)"}
+        runs = {r["shape run"] for r in taken}
+        if runs != {shape} and len(runs) == 1:  # padded alike: said once, in the title
+            title += f"; each runs padded to {runs.pop()}"
+        cols = [c for c in dict.fromkeys(k for r in taken for k in r) if c != "shape run" or len(runs) > 1]
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+        for c in cols:
+            t.add_column(short.get(c, c), justify="left" if c in ("", "kernel", "shape run", "why") else "right",
+                         no_wrap=True)
+        for r in taken:  # "padded" is said by the title or the shape run column
+            t.add_row(*[str(r.get(c, "")).replace("-bound", "").replace(", padded", "") for c in cols])
+        console.print(t)
+    else:
+        console.print(title, markup=False, highlight=False)
+    reasons: dict[str, list[str]] = {}
+    for r in rows:
+        if "shape run" not in r:
+            reasons.setdefault(r["why"], []).append(r["kernel"])
+    if reasons:
+        console.print("not candidates:", markup=False, highlight=False)
+    for why, keys in reasons.items():
+        console.print(f"  {', '.join(keys)}: {why}", markup=False, highlight=False)
+
+
+def cmd_explain(args) -> int:
     from ..runtime import select
     from .commands import _console
     console = _console()
@@ -143,16 +176,10 @@ def cmd_explain(args) -> int:
     if args.json:
         print(json.dumps(ch.as_dict(), indent=1, default=str))
         return 0 if ch.pick else 1
-    rows = select.explain_rows(ch)
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    t = Table(title=f"{args.M}x{args.N}x{args.K} {args.dtype}: candidates ({dev.sms} SMs, "
-                    f"{dev.peak_tflops:.0f} TFLOP/s, {dev.hbm_tbs} TB/s: {dev.source})")
-    for c in cols:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*[str(r.get(c, "")) for c in cols])
-    console.print(t)
-    console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}")
+    print_candidates(select.explain_rows(ch), f"{args.M}x{args.N}x{args.K} {args.dtype}: candidates ({dev.sms} "
+                     f"SMs, {dev.peak_tflops:.0f} TFLOP/s, {dev.hbm_tbs} TB/s: {dev.source})",
+                     "x".join(map(str, (args.M, args.N, args.K))), console)
+    console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}", markup=False, highlight=False)
     if ch.pick:  # the library's call adds its own rules (runtime/api.py): say what it runs
         from ..runtime import api
         call = "matmul(a, b) with b row-major (K, N)" if b_mn else "matmul_nt(a, b) with b (N, K)"
@@ -168,13 +195,18 @@ def cmd_plot(args) -> int:
     for p in args.results:
         try:
             res = json.loads(Path(p).read_text())
-        except (OSError, ValueError) as e:
-            raise doors.CliError(f"cannot read {p}: {e}") from None
+        except OSError as e:
+            raise doors.CliError(f"cannot read {p}: {e.strerror or e}") from None
+        except ValueError as e:
+            raise doors.CliError(f"cannot read {p}: not JSON ({e})") from None
         if not isinstance(res, dict) or not isinstance(res.get("rows"), list):
             raise doors.CliError(f"{p} is not a gemm-ladder result (no rows)")
         results.append(res)
-    stem = Path(args.out) if args.out else Path(args.results[0]).with_suffix("")
-    doors.out_dir(stem.parent)
+    # by default under --out-dir, never beside the JSON (a record's figures are tracked files)
+    stem = Path(args.out) if args.out else Path(getattr(args, "out_dir", None) or doors.DEFAULT_OUT_DIR) / \
+        Path(args.results[0]).with_suffix("").name
+    for suffix in ("_roofline.png", "_bars.png"):
+        doors.out_file(stem.with_name(stem.name + suffix))
     return 0 if write_images(results, stem, console) else 1
 
 
@@ -186,6 +218,8 @@ def _dim(s: str) -> int:
         v = 0
     if v < 1:
         raise argparse.ArgumentTypeError(f"{s!r} is not a positive integer")
+    if v > doors.MAX_DIM:
+        raise argparse.ArgumentTypeError(f"{s} is over {doors.MAX_DIM}: the kernels index with 32-bit ints")
     return v
 
 
@@ -207,8 +241,8 @@ def add_parsers(sub, dtype_type) -> None:
 
     p = sub.add_parser("plot", help="roofline and ladder bar chart from results JSON (no GPU needed)")
     p.add_argument("results", nargs="+", help="ladder and/or suite JSON files")
-    p.add_argument("--out", help="output stem: writes STEM_roofline.png (+ STEM_bars.png); default: "
-                                 "beside the first JSON")
+    p.add_argument("--out", metavar="STEM", help="output stem: writes STEM_roofline.png (+ STEM_bars.png); "
+                                                 "default: the first JSON's name under --out-dir (out/)")
     p.set_defaults(fn=cmd_plot)
 
 

@@ -11,6 +11,7 @@ from ..choreography import saved, sim, trace, viz
 from ..choreography.sim.calibrate import MAKESPAN_TOLERANCE, check_calibration
 from ..choreography.timeline import kpis
 from ..runtime.steps import get_step
+from . import doors
 
 
 def trace_command(args, console) -> int:
@@ -89,22 +90,27 @@ def calibration_line(source: str, c: dict) -> str:
 
 def calibrate_command(args) -> int:
     """Check the calibrated simulator against each saved trace; exit 1 if one is outside
-    the tolerance."""
-    ok, rows = True, []
+    the tolerance, 2 if a file cannot be read (before any is checked)."""
+    json_path = doors.out_file(args.json) if args.json is not None else None
+    traces = []
     for path in args.files:
+        doors.input_file(path)
         try:
-            tls = saved.measured_timelines(path, ctas=list(range(args.ctas)) if args.ctas else None)
-        except (OSError, ValueError, KeyError) as e:
-            print(f"{path}: cannot read a measured trace: {e}")
-            ok = False
-            continue
+            traces.append((path, saved.measured_timelines(path, ctas=list(range(args.ctas)) if args.ctas else None)))
+        except OSError as e:
+            raise doors.CliError(f"cannot read {path}: {e.strerror or e}") from None
+        except (ValueError, KeyError) as e:  # the reader's messages start with the path
+            why = str(e).removeprefix(f"{path}: ")
+            raise doors.CliError(f"{path}: not a measured trace `gemm-ladder trace` wrote ({why})") from None
+    ok, rows = True, []
+    for path, tls in traces:
         for tl in tls:
             c = check_calibration(tl, tolerance=args.tolerance)
             rows.append(dict(c, file=str(path)))
             print(calibration_line(str(path), c))
             ok = ok and c["within"]
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
+    if json_path:
+        doors.write_text(json_path, json.dumps(rows, indent=1, default=float))
     return 0 if ok and rows else 1
 
 
@@ -114,11 +120,11 @@ def add_calibrate_parser(sub) -> argparse.ArgumentParser:
                                    "*_records.json.gz, trace JSON or page that `gemm-ladder trace` wrote), "
                                    "simulate the measured configuration and compare the busiest CTA's "
                                    "makespan.")
-    c.add_argument("files", nargs="+", help="saved traces")
-    c.add_argument("--tolerance", type=float, default=MAKESPAN_TOLERANCE,
+    c.add_argument("files", nargs="+", help="saved traces: *_records.json.gz, trace JSON, page or *_perfetto.json")
+    c.add_argument("--tolerance", type=doors.number(float, 0, 100, low_open=True), default=MAKESPAN_TOLERANCE,
                    help=f"largest relative makespan error accepted (default {MAKESPAN_TOLERANCE})")
-    c.add_argument("--ctas", type=int, help="records files: decode only the first N CTAs (default all; "
-                                             "the first CTAs compute the most tiles)")
-    c.add_argument("--json", help="also write the results here")
+    c.add_argument("--ctas", type=doors.number(int, 1, 1 << 20), help="records files: decode only the first N CTAs "
+                                                                    "(default all; the first CTAs compute the most tiles)")
+    c.add_argument("--json", metavar="FILE", help="also write the results here")
     c.set_defaults(fn=calibrate_command)
     return c

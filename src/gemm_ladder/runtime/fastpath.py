@@ -196,9 +196,11 @@ def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str
     """Compile and load the kernels `matmul` may choose (every selection candidate, or `step`),
     for each dtype, and the MN-major builds of steps that read them (unless mn_major=False),
     so that a later first call — e.g. inside CUDA graph capture — does no JIT work."""
-    dev = fastconfig._device_index(torch.device("cuda", device) if isinstance(device, int)
-                                   else torch.device(device or "cuda"))
-    launch.check_device(torch.device("cuda", dev))
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+    if device.type != "cuda":
+        raise ValueError(f"warmup builds kernels for a CUDA device, not {device}")
+    launch.check_device(device)  # before current_device(): without CUDA that is torch's AssertionError
+    dev = fastconfig._device_index(device)
     if step is not None:
         kernels = [get_step(step) if isinstance(step, (str, int)) else step]
     else:
