@@ -102,17 +102,28 @@ def nvrtc_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def include_dirs(source: str, kernel_dir: Path = KERNEL_DIR) -> list[Path]:
+    """Where a kernel's includes are looked up, by bare name: its own folder, then common/, then
+    the other kernel folders (a family may use another's pieces: the small-M kernel reads the
+    production GEMM's mainloop). Header names are unique across the folders (a CPU test)."""
+    own = (kernel_dir / source).parent
+    rest = sorted(d for d in kernel_dir.iterdir() if d.is_dir() and d != own and d.name != "common")
+    return [own, kernel_dir / "common"] + rest
+
+
 def headers_for(source: str, kernel_dir: Path = KERNEL_DIR) -> dict[str, str]:
-    """All headers `source` includes, transitively: {name: text}."""
+    """All headers `source` (a path under kernels/, e.g. 'ladder/step7_warp_specialized.cu')
+    includes, transitively: {name as included: text}."""
+    dirs = include_dirs(source, kernel_dir)
     seen: dict[str, str] = {}
     todo = _INCLUDE_RE.findall((kernel_dir / source).read_text())
     while todo:
         name = todo.pop()
         if name in seen:
             continue
-        path = kernel_dir / name
-        if not path.is_file():
-            raise KernelBuildError(f"{source}: included header {name!r} not found in {kernel_dir}")
+        path = next((d / name for d in dirs if (d / name).is_file()), None)
+        if path is None:
+            raise KernelBuildError(f"{source}: included header {name!r} not found in {', '.join(map(str, dirs))}")
         seen[name] = path.read_text()
         todo.extend(_INCLUDE_RE.findall(seen[name]))
     return dict(sorted(seen.items()))

@@ -47,7 +47,7 @@
 // arriving remotely); barrier init is published, and the exit held, by cluster barriers. A
 // pair's second tile past C (odd row blocks) loads zeros and stores nothing.
 //
-// Organisation as step 7 (load_stage and the consumer's k-loop from gl_warpspec.cuh), without
+// Organisation as step 7 (the operand loads of gemm_mainloop.cuh, the consumer's k-loop of gl_warpspec.cuh), without
 // its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
 // registers away (setmaxnreg.dec), its warp 0 is the TMA producer; warpgroups 1..CONSUMERS
 // take them (setmaxnreg.inc) and issue wgmma, each on its 64 rows of the staged A and all of
@@ -66,17 +66,17 @@
 // (N, K) or, with GL_B_MN, N-major (K, N).
 #include "gl_common.cuh"
 #include "gl_fixup.cuh"
-#include "gl_warpspec.cuh"
+#include "gemm_mainloop.cuh"  // the production GEMM's operand loads (either major order)
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST)
-#error "smallm_splitk takes its configuration from its family entry (runtime/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
 constexpr int MC = GL_MULTICAST;  // CTAs along M of a cluster sharing each B tile (1: no cluster)
 // B may also be given N-major (a row-major (K, N) matrix, the usual x @ W): TMA loads it as
-// 64-wide blocks of k-rows and wgmma reads it through its transpose bit, as step 9 does. A
+// 64-wide blocks of k-rows and wgmma reads it through its transpose bit, as the production GEMM does. A
 // (the activations, M <= a few hundred rows) is always K-major.
 constexpr bool B_MN = GL_B_MN;
 constexpr int MN_BLOCK = 64;                        // an N-major B: 64-element blocks (128 B rows)
@@ -96,7 +96,7 @@ GL_DEVICE u32 stage_bytes(int a_rows) { return (u32)(a_rows + BN) * BK * 2; }
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-using OperandRing = Ring<DEPTH, MC>;  // multicast: releases go to both CTAs' empty barriers
+using OperandPipe = Pipeline<DEPTH, MC>;  // multicast: releases go to both CTAs' empty barriers
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
 // held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
 // tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
@@ -109,8 +109,7 @@ constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];
   u16 B[DEPTH][BN * BK];
-  u64 tma2mma[DEPTH];
-  u64 mma2tma[DEPTH];
+  OperandPipe ops;  // tma2mma / mma2tma per stage
 };
 // Chunk q of the staged epilogue in stage `stage`: the stage's A chunks first, then B's.
 GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
@@ -275,8 +274,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
-    OperandRing::init(s.tma2mma, 1,                                 // the producer's arrive.expect_tx
-                      s.mma2tma, CONSUMER_WARPS * CONSUMERS * MC);  // one arrive per consumer warp (of both CTAs)
+    s.ops.init(1, CONSUMER_WARPS * CONSUMERS);  // the producer's arrive.expect_tx; every consumer warp (of both CTAs)
     fence_barrier_init();
   }
   // the only CTA-wide barrier: from here on the roles run apart (multicast: the peer's
@@ -289,17 +287,16 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     setmaxnreg_dec<PRODUCER_REGS>();
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
-      const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      auto st = PipelineState<DEPTH>::producer();
+      // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
+      const auto ops = s.ops.bind(tr, stage_bytes(a_rows));
+      auto st = OperandPipe::State::producer();
       const u32 rank = MC > 1 ? cluster_ctarank() : 0;
       for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           ops.producer_acquire(st, kt);
-          // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
-          ops.producer_expect_tx(st, stage_bytes(a_rows));
-          load_stage<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.full_bar(st), kt,
-                                                  m0, n0, rank);
+          load_operands<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b,
+                                                     ops.producer_barrier(st), kt, m0, n0, rank);
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);
           st.advance();
         }
@@ -317,9 +314,9 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;  // which 64 rows of the tile
     Tracer tr(ROLE_CONSUMER, 1 + cw, threadIdx.x % 128 == 0);
-    const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
+    const auto ops = s.ops.bind(tr);
     const bool warp_leader = lane_idx() == 0;
-    auto st = PipelineState<DEPTH>::consumer();
+    auto st = OperandPipe::State::consumer();
     float acc[BN / 2];
     // A piece of a split tile (the deal's Segments only): a generic lambda, so that under
     // multicast (whole tiles, PairWalk) its body, which names the Segments' members, is never

@@ -28,17 +28,15 @@ constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 CONSUMER_SYNC_ID = 1;  // named barrier of the consumer warpgroup (0 is __syncthreads')
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-using OperandRing = Ring<DEPTH>;
-using EpilogueRing = Ring<1>;
+using OperandPipe = Pipeline<DEPTH>;
+using EpiloguePipe = EpiloguePipeline<1>;
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];
   u16 B[DEPTH][BN * BK];
   u16 C[BM * BN];
-  u64 tma2mma[DEPTH];
-  u64 mma2tma[DEPTH];
-  u64 mma2ld[1];
-  u64 ld2mma[1];
+  OperandPipe ops;   // tma2mma[s]: stage s landed; mma2tma[s]: stage s may be refilled
+  EpiloguePipe epi;  // mma2ld: accumulators staged; ld2mma: staging may be reused
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 
@@ -53,10 +51,10 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
-    OperandRing::init(s.tma2mma, 1,                // the producer's arrive.expect_tx
-                      s.mma2tma, CONSUMER_WARPS);  // one arrive per consumer warp
-    EpilogueRing::init(s.mma2ld, 1,                // one consumer thread, after a named barrier
-                       s.ld2mma, 1);               // the writeback thread
+    s.ops.init(1,                // the producer's arrive.expect_tx
+               CONSUMER_WARPS);  // one arrive per consumer warp
+    s.epi.init(1,                // one consumer thread, after a named barrier
+               1);               // the writeback thread
     fence_barrier_init();
   }
   __syncthreads();  // the last CTA-wide barrier: from here on the roles run apart
@@ -65,15 +63,15 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
     setmaxnreg_dec<PRODUCER_REGS>();
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
-      const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      producer_loop(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
+      producer_loop<OperandPipe>(s.ops.bind(tr, STAGE_BYTES), WholeTiles<1>{tiles, k_tiles}, tiles, BM, BN,
+                                 [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, 1>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0, 0);
       });
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
-      const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
-      auto acc = PipelineState<1>::consumer();  // drains the epilogue ring
+      const auto epi = s.epi.bind(tr);
+      auto acc = EpiloguePipe::State::consumer();  // drains the epilogue ring
       for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
         const auto t = tiles.at(ct, BM, BN);
         store_staged<BM, BN>(epi, acc, &tmap_c, s.C, t.n0, t.m0, 0, t.id);
@@ -85,11 +83,11 @@ gemm_step7_warp_specialized(const __grid_constant__ CUtensorMap tmap_a, const __
   } else {  // ── MMA CONSUMER (warpgroup 1) ──────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     Tracer tr(ROLE_CONSUMER, 1, threadIdx.x == 128);
-    const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-    const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
+    const auto ops = s.ops.bind(tr);
+    const auto epi = s.epi.bind(tr);
     const bool warp_leader = lane_idx() == 0;
-    auto st = PipelineState<DEPTH>::consumer();
-    auto acc_st = PipelineState<1>::producer();  // fills the epilogue ring
+    auto st = OperandPipe::State::consumer();
+    auto acc_st = EpiloguePipe::State::producer();  // fills the epilogue ring
     float acc[2][BN / 2];
     for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
       const auto t = tiles.at(ct, BM, BN);

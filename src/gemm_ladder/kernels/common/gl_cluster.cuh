@@ -25,6 +25,13 @@ GL_DEVICE void cluster_sync() {
                "barrier.cluster.wait.acquire;" ::: "memory");
 }
 
+// Before a CTA of a cluster exits: its peers may still multicast into its shared memory or
+// arrive on its barriers until their last k-tile, so nobody leaves before everybody is done.
+// (The what-if GL_ABLATE_NO_EXIT_SYNC leaves it out.)
+GL_DEVICE void cluster_sync_before_exit() {
+  if constexpr (!GL_ABLATE_NO_EXIT_SYNC) cluster_sync();
+}
+
 // cluster_sync in its two halves, for a thread with work between them: arrive publishes what it
 // wrote, and the others need not wait for what it does before its wait.
 GL_DEVICE void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }

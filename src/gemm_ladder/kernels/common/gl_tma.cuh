@@ -56,9 +56,6 @@ GL_DEVICE void tma_prefetch_descriptor(const CUtensorMap* map) {
 // the barriers: the fetches overlap the set-up (barrier init, the cluster barrier, setmaxnreg)
 // instead of standing in front of the first load. -DGL_ABLATE_NO_PREFETCH=1 leaves them out
 // (each map is then fetched by its first copy), to measure what they are worth.
-#ifndef GL_ABLATE_NO_PREFETCH
-#define GL_ABLATE_NO_PREFETCH 0
-#endif
 template <typename... Maps> GL_DEVICE void tma_prefetch_descriptors(const Maps*... maps) {
   if constexpr (!GL_ABLATE_NO_PREFETCH) (tma_prefetch_descriptor(maps), ...);
 }

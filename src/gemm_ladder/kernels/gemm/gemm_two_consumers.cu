@@ -1,25 +1,16 @@
-// Step 9 — two consumer warpgroups. Forced move: one consumer can't feed the tensor cores.
-// One warpgroup issuing m64n128 leaves the tensor core idle between its k-tiles, and every
-// 128x128 tile pays A's and B's bytes for only 128x128 outputs. Now two consumer warpgroups
-// share each staged B tile: the CTA tile grows to 128x256, each consumer owns 64x256 of it
-// (wgmma m64n256k16, 128 fp32 accumulators per thread), and the 2-CTA cluster of step 8
-// multicasts the 256-wide B, so a cluster covers 256x256. What step 9 adds to step 8, each
-// marked "two consumers:" below:
-//   - three warpgroups: producer/writeback (setmaxnreg down to 40), consumers 0 and 1 (up
-//     to 232 each: 128 x 40 + 256 x 232 <= 64K registers);
-//   - mma2tma[s] counts the consumer warps of both consumers in both CTAs;
-//   - the chunked epilogue (EPI_N = 64): accumulators leave in 64-column chunks through a
-//     ring of EPI_STAGES 128x64 swizzled staging buffers (mma2ld/ld2mma per slot). Both
-//     consumers stage their 64 rows of a chunk (stmatrix), each commits after its own named
-//     barrier; the writeback stores the chunk with TMA while the consumers stage the next
-//     one, and frees the slot once cp.async.bulk.wait_group.read says it was read. No thread
-//     holds a whole staged tile, and the staging needs 32 KB instead of 64.
+// The library's GEMM, two consumer warpgroups (CUTLASS's "cooperative"): ladder step 9's
+// structure (kernels/ladder/step9_multi_consumer.cu: a producer/writeback warpgroup, two
+// consumers sharing each staged B, the chunked epilogue, an optional 2-CTA cluster multicasting
+// B) with everything the library needs beyond the lesson. Its pieces: the mainloop
+// (gemm_mainloop.cuh: MN-major operands, early loads), the epilogue (gemm_epilogue.cuh: the
+// borrowed stage; narrow last chunks), the tile scheduler (gemm_scheduler.cuh: stream-K). Its
+// configuration comes from its family entry (families/gemm.py), which also launches it.
 // Layouts: besides K-major A and B, this kernel reads an M-major A (GL_A_MN) and an N-major B
 // (GL_B_MN, B given as a row-major (K, N) matrix): TMA then loads 64-wide MN blocks of k-rows
 // and wgmma reads them through its transpose bits, so no operand is ever copied.
-// Tile width: 256, or 192 in the 9:n192 variant (m64n192k16, three epilogue chunks), which
+// Tile width: 256, or 192 in the gemm:128x192 entry (m64n192k16, three epilogue chunks), which
 // the selection takes where 256-wide tiles leave a ragged last wave (3072^3: 288 tiles of
-// 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9), or 176 in 9:n176 (512 x 11008:
+// 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9), or 176 in gemm:128x176 (512 x 11008:
 // 252 tiles of 128x176 are two full waves, 232 of 128x192 leave the second one 3/4 full);
 // and 168, 224, 232 or 240 where one of those fills the waves best (3000 x 5000: 528
 // tiles of 128 x 232 are four full waves; 128 x 192 needs 648 tiles, five waves).
@@ -27,7 +18,7 @@
 // staged unswizzled, TAIL x 2 bytes per row, and stored through a second C map whose box is
 // that narrow (tmap_c_tail), so no store reaches into the next tile. An N-major B still
 // travels in whole 64-wide blocks (the last one partly unused: wgmma reads BN columns).
-// Stream-K (GL_STREAM_K, the 9:sk variant, no cluster): the last wave of whole tiles is ragged
+// Stream-K (GL_STREAM_K, the gemm:128x256sk entry, no cluster): the last wave of whole tiles is ragged
 // where the tile count is not a multiple of the CTAs (512 x 11008: 172 tiles of 128 x 256 on
 // 132 SMs are 1.3 waves). The host names the last `sk_tiles` tiles of the order (the
 // remainder) and the sk_ctas = P x sk_tiles CTAs that share them: P pieces of equal k-ranges
@@ -35,7 +26,7 @@
 // column slices (gl_fixup.cuh): piece j writes chunks [j C / P, (j + 1) C / P) of the tile's C =
 // BN / 64 chunks; it publishes its other chunks to its fp32 slot, adds the other pieces' parts
 // of its own (in piece order) and runs the usual epilogue on them; the writeback stores them.
-// Borrowed stage (GL_EPI_BORROW, Step.borrow_stage): with two 16 KB slots a tile's 4 chunks
+// Borrowed stage (GL_EPI_BORROW, the family's borrow_stage): with two 16 KB slots a tile's 4 chunks
 // wait twice for the copy engine to read a slot before they can be staged, while the tensor
 // core idles. But the operand stage that held the tile's last k-tile is drained when the
 // epilogue starts (wgmma.wait_group 0), and the producer has already filled the other stages
@@ -45,25 +36,28 @@
 // and, once the copy engine has read them, releases the stage to the producer(s) with the
 // consumers' arrivals. Needs k_tiles >= DEPTH (the next tile's mainloop then cannot end
 // before the stage came back, so lent_full[c] completes one phase per tile); shorter K stages
-// every chunk through the ring. (docs/perf-notes.md item 62: +0.8 % over the suite's step-9
-// shapes, up to +8 % at short K.)
-// Early loads (Step.early_loads; GL_EARLY_LOADS, gl_warpspec.cuh): without a cluster (9:c1 and
-// the other widths), thread 0 starts the first stages of its first tile right after the barrier
+// every chunk through the ring. (docs/perf-notes.md item 62: +0.8 % over the suite's shapes
+// that ran this kernel, up to +8 % at short K.)
+// Early loads (the family's early_loads; GL_EARLY_LOADS, gemm_mainloop.cuh): without a cluster (every
+// entry but gemm:128x256c2), thread 0 starts the first stages of its first tile right after the barrier
 // init, while the CTA sets up: +0.8 % at 2048^3, +1 % at 1024^3 (docs/perf-notes.md, item 74).
 // Shape: as step 4 (with an MN-major operand, its M or N a multiple of 8 instead of K).
 #include "gl_fixup.cuh"
-#include "gl_warpspec.cuh"
+#include "gemm_epilogue.cuh"
+#include "gemm_mainloop.cuh"
+#include "gemm_scheduler.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
-    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG) || !defined(GL_EPI_BORROW) || !defined(GL_EPI_LENT)
-#error "step 9 takes its configuration from its Step (steps.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG, GL_EPI_BORROW, GL_EPI_LENT"
+    !defined(GL_STREAM_K) || !defined(GL_MMA_LAG) || !defined(GL_EPI_BORROW) || !defined(GL_EPI_LENT) || \
+    !defined(GL_EARLY_LOADS)
+#error "gemm_two_consumers takes its configuration from its family entry (families/gemm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_STREAM_K, GL_MMA_LAG, GL_EPI_BORROW, GL_EPI_LENT, GL_EARLY_LOADS"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
 static_assert(BK == 64 && BN >= 168 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
-              "step 9: each consumer owns 64 x 256 (m64n256k16), or 64 x 168 .. 64 x 240 in its variants");
+              "each consumer owns 64 x BN: BN 168 .. 256 (m64nBNk16)");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1, "the epilogue ring needs a staging slot");
@@ -74,7 +68,7 @@ static_assert(!STREAM_K || CLUSTER_M == 1, "stream-K runs without a cluster");
 static_assert(!B_MN || CLUSTER_M == 1 || (BN / CLUSTER_M) % 64 == 0, "an N-major B travels in 64-wide blocks per CTA");
 constexpr int MN_BLOCK = 64;                        // MN-major operands: 64-element blocks (128 B rows)
 constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
-constexpr int BN_SMEM = (BN + MN_BLOCK - 1) / MN_BLOCK * MN_BLOCK;  // B rows a stage holds (Step.stage_bytes)
+constexpr int BN_SMEM = (BN + MN_BLOCK - 1) / MN_BLOCK * MN_BLOCK;  // B rows a stage holds (the family's stage_bytes)
 constexpr u32 STAGE_BYTES = (BM + (B_MN ? BN_SMEM : BN)) * BK * 2;  // what lands per stage (whole N-major blocks)
 constexpr u32 CONSUMER_WARPS = 4;
 constexpr u32 THREADS = 128 * (1 + CONSUMERS);
@@ -86,20 +80,15 @@ constexpr bool TRACED_BORROW = GL_TRACE && GL_EPI_BORROW;
 constexpr u32 PRODUCER_REGS = TRACED_BORROW ? 56 : 40, CONSUMER_REGS = TRACED_BORROW ? 224 : 232;
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536 / THREADS / 8 * 8 * THREADS,
               "setmaxnreg: the consumers would wait for registers the CTA does not have");
-using OperandRing = Ring<DEPTH, CLUSTER_M>;
-using EpilogueRing = Ring<EPI_STAGES>;
+using OperandPipe = Pipeline<DEPTH, CLUSTER_M>;
+using EpiloguePipe = EpiloguePipeline<EPI_STAGES>;
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 constexpr u32 BAR_CONSUMERS = 3;  // named barrier of both consumer warpgroups (1 + cw: each its own)
 constexpr int CHUNKS = (BN + EPI_N - 1) / EPI_N;  // the last one TAIL wide when TAIL > 0
 static_assert(!STREAM_K || BN % EPI_N == 0, "stream-K slices are whole 64-column chunks");
 constexpr bool BORROW = GL_EPI_BORROW;
-// Ablation -DGL_ABLATE_BORROW_NO_SYNC=1: the borrowed stage's B part is written without waiting
-// for the partner consumer's MMAs (a race: wrong results when one consumer runs ahead).
-#ifndef GL_ABLATE_BORROW_NO_SYNC
-#define GL_ABLATE_BORROW_NO_SYNC 0
-#endif
 static_assert(!BORROW || (!STREAM_K && MMA_LAG == 1), "the borrowed stage: whole tiles, one wgmma group in flight");
-// Chunks staged in the borrowed stage (Step.borrowed_chunks); they must fit: one in its A part
+// Chunks staged in the borrowed stage (the family's borrowed_chunks); they must fit: one in its A part
 // (BM x BK = BM x EPI_N), the rest in its B part.
 constexpr int LENT = GL_EPI_LENT, LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
 static_assert(BORROW == (LENT > 0) && LENT <= CHUNKS && LENT <= LENT_ROOM, "the borrowed stage holds LENT chunks");
@@ -117,28 +106,26 @@ struct SharedStorage {
   u16 B[DEPTH][BN_SMEM * BK];     // shared by both consumers (and, sliced, by both CTAs)
   // (stream-K: the drained A and B stages, contiguous, hold the fixup's reads)
   u16 C[EPI_STAGES][BM * EPI_N];  // two consumers: chunk slots, 16 KB each
-  u64 tma2mma[DEPTH];
-  u64 mma2tma[DEPTH];
-  u64 mma2ld[EPI_STAGES];
-  u64 ld2mma[EPI_STAGES];
-  u64 lent_full[LENT > 0 ? LENT : 1];  // borrowed stage: chunk c staged (count: the consumers)
+  OperandPipe ops;                          // tma2mma / mma2tma per stage
+  EpiloguePipe epi;                         // mma2ld / ld2mma per chunk slot
+  Signals<(LENT > 0 ? LENT : 1), BAR_LENT_FULL> lent;// borrowed stage: chunk c staged (count: the consumers)
 };
 // Chunk slot c (< LENT) of operand stage `stage`: 1024-byte aligned, as the swizzled store needs.
 GL_DEVICE u16* lent_slot(SharedStorage& s, int stage, int c) {
   return c == 0 ? s.A[stage] : s.B[stage] + (c - 1) * BM * EPI_N;
 }
-static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 static_assert(!STREAM_K || DEPTH * (BM + BN) * BK * 2 >= CONSUMERS * 64 * BN * 4, "the ring holds a slot per consumer");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                          const __grid_constant__ CUtensorMap tmap_c,
+gemm_two_consumers(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+                   const __grid_constant__ CUtensorMap tmap_c,
 #if GL_BN % 64
-                          const __grid_constant__ CUtensorMap tmap_c_tail,  // box: TAIL columns, unswizzled
+                   const __grid_constant__ CUtensorMap tmap_c_tail,  // box: TAIL columns, unswizzled
 #endif
-                          int M, int N, int K
+                   int M, int N, int K
 #if GL_STREAM_K
-                          , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
+                   , float* __restrict__ ws, int sk_tiles, int sk_ctas  // stream-K: flags + slots, the split
 #endif
 ) {
 #if !GL_STREAM_K
@@ -160,33 +147,35 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);
 #endif
   if (threadIdx.x == 0) {
-    OperandRing::init(s.tma2mma, 1,
-                      s.mma2tma, CONSUMER_WARPS * CONSUMERS * CLUSTER_M);  // two consumers: all warps
-    EpilogueRing::init(s.mma2ld, CONSUMERS,  // two consumers: one thread of each
-                       s.ld2mma, 1);
-    for (int c = 0; c < LENT; ++c) mbar_init(&s.lent_full[c], CONSUMERS);
+    s.ops.init(1, CONSUMER_WARPS * CONSUMERS);  // the producer's arrive.expect_tx; every consumer warp
+    s.epi.init(CONSUMERS, 1);                  // one thread of each consumer; the writeback thread
+    if (LENT > 0) s.lent.init(CONSUMERS);
     fence_barrier_init();
   }
   cluster_arrive();
-  if (threadIdx.x == 0)  // after its arrive: a first copy may wait for its map's descriptor, the others need not
-    early_loads<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(early, s.A[0], s.B[0], BM * BK, BN_SMEM * BK, s.tma2mma,
-                                                   STAGE_BYTES, &tmap_a, &tmap_b, tiles);
+  if (threadIdx.x == 0) {  // after its arrive: a first copy may wait for its map's descriptor, the others need not
+    Tracer untraced(ROLE_PRODUCER, 0, false);  // a traced build has no early loads
+    early_loads<OperandPipe, BM, BN, BK, CLUSTER_M, A_MN, B_MN>(early, s.ops.bind(untraced, STAGE_BYTES), s.A[0],
+                                                                s.B[0], BM * BK, BN_SMEM * BK, &tmap_a, &tmap_b, tiles);
+  }
   cluster_wait();
 
   if (warpgroup_idx() == 0) {
     setmaxnreg_dec<PRODUCER_REGS>();
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
-      const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-      producer_loop<STREAM_K>(ops, tiles, BM, BN, k_tiles, STAGE_BYTES, [&](int stage, u64* full, int kt, const auto& t) {
-        load_stage<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
-                                                      tiles.rank);
-      }, sk_tiles, sk_ctas, early);
+      const Segments<STREAM_K, CLUSTER_M> work{tiles, k_tiles, sk_tiles, sk_ctas};
+      producer_loop<OperandPipe>(s.ops.bind(tr, STAGE_BYTES), work, tiles, BM, BN,
+                                 [&](int stage, u64* full, int kt, const auto& t) {
+        load_operands<BM, BN, BK, CLUSTER_M, A_MN, B_MN>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
+                                                         tiles.rank);
+      }, early);
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
-      const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
-      auto chunk_st = PipelineState<EPI_STAGES>::consumer();
+      const auto epi = s.epi.bind(tr);
+      const auto lent_chunks_staged = s.lent.bind(tr);
+      auto chunk_st = EpiloguePipe::State::consumer();
       const int lent = lent_chunks(k_tiles);  // chunks [0, lent): the borrowed stage
       u32 tiles_done = 0;  // borrowed stage: its place in the operand ring follows (whole tiles of k_tiles)
       auto c_map = [&](int c) {
@@ -204,15 +193,13 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
         if constexpr (BORROW) {
           if (lent) {  // borrowed stage: store its chunks, and once they are read, give it back
             const u32 last_k = tiles_done * k_tiles + k_tiles - 1, phase = tiles_done & 1u;
-            PipelineState<DEPTH> op_st((last_k / DEPTH) & 1u);  // the stage of the tile's last k-tile
-            op_st.stage = last_k % DEPTH;
+            const auto op_st = OperandPipe::State::consumer_at(last_k);  // the stage of the tile's last k-tile
             for (int c = 0; c < lent; ++c)
-              store_signalled<BM, EPI_N>(&s.lent_full[c], tr, c, phase, c_map(c), lent_slot(s, op_st.stage, c),
+              store_signalled<BM, EPI_N>(lent_chunks_staged, c, phase, c_map(c), lent_slot(s, op_st.stage, c),
                                          t.n0 + c * EPI_N, t.m0, c, t.id);
             tma_store_wait_read<0>();
             for (int c = 0; c < lent; ++c) tr.event(EV_STORE_DONE, BAR_LENT_FULL, c, phase, c, t.id);
-            const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-            ops.release_for(op_st, CONSUMER_WARPS * CONSUMERS, k1 - 1);
+            s.ops.bind(tr).consumer_release_for(op_st, CONSUMER_WARPS * CONSUMERS, k1 - 1);
             ++tiles_done;
             c0 = lent;
           }
@@ -230,10 +217,11 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     const int cw = warpgroup_idx() - 1;  // two consumers: which 64 rows of the tile
     const bool wg_leader = threadIdx.x % 128 == 0, warp_leader = lane_idx() == 0;
     Tracer tr(ROLE_CONSUMER, 1 + cw, wg_leader);
-    const OperandRing ops(s.tma2mma, BAR_TMA2MMA, s.mma2tma, BAR_MMA2TMA, tr);
-    const EpilogueRing epi(s.mma2ld, BAR_MMA2LD, s.ld2mma, BAR_LD2MMA, tr);
-    auto st = PipelineState<DEPTH>::consumer();
-    auto chunk_st = PipelineState<EPI_STAGES>::producer();
+    const auto ops = s.ops.bind(tr);
+    const auto epi = s.epi.bind(tr);
+    const auto lent_chunks_staged = s.lent.bind(tr);
+    auto st = OperandPipe::State::consumer();
+    auto chunk_st = EpiloguePipe::State::producer();
     float acc[BN / 2];
     for_each_segment<STREAM_K>(tiles, k_tiles, sk_tiles, sk_ctas, [&](int ct, int k0, int k1) {
       const auto t = tiles.at(ct, BM, BN);
@@ -277,7 +265,7 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
           // both must be done with it (a consumer that finishes early would overwrite the B
           // its partner's last wgmma still reads).
           if (c == 1 && !GL_ABLATE_BORROW_NO_SYNC) named_barrier_sync(BAR_CONSUMERS, 128 * CONSUMERS);
-          stage_and_signal(&s.lent_full[c], tr, 1 + cw, wg_leader, c, c, t.id, [&] {
+          stage_and_signal(lent_chunks_staged, 1 + cw, wg_leader, c, c, t.id, [&] {
             u16* slot = lent_slot(s, (st.stage + DEPTH - 1) % DEPTH, c);
             if constexpr (TAIL > 0) {
               if (c == CHUNKS - 1) return stage_chunk_plain<BN, TAIL>(acc, slot, 64 * cw, c);
@@ -297,5 +285,5 @@ gemm_step9_multi_consumer(const __grid_constant__ CUtensorMap tmap_a, const __gr
     });
     tr.finish();
   }
-  cluster_sync();  // as step 8: nobody leaves while the peer may still write into it
+  cluster_sync_before_exit();  // as step 8: nobody leaves while the peer may still write into it
 }

@@ -1,10 +1,10 @@
-// gl_mbarrier.cuh — mbarriers, PipelineState and the acquire/release vocabulary.
+// gl_mbarrier.cuh — the mbarrier instructions, each wrapped once, and the bounded debug wait.
 //
 // An mbarrier counts pending arrivals and pending transaction bytes for its current
 // phase; the phase completes (and its parity flips) when both reach zero.
 // try_wait.parity(p) succeeds once the phase with parity p has completed: on a fresh
 // barrier (phase 0 running) waiting for parity 1 passes at once, waiting for 0 blocks.
-// That is why a producer's PipelineState starts at phase 1 and a consumer's at phase 0.
+// Kernels do not call these on a ring's barriers: the pipeline object does (gl_pipeline.cuh).
 #pragma once
 #include "gl_common.cuh"
 #include "gl_roles.cuh"
@@ -40,13 +40,6 @@ GL_DEVICE bool mbar_try_wait(u32 bar_addr, u32 parity) {
 // ---------------------------------------------------------------------------------------
 // Debug builds (-DGL_DEBUG_WAITS=1) bound every wait. The first thread to time out writes
 // who was stuck where into host-mapped memory (readable after the context dies) and traps.
-#ifndef GL_DEBUG_WAITS
-#define GL_DEBUG_WAITS 0
-#endif
-#ifndef GL_WAIT_TIMEOUT_NS
-#define GL_WAIT_TIMEOUT_NS 1000000000ull  // 1 s without the phase completing
-#endif
-
 struct GlStuckRecord {
   u32 magic;  // 0x57A11ED0 once written
   u32 role, barrier, stage, phase;
@@ -97,41 +90,3 @@ GL_DEVICE void mbar_wait(u64* bar, u32 phase, u32 role, u32 barrier, u32 stage) 
   }
 #endif
 }
-
-// Ablation -DGL_ABLATE_SAME_PHASE=1: the producer starts at phase 0 like the consumer.
-// On a fresh barrier both sides then block: the deadlock the course warns about.
-#ifndef GL_ABLATE_SAME_PHASE
-#define GL_ABLATE_SAME_PHASE 0
-#endif
-#define GL_PRODUCER_START_PHASE (GL_ABLATE_SAME_PHASE ? 0u : 1u)
-#define GL_CONSUMER_START_PHASE 0u
-
-// ---------------------------------------------------------------------------------------
-// PipelineState: which buffer of a DEPTH-deep ring we are at, and which phase of its
-// barrier we wait for. advance() moves to the next buffer, flipping the phase on wrap.
-template <int DEPTH>
-struct PipelineState {
-  int stage;
-  u32 phase;
-  GL_DEVICE explicit PipelineState(u32 initial_phase) : stage(0), phase(initial_phase) {}
-  // Whoever fills a ring starts at phase 1, whoever drains it at phase 0.
-  static GL_DEVICE PipelineState producer() { return PipelineState(GL_PRODUCER_START_PHASE); }
-  static GL_DEVICE PipelineState consumer() { return PipelineState(GL_CONSUMER_START_PHASE); }
-  GL_DEVICE void advance() {
-    if (++stage == DEPTH) { stage = 0; phase ^= 1u; }
-  }
-  // Skip n buffers at once (the stages another consumer takes), flipping the phase once per wrap.
-  GL_DEVICE void advance_by(int n) {
-    const int s = stage + n;
-    phase ^= (u32)((s / DEPTH) & 1);
-    stage = s % DEPTH;
-  }
-};
-
-// Ablation -DGL_ABLATE_EXPECT_TX_DELTA=<bytes>: announce the wrong number of transaction
-// bytes. Too many: the phase never completes (deadlock). Too few: it completes before the
-// data has landed, and the consumer may read a half-written stage.
-#ifndef GL_ABLATE_EXPECT_TX_DELTA
-#define GL_ABLATE_EXPECT_TX_DELTA 0
-#endif
-#define GL_EXPECT_TX(bytes) ((u32)((int)(bytes) + (GL_ABLATE_EXPECT_TX_DELTA)))

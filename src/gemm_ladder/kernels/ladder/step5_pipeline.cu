@@ -17,23 +17,23 @@
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH;
 static_assert(BM == 128 && BK == 64 && BN == 128, "step 5's MMA and epilogue are written for 128x128x64");
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
-using OperandRing = Ring<DEPTH>;
+using OperandPipe = LockstepPipeline<DEPTH>;
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];
   u16 B[DEPTH][BN * BK];
   u16 C[BM * BN];
-  u64 full[DEPTH];  // one per stage: "k-tile landed in this buffer"
+  OperandPipe ring;  // a full barrier per stage: "k-tile landed in this buffer"
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 
 // The leader's loads walk the ring in step with the full barriers' phases (a lockstep ring
 // has no empty barriers to wait on: __syncthreads frees a buffer).
-GL_DEVICE void issue_load(SharedStorage& s, const OperandRing& ring, PipelineState<DEPTH>& ld,
+GL_DEVICE void issue_load(SharedStorage& s, const OperandPipe::Port& ring, PipelineState<DEPTH>& ld,
                           const CUtensorMap* ta, const CUtensorMap* tb, int kt, int m0, int n0) {
-  ring.producer_expect_tx(ld, STAGE_BYTES);
-  tma_load_2d(s.A[ld.stage], ta, ring.full_bar(ld), kt * BK, m0);
-  tma_load_2d(s.B[ld.stage], tb, ring.full_bar(ld), kt * BK, n0);
+  ring.producer_acquire(ld);
+  tma_load_2d(s.A[ld.stage], ta, ring.producer_barrier(ld), kt * BK, m0);
+  tma_load_2d(s.B[ld.stage], tb, ring.producer_barrier(ld), kt * BK, n0);
   ring.tr.event(EV_LOAD_ISSUE, BAR_FULL, ld.stage, ld.phase, kt);
   ld.advance();
 }
@@ -48,22 +48,22 @@ gemm_step5_pipeline(const __grid_constant__ CUtensorMap tmap_a, const __grid_con
   Tracer tr(ROLE_TEAM, 0, leader);
 
   if (leader) {
-    OperandRing::init(s.full, 1);
+    s.ring.init();
     fence_barrier_init();
   }
   __syncthreads();
-  const OperandRing ring(s.full, BAR_FULL, nullptr, 0, tr);
+  const auto ring = s.ring.bind(tr, STAGE_BYTES);
 
   float acc[2][BN / 2];
   zero_acc(acc);
 
   const int k_tiles = ceil_div(K, BK);
   // Prologue: fill all but one buffer (the last one is refilled inside the loop).
-  auto ld = PipelineState<DEPTH>::consumer();
+  auto ld = OperandPipe::producer_state();
   if (leader)
     for (int kt = 0; kt < min(DEPTH - 1, k_tiles); ++kt) issue_load(s, ring, ld, &tmap_a, &tmap_b, kt, m0, n0);
 
-  auto st = PipelineState<DEPTH>::consumer();
+  auto st = OperandPipe::State::consumer();
   for (int kt = 0; kt < k_tiles; ++kt) {
     ring.consumer_wait(st, kt);
     wgmma_fence();

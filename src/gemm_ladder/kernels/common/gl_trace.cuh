@@ -7,10 +7,6 @@
 #pragma once
 #include "gl_common.cuh"
 
-#ifndef GL_TRACE
-#define GL_TRACE 0
-#endif
-
 enum GlEvent : unsigned {  // the Python decoder reads these names from this file
   EV_WAIT_BEGIN = 1,   // started waiting on a barrier phase
   EV_WAIT_END = 2,     // the phase completed

@@ -10,25 +10,14 @@ typedef unsigned long long u64;
 
 #define GL_DEVICE __device__ __forceinline__
 
-// Element type of A, B and C: fp16 by default, bf16 with -DGL_BF16=1.
+#include "gl_ablations.cuh"  // every switch's default (GL_BF16, GL_A_MN, GL_B_MN, ...)
+
+// Element type of A, B and C: fp16, or bf16 with GL_BF16=1.
 // Elements travel as raw 16-bit words; only conversions know the format.
-#ifndef GL_BF16
-#define GL_BF16 0
-#endif
 #if GL_BF16
 #define GL_AB_TYPE "bf16"
 #else
 #define GL_AB_TYPE "f16"
-#endif
-
-// Operand layouts, chosen per call like the element type: A M-major (a (K, M) row-major
-// matrix read as A) with -DGL_A_MN=1, B N-major (a (K, N) row-major matrix, the usual x @ W)
-// with -DGL_B_MN=1. Only kernels that check these take them (static_assert elsewhere).
-#ifndef GL_A_MN
-#define GL_A_MN 0
-#endif
-#ifndef GL_B_MN
-#define GL_B_MN 0
 #endif
 
 // 128-byte opaque TMA descriptor, built on the host by cuTensorMapEncodeTiled and

@@ -22,7 +22,7 @@ struct SharedStorage {
   u16 A[BM * BK];   // 16 KB, 1024-aligned
   u16 B[BN * BK];   // 16 KB
   u16 C[BM * BN];   // 32 KB staging: two 128x64 swizzled chunks
-  u64 full[1];      // "the k-tile has landed": a ring of one stage
+  LockstepPipeline<1> ring;  // "the k-tile has landed": a ring of one stage
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 
@@ -36,22 +36,22 @@ gemm_step4_tma(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant
   Tracer tr(ROLE_TEAM, 0, leader);
 
   if (leader) {
-    Ring<1>::init(s.full, 1);
+    s.ring.init();
     fence_barrier_init();
   }
   __syncthreads();
-  const Ring<1> ring(s.full, BAR_FULL, nullptr, 0, tr);
+  const auto ring = s.ring.bind(tr, (BM + BN) * BK * 2);
 
   float acc[2][BN / 2];
   zero_acc(acc);
 
-  auto st = PipelineState<1>::consumer();  // one buffer: the phase bit flips every k-tile
+  auto st = PipelineState<1>::consumer();  // one buffer: the phase bit flips every k-tile (load and wait alike)
   const int k_tiles = ceil_div(K, BK);
   for (int kt = 0; kt < k_tiles; ++kt) {
     if (leader) {
-      ring.producer_expect_tx(st, (BM + BN) * BK * 2);
-      tma_load_2d(s.A, &tmap_a, ring.full_bar(st), kt * BK, m0);
-      tma_load_2d(s.B, &tmap_b, ring.full_bar(st), kt * BK, n0);
+      ring.producer_acquire(st);
+      tma_load_2d(s.A, &tmap_a, ring.producer_barrier(st), kt * BK, m0);
+      tma_load_2d(s.B, &tmap_b, ring.producer_barrier(st), kt * BK, n0);
       tr.event(EV_LOAD_ISSUE, BAR_FULL, 0, st.phase, kt);
     }
     ring.consumer_wait(st, kt);

@@ -18,13 +18,13 @@
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH;
 static_assert(BM == 128 && BK == 64 && BN == 128, "step 6's MMA and epilogue are written for 128x128x64");
 constexpr u32 STAGE_BYTES = (BM + BN) * BK * 2;
-using OperandRing = Ring<DEPTH>;
+using OperandPipe = LockstepPipeline<DEPTH>;
 
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];
   u16 B[DEPTH][BN * BK];
   u16 C[BM * BN];
-  u64 full[DEPTH];
+  OperandPipe ring;  // a full barrier per stage
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_smem is too small");
 
@@ -35,7 +35,7 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Step.dynamic_sme
 struct LoadCursor {
   int issued = 0;  // k-tiles loaded so far
   int tile, kt = 0, m0 = 0, n0 = 0;
-  PipelineState<DEPTH> st = PipelineState<DEPTH>::consumer();
+  PipelineState<DEPTH> st = OperandPipe::producer_state();
   GL_DEVICE explicit LoadCursor(const TileScheduler& s) : tile(blockIdx.x) { locate(s); }
   GL_DEVICE void locate(const TileScheduler& s) {
     int tm, tn;
@@ -43,11 +43,11 @@ struct LoadCursor {
     m0 = tm * BM;
     n0 = tn * BN;
   }
-  GL_DEVICE void issue(SharedStorage& sm, const OperandRing& ring, const CUtensorMap* ta,
+  GL_DEVICE void issue(SharedStorage& sm, const OperandPipe::Port& ring, const CUtensorMap* ta,
                        const CUtensorMap* tb, const TileScheduler& s, int k_tiles) {
-    ring.producer_expect_tx(st, STAGE_BYTES);
-    tma_load_2d(sm.A[st.stage], ta, ring.full_bar(st), kt * BK, m0);
-    tma_load_2d(sm.B[st.stage], tb, ring.full_bar(st), kt * BK, n0);
+    ring.producer_acquire(st);
+    tma_load_2d(sm.A[st.stage], ta, ring.producer_barrier(st), kt * BK, m0);
+    tma_load_2d(sm.B[st.stage], tb, ring.producer_barrier(st), kt * BK, n0);
     ring.tr.event(EV_LOAD_ISSUE, BAR_FULL, st.stage, st.phase, kt, tile);
     st.advance();
     ++issued;
@@ -73,11 +73,11 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
 
   if (leader) {
     tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);
-    OperandRing::init(s.full, 1);
+    s.ring.init();
     fence_barrier_init();
   }
   __syncthreads();
-  const OperandRing ring(s.full, BAR_FULL, nullptr, 0, tr);
+  const auto ring = s.ring.bind(tr, STAGE_BYTES);
   LoadCursor loads(sched);  // used by the leader only
   if (leader)
     while (loads.issued < min(DEPTH - 1, total)) loads.issue(s, ring, &tmap_a, &tmap_b, sched, k_tiles);
@@ -85,7 +85,7 @@ gemm_step6_persistent(const __grid_constant__ CUtensorMap tmap_a, const __grid_c
   // Two nested loops (tiles, k-tiles), not one flattened loop: with the accumulators
   // zeroed and stored inside a single loop, ptxas must wait for every wgmma at each
   // iteration's end (WARPGROUP.DEPBAR 0), and the k-loop stops overlapping its MMAs.
-  auto st = PipelineState<DEPTH>::consumer();
+  auto st = OperandPipe::State::consumer();
   int consumed = 0;  // position in this CTA's k-tile stream; loads run DEPTH-1 ahead
   for (int tile = blockIdx.x; tile < sched.num_tiles(); tile += gridDim.x) {
     tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, tile);
