@@ -49,12 +49,14 @@ def main(argv=None) -> int:
     import torch
     from gemm_ladder.measure.accuracy import check_output, reference
     from gemm_ladder.measure.bench import Bench, git_commit, percentile
-    from gemm_ladder.runtime import launch, smallm
+    from gemm_ladder.cuda import device as cuda_device
+    from gemm_ladder.families import smallm
+    from gemm_ladder.library import runner
 
     dev = torch.cuda.current_device()
-    launch.check_device(torch.device(f"cuda:{dev}"))
+    runner.check_device(torch.device(f"cuda:{dev}"))
     bench = Bench(dev)
-    sms = launch.num_sms(dev)
+    sms = cuda_device.num_sms(dev)
     gpu = torch.cuda.get_device_name(dev)
     result = {
         "kind": "gemm-ladder smallm bench", "commit": git_commit(),

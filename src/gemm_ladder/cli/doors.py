@@ -11,8 +11,9 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..runtime.stepkeys import UnknownStep, as_step, parse_step_spec
-from ..runtime.steps import Step, all_steps
+from ..families.keys import UnknownStep, as_step, parse_step_spec
+from ..families.ladder import all_steps
+from ..families.ladder_step import Step
 
 DEFAULT_OUT_DIR = "out"
 MAX_DIM = 2**31 - 1  # the kernels index with 32-bit ints
