@@ -89,7 +89,7 @@ def main(argv=None) -> int:
                         row = {"M": M, "N": N, "K": K, "dtype": dname, "kernel": key, "pdl": pdl, "bytes": nbytes}
                         try:
                             out = torch.full((M, N), float("nan"), dtype=dtype, device=a.device)
-                            p = fam.plan(a, b, out, pdl=pdl)
+                            p = runner.plan_smallm(fam, a, b, out, pdl=pdl)
                             p()
                             p.synchronize()
                             ok, mx, rel, err = check_output(out, ref, dname)

@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gpu_util import assert_matches, assert_repeatable, fresh, needs_gpu, run_child
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
@@ -33,6 +34,7 @@ def _poisoned(M, N, dtype):
 _CHILD = """
 import torch
 from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
 fam = smallm.FAMILIES[{key!r}]
 for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 11008, 4096, 3), (1, 4096, 1000, 5),
@@ -68,7 +70,7 @@ def test_matches_reference(key, M, N, K, dtype):
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    p = smallm.FAMILIES[key].plan(a, b, out)
+    p = runner.plan_smallm(smallm.FAMILIES[key], a, b, out)
     p()
     p.synchronize()
     assert_matches(out, a, b)
@@ -140,7 +142,7 @@ def test_programmatic_launch_gives_the_same_bits():
     outs = []
     for pdl in (True, False, True):
         out = _poisoned(64, 4096, torch.float16)
-        p = fam.plan(a, b, out, pdl=pdl)
+        p = runner.plan_smallm(fam, a, b, out, pdl=pdl)
         p()
         p.synchronize()
         outs.append(out.view(torch.int16))
@@ -162,7 +164,7 @@ def test_through_the_library_entry():
 def test_plan_reuse_and_workspace():
     import torch
     a, b = fresh(16, 4096, 4096, torch.float16, next(_seed))
-    p = smallm.FAMILIES["smallm"].plan(a, b)
+    p = runner.plan_smallm(smallm.FAMILIES["smallm"], a, b)
     assert p.workspace.shape == (p.deal.planes, 16, 4096) and p.workspace.dtype == torch.float32
     first = p().clone()
     p.out.fill_(float("nan"))
@@ -194,7 +196,7 @@ def test_above_128_rows(key, case, dtype):
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    assert_repeatable(smallm.FAMILIES[key].plan(a, b, out), out, a, b, what=f"{key} {case}")
+    assert_repeatable(runner.plan_smallm(smallm.FAMILIES[key], a, b, out), out, a, b, what=f"{key} {case}")
 
 
 @pytest.mark.parametrize("shape", [(256, 4096, 4096), (1024, 1024, 1024), (192, 4096, 11008)])
@@ -314,7 +316,7 @@ def test_fixup_matches_reference_and_is_deterministic(base, case, dtype):
     fam = _fixup_family(base)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    p = fam.plan(a, b, out, units=_fixup_units(fam, M, N, K, units))
+    p = runner.plan_smallm(fam, a, b, out, units=_fixup_units(fam, M, N, K, units))
     assert p.deal.fixup and p.deal.ctas <= 132 and len(p.launcher.launches) == 1  # no second pass
     assert_repeatable(p, out, a, b, what=f"{fam.key} {case}")
     if p.deal.split_tiles:  # every flag lowered again by its owner
@@ -325,6 +327,7 @@ def test_fixup_matches_reference_and_is_deterministic(base, case, dtype):
 _FIXUP_CHILD = """
 import torch
 from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
 fam = smallm.with_fields(smallm.FAMILIES["smallm:c2"], "fixup", fixup=True, max_m=1 << 30, min_m=1)
 for (M, N, K, units) in [(300, 264, 1000, 5), (512, 4096, 4096, 125)]:
@@ -332,7 +335,7 @@ for (M, N, K, units) in [(300, 264, 1000, 5), (512, 4096, 4096, 125)]:
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    p = fam.plan(a, b, out, units=units, debug=True)
+    p = runner.plan_smallm(fam, a, b, out, units=units, debug=True)
     p()
     p.synchronize()
     ok, mx, rel, msg = check_product(out, a, b)
@@ -371,7 +374,7 @@ def test_multicast_pairs(key, case, dtype):
     assert d.cluster == (2, 1, 1) and d.ctas % 2 == 0 and d.planes == 0
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    assert_repeatable(fam.plan(a, b, out), out, a, b, what=f"{key} {case}")
+    assert_repeatable(runner.plan_smallm(fam, a, b, out), out, a, b, what=f"{key} {case}")
 
 
 @pytest.mark.parametrize("key,case", MC_B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in MC_B_MN_CASES])
@@ -389,6 +392,7 @@ def test_multicast_pairs_n_major_b(key, case):
 _MC_CHILD = """
 import torch
 from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
 fam = smallm.with_fields(smallm.FAMILIES[{key!r}], "anym", max_m=1 << 30)
 for (M, N, K) in [(1000, 1000, 1000), (136, 520, 72), (960, 8192, 1024)]:

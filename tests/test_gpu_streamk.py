@@ -73,8 +73,8 @@ def test_split_tiles_out_of_range_is_a_clear_error():
 
 _DEBUG_CHILD = """
 import torch
+from gemm_ladder.families import keys
 from gemm_ladder.library import runner
-from gemm_ladder.families import ladder
 from gemm_ladder.measure.accuracy import check_product
 sk = keys.get_step("9:sk")
 for (M, N, K, tiles, ctas) in [(512, 11008, 4096, None, None), (2000, 3000, 4000, 60, 120),
