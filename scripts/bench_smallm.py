@@ -47,11 +47,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
-    from gemm_ladder.measure.accuracy import check_output, reference
-    from gemm_ladder.measure.bench import Bench, git_commit, percentile
     from gemm_ladder.cuda import device as cuda_device
     from gemm_ladder.families import smallm
     from gemm_ladder.library import runner
+    from gemm_ladder.measure.accuracy import check_output, reference
+    from gemm_ladder.measure.bench import Bench, git_commit, percentile
 
     dev = torch.cuda.current_device()
     runner.check_device(torch.device(f"cuda:{dev}"))

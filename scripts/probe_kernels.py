@@ -140,11 +140,11 @@ def layouts(step_key="9", sizes=(4096,), reps=40):
     shapes, then time K-major vs N-major B vs M-major A, interleaved with cuBLAS on the same
     storage (torch.matmul reads a row-major (K, N) b natively)."""
     import torch
-    from gemm_ladder.measure.bench import Bench, check_output
     from gemm_ladder.cuda import device as cuda_device
     from gemm_ladder.cuda import driver
     from gemm_ladder.families.keys import get_step
     from gemm_ladder.library import runner
+    from gemm_ladder.measure.bench import Bench, check_output
     st = get_step(step_key)
     dev = torch.cuda.current_device()
 

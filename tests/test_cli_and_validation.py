@@ -7,8 +7,8 @@ import torch
 
 import gemm_ladder
 from gemm_ladder.cli import commands as cli
+from gemm_ladder.families import common, keys
 from gemm_ladder.library import runner
-from gemm_ladder.families import common, keys, ladder
 
 NO_GPU = not torch.cuda.is_available()
 

@@ -4,11 +4,11 @@ import re
 import pytest
 
 from gemm_ladder.choreography.whatifs import WHAT_IFS
-from gemm_ladder.measure import sass
 from gemm_ladder.cuda import jit
+from gemm_ladder.families import keys, ladder_step
 from gemm_ladder.families import ladder
 from gemm_ladder.families.smallm import FAMILIES
-from gemm_ladder.families import keys, ladder_step
+from gemm_ladder.measure import sass
 
 ALL = ladder.all_steps()
 IDS = [st.key for st in ALL]

@@ -11,14 +11,13 @@ from pathlib import Path
 import pytest
 
 import gemm_ladder
+from gemm_ladder.choreography.sim import simulated_steps
 from gemm_ladder.cli import commands as cli
 from gemm_ladder.cli import doors
-from gemm_ladder.measure import sass
-from gemm_ladder.library import runner
-from gemm_ladder.families import ladder
-from gemm_ladder.choreography.sim import simulated_steps
-from gemm_ladder.families.keys import UnknownStep, as_step, parse_step_spec
 from gemm_ladder.families import keys
+from gemm_ladder.families.keys import UnknownStep, as_step, parse_step_spec
+from gemm_ladder.library import runner
+from gemm_ladder.measure import sass
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(gemm_ladder.__file__).resolve().parents[1]
@@ -177,7 +176,7 @@ def test_step_specs():
     assert as_step("8:c1").cluster == (1, 1, 1) and as_step("8").cluster == (2, 1, 1)
     assert as_step("9:c1").cluster == (1, 1, 1) and as_step("10:c2").cluster == (2, 1, 1)
     assert (as_step("7:d4").depth, as_step("10:d3w2").ctas_per_sm) == (4, 2)
-    assert keys.get_step("8:c1") is as_step("8:c1")  # one parser: get_step is stepkeys'
+    assert keys.get_step("8:c1") is as_step("8:c1")  # one parser: get_step is keys.py's
     assert as_step("smallm").key == "smallm" and keys.get_step("smallm:n128") is as_step("smallm:n128")
     assert as_step(as_step("smallm")) is as_step("smallm")  # a family's entry passes through, like a Step
     with pytest.raises(UnknownStep, match="a kernel family: smallm"):

@@ -7,11 +7,11 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu, rnd
-from gemm_ladder.library import api, fastconfig, fastpath, layout, select
 from gemm_ladder.families import smallm
-from gemm_ladder.library import staging
-from gemm_ladder.families.ladder_step import Step
 from gemm_ladder.families.keys import get_step
+from gemm_ladder.families.ladder_step import Step
+from gemm_ladder.library import api, fastconfig, fastpath, layout, select
+from gemm_ladder.library import staging
 
 
 @pytest.fixture
@@ -371,7 +371,7 @@ def test_empty_and_k0(gpu):
 def test_teaching_steps_take_the_copying_path(gpu):
     a, b = rnd(128, 64), rnd(64, 128, seed=1)
     assert_product(gemm_ladder.matmul(a, b, step="3"), a, b)
-    assert not gpu.launches  # strict path (launch.run_step), not a fast-path launch
+    assert not gpu.launches  # strict path (runner.run_checked), not a fast-path launch
 
 
 # ---- caches: validate once, encode once, stream per call ---------------------------------

@@ -5,8 +5,8 @@ import gc
 import pytest
 
 import gemm_ladder
-from gemm_ladder.library import api, fastpath, layout
 from gemm_ladder.families.common import reads_mn
+from gemm_ladder.library import fastpath, layout
 from gpu_util import has_hopper, needs_gpu
 from gemm_ladder.library import select
 

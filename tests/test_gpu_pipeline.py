@@ -37,7 +37,6 @@ def test_expect_tx_too_small_is_detected_or_reported():
 
 def test_debug_build_is_correct_when_nothing_is_wrong():
     import torch
-    from gemm_ladder.families import ladder
     from gemm_ladder.library.runner import run_step
     from gpu_util import assert_matches, fresh
     a, b = fresh(1024, 1024, 1024, torch.float16, 11)
@@ -59,7 +58,6 @@ def test_cluster_what_ifs_end_within_seconds(name):
 @pytest.mark.parametrize("key", [st.key for st in all_steps() if st.uses_tma])
 def test_trace_decodes(key):
     from gemm_ladder.choreography import trace
-    from gemm_ladder.families import ladder
     from gemm_ladder.choreography.timeline import kpis, lane_role
     st = keys.get_step(key)
     res = trace.measure(st, 2048, 2048, 2048, reps=3)

@@ -5,8 +5,8 @@ import itertools
 import pytest
 
 from gemm_ladder.families import ladder
-from gemm_ladder.library.select import best_step
 from gemm_ladder.library.runner import run_step
+from gemm_ladder.library.select import best_step
 from gpu_util import assert_matches, fresh, needs_gpu
 from gemm_ladder.families import common, keys
 

@@ -9,7 +9,6 @@ import pytest
 
 import gemm_ladder
 from gemm_ladder.library import fastpath, runner
-from gemm_ladder.families import ladder
 from gpu_util import assert_matches, assert_repeatable, fresh, needs_gpu, run_child
 from gemm_ladder.families import common, keys
 

@@ -3,10 +3,10 @@ import dataclasses
 
 import pytest
 
-from gemm_ladder.library import api, select
+from gemm_ladder.families import cost_model, keys
 from gemm_ladder.families import ladder
 from gemm_ladder.families.ladder_step import Step
-from gemm_ladder.families import cost_model, keys
+from gemm_ladder.library import select
 
 S7 = keys.get_step("7:d4")
 

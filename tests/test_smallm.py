@@ -6,11 +6,10 @@ import re
 
 import pytest
 
-from gemm_ladder.measure import sass
-from gemm_ladder.library import api
 from gemm_ladder.cuda import jit
-from gemm_ladder.library import runner, select
 from gemm_ladder.families import common, cost_model, keys, ladder, ladder_step, smallm
+from gemm_ladder.library import runner, select
+from gemm_ladder.measure import sass
 
 FAMS = list(smallm.FAMILIES.values())
 IDS = [f.key for f in FAMS]
@@ -317,8 +316,8 @@ def test_deal_cost_prices_the_workspace_and_the_waves():
 
 
 def test_selection_reads_the_entry():
-    """runtime/select.py reads a candidate's geometry from its registry entry; the split is
-    per shape (deal), not a field."""
+    """The cost model (families/cost_model.py) reads a candidate's geometry from its registry
+    entry; the split is per shape (deal), not a field."""
     from gemm_ladder.library import select
     f = cost_model.facts(keys.get_step("smallm"))
     assert (f.bm, f.bn, f.bk, f.cluster_m, f.persistent, f.swap_ab) == (64, 256, 64, 1, False, False)

@@ -9,9 +9,9 @@ import torch
 import gemm_ladder
 from fake_gpu import FakeGpu, rnd, slice_of, stream_k_segments
 from gemm_ladder.cuda import device as cuda_device
-from gemm_ladder.library import fastconfig, runner
 from gemm_ladder.families import ladder
 from gemm_ladder.families.keys import get_step
+from gemm_ladder.library import fastconfig
 
 SK = get_step("9:sk")
 

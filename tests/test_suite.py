@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from gemm_ladder.measure import plots, suite, suites
-from gemm_ladder.library import api
 from gemm_ladder.cuda import device as cuda_device
 from gemm_ladder.families import cost_model
+from gemm_ladder.library import api
+from gemm_ladder.measure import plots, suite, suites
 
 # ---- synthetic results in the recorded formats ------------------------------------------
 LADDER_STEPS = ["1", "2", "3", "4", "5", "6", "7", "7:d3", "7:d4"]
@@ -286,8 +286,8 @@ def test_measure_shape_records_a_wrong_kernel_untimed(monkeypatch):
 
 
 def test_autotune_runs_the_fastest_correct_candidate_and_caches_it(cpu_launch, tmp_path):
-    from gemm_ladder.measure import autotune
     from gemm_ladder.library import select
+    from gemm_ladder.measure import autotune
     cpu_launch.setenv("GEMM_LADDER_CACHE_DIR", str(tmp_path))
     cpu_launch.setattr(select, "CANDIDATES", ["7:d4", "7:d3", "6"])
     shape = suites.Shape(256, 256, 256, "test", "tuned")

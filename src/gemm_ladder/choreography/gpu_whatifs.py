@@ -27,9 +27,9 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) 
     """Run the debug build of `step_key` with the what-if's ablation, in this process, up to
     `repeats` times (until a run does not finish correct)."""
     import torch
-    from ..measure.accuracy import check_product
-    from ..library import runner
     from ..families.keys import get_step
+    from ..library import runner
+    from ..measure.accuracy import check_product
     st = get_step(step_key)
     defines = get_what_if(what_if).ablation
     if not defines:

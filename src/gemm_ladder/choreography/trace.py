@@ -251,10 +251,10 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     import statistics
 
     import torch
-    from ..measure.accuracy import check_product
-    from ..measure.bench import Bench
     from ..cuda import device as cuda_device
     from ..library import runner
+    from ..measure.accuracy import check_product
+    from ..measure.bench import Bench
     runner.check_device(torch.device("cuda"))
     dev = torch.cuda.current_device()
     sms = cuda_device.num_sms(dev)

@@ -11,8 +11,8 @@ from ..families.keys import UnknownStep, as_step, parse_step_spec
 from ..families.ladder import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
 from . import doors, simulate, suite_cli
 from .console import make_console as _console
-from .trace import add_calibrate_parser
 from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
+from .trace import add_calibrate_parser
 
 DESCRIPTION = """\
 A GEMM ladder for Hopper: CUDA kernels from a naive GEMM to warp-specialized TMA + wgmma,
@@ -130,8 +130,8 @@ def cmd_report(args) -> int:
 def cmd_check(args) -> int:
     doors.require_hopper("`gemm-ladder report` compiles every step without one")
     import torch
-    from ..measure.accuracy import check_product
     from ..library import runner
+    from ..measure.accuracy import check_product
     console = _console()
     failures = 0
     gen = torch.Generator(device="cuda").manual_seed(1)

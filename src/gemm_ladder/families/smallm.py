@@ -18,9 +18,9 @@ one per SM at a time; a tile whose units fall to more than one CTA is split, its
 written in fp32 to planes of a workspace that the second kernel sums in order. Among runs
 of at least MIN_KT_PER_SPLIT k-tiles (or the whole K), split s ways or dealt over g CTAs (up
 to MAX_WAVES waves), the deal minimizes `deal_cost`: a run's k-tiles plus CTA and segment
-overheads, a wave priced as if SPLITK_DEAL_HBM_SATURATION of the SMs were busy (that many draw the full
-bandwidth), the second launch and the fp32 round trip priced in streaming time. Ties go to
-fewer planes, then longer runs. `fixed_deal(M, N, K, splits)` is the plain split, for
+overheads, a wave priced as if SPLITK_DEAL_HBM_SATURATION (cost_model.py) of the SMs were
+busy (that many draw the full bandwidth), the second launch and the fp32 round trip priced in
+streaming time. Ties go to fewer planes, then longer runs. `fixed_deal(M, N, K, splits)` is the plain split, for
 experiments and tests.
 """
 from __future__ import annotations

@@ -100,7 +100,7 @@ def operand_layouts(kind: str, a, b, mn_ok: tuple[bool, bool], M: int, N: int, K
                     ) -> tuple[layout.Operand, layout.Operand]:
     """How the kernel reads A (M x K) and B^T (N x K) of a validated call; kind "mm": b is
     (K, N), "nt": b is (N, K). mn_ok: the step reads an M-major A, an N-major B
-    (steps.reads_mn)."""
+    (common.reads_mn)."""
     folded = layout.fold_rows(a.shape, a.stride())
     if folded is None:
         a_op = layout.Operand(M, K, "K", layout.round_up(K, 8), False, "leading dimensions do not fold into rows")

@@ -20,12 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..families.ladder import BASELINE
+from ..families.ladder_step import Step
 from ..library import runner
 from .accuracy import check_output, tolerance
 from .bandwidth import measure_copy
 from .gpuinfo import Nvml
-from ..families.ladder import BASELINE
-from ..families.ladder_step import Step
 
 
 def git_commit(path: Path | None = None) -> str:

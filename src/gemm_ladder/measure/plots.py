@@ -18,7 +18,6 @@ from pathlib import Path
 
 from ..families import cost_model
 from ..families.keys import get_step
-from ..library import select
 
 DATASHEET_TFLOPS = 989.0  # H100/H200 SXM dense fp16/bf16 tensor cores, NVIDIA datasheet
 LADDER_LABEL = "ladder steps (operand intensity)"

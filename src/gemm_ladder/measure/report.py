@@ -2,10 +2,10 @@
 which instruction classes its SASS holds. Needs no GPU."""
 from __future__ import annotations
 
-from . import sass
 from ..cuda.jit import KernelBuildError
 from ..families.common import SASS_MEANING
 from ..families.ladder_step import Step
+from . import sass
 
 REPORT_CLASSES = ("HGMMA", "FFMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM", "USETMAXREG", "LDG.E.128", "BAR")
 

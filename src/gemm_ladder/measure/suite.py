@@ -268,7 +268,7 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                               "torch.matmul(A, B) on the same B, allocating C" if call == "matmul" else
                               "torch.matmul(A, B.T) on the same B, allocating C"),
                    "bytes": "A + B + C once",
-                   "selection": {"model": "runtime/select.py", "device": asdict(device),
+                   "selection": {"model": "library/select.py", "device": asdict(device),
                                  "candidates": [str(c) for c in select.CANDIDATES],
                                  "autotune": autotune}},
         "memory": {}, "rows": [], "complete": False,
