@@ -6,6 +6,7 @@ context, so they order naturally with torch work.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import threading
@@ -56,6 +57,19 @@ def ensure_context(device_index: int) -> None:
     check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     current[device_index] = ctx
     _tls.ctx = current
+
+
+@contextlib.contextmanager
+def capture_mode_relaxed():
+    """This thread's stream-capture mode relaxed inside the block (e.g. to load a module while
+    a CUDA graph is captured), the previous mode restored after it."""
+    cu = _cu()
+    old = check(cu.cuThreadExchangeStreamCaptureMode(
+        cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED), "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        check(cu.cuThreadExchangeStreamCaptureMode(old), "cuThreadExchangeStreamCaptureMode")
 
 
 def device_attribute(device_index: int, attr_name: str) -> int:

@@ -138,13 +138,8 @@ def _capture_relaxed():
     if not torch.cuda.is_current_stream_capturing():
         yield
         return
-    cu = driver._cu()
-    old = driver.check(cu.cuThreadExchangeStreamCaptureMode(
-        cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED), "cuThreadExchangeStreamCaptureMode")
-    try:
+    with driver.capture_mode_relaxed():
         yield
-    finally:
-        driver.check(cu.cuThreadExchangeStreamCaptureMode(old), "cuThreadExchangeStreamCaptureMode")
 
 
 def device_index(device) -> int:

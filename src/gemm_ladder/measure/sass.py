@@ -88,7 +88,7 @@ def _write_cached(path: Path, text: str) -> None:
     from ..cuda import jit
     data = f"{_CACHE_HEADER}{hashlib.sha256(text.encode()).hexdigest()}\n{text}"
     try:
-        jit._atomic_write(path, data.encode())
+        jit.atomic_write(path, data.encode())
     except OSError:  # a read-only or full cache only costs speed
         pass
 
