@@ -47,14 +47,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import torch
+    from gemm_ladder.cuda import device as cuda_device
+    from gemm_ladder.families import smallm
+    from gemm_ladder.library import runner
     from gemm_ladder.measure.accuracy import check_output, reference
     from gemm_ladder.measure.bench import Bench, git_commit, percentile
-    from gemm_ladder.runtime import launch, smallm
 
     dev = torch.cuda.current_device()
-    launch.check_device(torch.device(f"cuda:{dev}"))
+    runner.check_device(torch.device(f"cuda:{dev}"))
     bench = Bench(dev)
-    sms = launch.num_sms(dev)
+    sms = cuda_device.num_sms(dev)
     gpu = torch.cuda.get_device_name(dev)
     result = {
         "kind": "gemm-ladder smallm bench", "commit": git_commit(),
@@ -87,7 +89,7 @@ def main(argv=None) -> int:
                         row = {"M": M, "N": N, "K": K, "dtype": dname, "kernel": key, "pdl": pdl, "bytes": nbytes}
                         try:
                             out = torch.full((M, N), float("nan"), dtype=dtype, device=a.device)
-                            p = fam.plan(a, b, out, pdl=pdl)
+                            p = runner.plan_smallm(fam, a, b, out, pdl=pdl)
                             p()
                             p.synchronize()
                             ok, mx, rel, err = check_output(out, ref, dname)

@@ -19,17 +19,17 @@ FRONT_END_WARNING = re.compile(r"warning #\d+")
 
 def main() -> int:
     from cuda.bindings import nvrtc
-    from gemm_ladder.runtime import steps
-    from gemm_ladder.runtime.smallm import FAMILIES, FIXUP_ENTRIES, with_fields
+    from gemm_ladder.families import common, ladder
+    from gemm_ladder.families.smallm import FAMILIES, FIXUP_ENTRIES, with_fields
 
     _, major, minor = nvrtc.nvrtcVersion()
     # the family's in-kernel fixup builds the GPU tests run too (a debug build of one once
     # spilled under 13.0 alone)
     fixups = [with_fields(FAMILIES[k], "fixup", fixup=True) for k in FIXUP_ENTRIES]
-    targets = list(steps.all_steps()) + list(FAMILIES.values()) + fixups
+    targets = list(ladder.all_steps()) + list(FAMILIES.values()) + fixups
     failures = []
     for st in targets:
-        a_ok, b_ok = steps.reads_mn(st)
+        a_ok, b_ok = common.reads_mn(st)
         layouts = [st.layout_defines(a_mn, b_mn) for a_mn, b_mn in ((True, False), (False, True), (True, True))
                    if (a_ok or not a_mn) and (b_ok or not b_mn)]
         for extra in [{}, {"GL_DEBUG_WAITS": 1}, {"GL_TRACE": 1}] + layouts:

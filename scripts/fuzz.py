@@ -46,8 +46,8 @@ def environment(device: str) -> dict:
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name(0)
         env["cuda"] = torch.version.cuda
-    # matmul picks a kernel per shape among these (runtime/select.py); each case records its pick
-    from gemm_ladder.runtime import select
+    # matmul picks a kernel per shape among these (library/select.py); each case records its pick
+    from gemm_ladder.library import select
     env["matmul_candidates"] = list(select.CANDIDATES)
     return env
 

@@ -32,7 +32,7 @@ def profile(size: int = 128, calls: int = 2000, rounds: int = 5, device: str = "
     """The result dict (device="cpu": the tests' emulated driver, tests/fake_gpu.py)."""
     import torch
     import gemm_ladder as gl
-    from gemm_ladder.runtime import fastconfig, fastpath
+    from gemm_ladder.library import fastconfig, fastpath
 
     dt = torch.float16
     a = torch.randn(size, size, device=device).to(dt)
@@ -55,7 +55,7 @@ def profile(size: int = 128, calls: int = 2000, rounds: int = 5, device: str = "
         steps[form] = getattr(cfg.step, "key", None)
         pa, pb = a.data_ptr(), b.data_ptr()
         key = fastpath._key(kind, a, b, out, None, pa, pb)
-        d = fastpath._CONFIGS._d
+        d = fastpath.CONFIGS.entries
         components[f"{form}: fastpath._key"] = lambda kind=kind, b=b, out=out, pa=pa, pb=pb: \
             fastpath._key(kind, a, b, out, None, pa, pb)
         components[f"{form}: config lookup (dict get + move_to_end)"] = lambda key=key, d=d: \
@@ -101,8 +101,8 @@ def main(argv=None) -> int:
         import torch
         if not torch.cuda.is_available():
             raise RuntimeError("no CUDA GPU is available here")
-        from gemm_ladder.runtime import launch
-        launch.check_device(torch.device("cuda:0"))
+        from gemm_ladder.library import runner
+        runner.check_device(torch.device("cuda:0"))
     except Exception as e:
         print(f"host_profile: needs an sm_90a CUDA GPU: {e}", file=sys.stderr)
         return 2

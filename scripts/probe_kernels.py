@@ -76,7 +76,7 @@ CONFIGS.update({
 class Kernel:
     def __init__(self, key, bf16, extra=None):
         import torch
-        from gemm_ladder.runtime import driver, jit
+        from gemm_ladder.cuda import driver, jit
         c = CONFIGS[key]
         self.c, self.key, self.bf16 = c, key, bf16
         d = dict(c["defines"], GL_BF16=int(bf16), **(extra or {}))
@@ -88,7 +88,7 @@ class Kernel:
 
     def plan(self, a, b, out):
         import torch
-        from gemm_ladder.runtime import driver
+        from gemm_ladder.cuda import driver
         c = self.c
         M, K = a.shape
         N = b.shape[0]
@@ -140,9 +140,11 @@ def layouts(step_key="9", sizes=(4096,), reps=40):
     shapes, then time K-major vs N-major B vs M-major A, interleaved with cuBLAS on the same
     storage (torch.matmul reads a row-major (K, N) b natively)."""
     import torch
+    from gemm_ladder.cuda import device as cuda_device
+    from gemm_ladder.cuda import driver
+    from gemm_ladder.families.keys import get_step
+    from gemm_ladder.library import runner
     from gemm_ladder.measure.bench import Bench, check_output
-    from gemm_ladder.runtime import driver, launch
-    from gemm_ladder.runtime.steps import get_step
     st = get_step(step_key)
     dev = torch.cuda.current_device()
 
@@ -152,12 +154,12 @@ def layouts(step_key="9", sizes=(4096,), reps=40):
         a = a_store.T if a_mn else a_store          # (M, K) logical
         b_nk = b_store.T if b_mn else b_store       # (N, K) logical
         out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
-        prep = launch.prepare(st, dev, bf16=dt == torch.bfloat16,
+        prep = runner.prepare(st, dev, bf16=dt == torch.bfloat16,
                               extra_defines=st.layout_defines(bool(a_mn), bool(b_mn)))
         mc = driver.max_active_clusters(prep.kernel, (st.threads, 1, 1), st.dynamic_smem, st.cluster)
         args = st.kernel_args(a_store.data_ptr(), b_store.data_ptr(), out.data_ptr(), M, N, K,
                               bf16=dt == torch.bfloat16, a_mn=bool(a_mn), b_mn=bool(b_mn))
-        p = driver.PreparedLaunch(prep.kernel, st.grid(M, N, launch.num_sms(dev), mc), (st.threads, 1, 1), args,
+        p = driver.PreparedLaunch(prep.kernel, st.grid(M, N, cuda_device.num_sms(dev), mc), (st.threads, 1, 1), args,
                                   stream=torch.cuda.current_stream().cuda_stream, dynamic_smem=st.dynamic_smem,
                                   cluster=st.cluster)
         return a, b_nk, a_store, b_store, out, p

@@ -48,7 +48,7 @@ def plan(step_spec: str, shapes, with_matmul: bool, tool: str, family_shapes=())
     """[(target, step or family entry or None, shape)]; steps 2-3 get their one-tile edge
     shape too; families ('smallm', ...) run at family_shapes."""
     import gemm_ladder
-    from gemm_ladder.runtime.smallm import FAMILIES
+    from gemm_ladder.families.smallm import FAMILIES
     keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS) + list(FAMILIES) \
         if step_spec == "all" else [k.strip() for k in step_spec.split(",") if k.strip()]
     cases = []
@@ -78,7 +78,7 @@ def run_case(target, st, shape, dtype_name, output, seed):
 
     import gemm_ladder
     import fuzz_check as fc
-    from gemm_ladder.runtime.launch import run_step
+    from gemm_ladder.library.runner import run_step
     M, N, K = shape
     dtype = getattr(torch, dtype_name)
     g = torch.Generator().manual_seed(seed)

@@ -18,7 +18,10 @@ from types import SimpleNamespace
 
 import torch
 
-from gemm_ladder.runtime import driver, fastconfig, fastpath, launch, smallm, smallm_launch, steps
+from gemm_ladder.cuda import device as cuda_device
+from gemm_ladder.cuda import driver
+from gemm_ladder.families import keys, smallm
+from gemm_ladder.library import fastconfig, fastpath, runner, staging
 
 
 def tile_coords(t: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
@@ -134,23 +137,23 @@ class FakeGpu:
 
         FakeTensorMap.registry.clear()
         # fresh caches for the test, the process's own restored afterwards
-        monkeypatch.setattr(fastpath, "_CONFIGS", fastconfig.LRU(fastpath.MAX_CONFIGS))
-        monkeypatch.setattr(fastconfig, "_TMAPS", fastconfig.LRU(fastconfig.MAX_TENSOR_MAPS))
-        monkeypatch.setattr(smallm_launch, "_REDUCE", {})
+        monkeypatch.setattr(fastpath, "CONFIGS", fastconfig.LRU(fastpath.MAX_CONFIGS))
+        monkeypatch.setattr(fastconfig, "TENSOR_MAPS", fastconfig.LRU(fastconfig.MAX_TENSOR_MAPS))
+        monkeypatch.setattr(runner, "_REDUCE", {})
         monkeypatch.setattr(driver, "_cu", lambda: cu)
         monkeypatch.setattr(driver, "TensorMap", FakeTensorMap)
         monkeypatch.setattr(driver, "max_active_clusters", lambda kernel, block, smem, cluster: 66)
         monkeypatch.setattr(fastpath, "_check_devices", lambda *a: None)
         monkeypatch.setattr(fastpath, "validate", counting_validate)
         monkeypatch.setattr(fastconfig, "prepare_kernel", self._prepare)
-        monkeypatch.setattr(fastconfig, "_building", lambda dev: contextlib.nullcontext())
-        monkeypatch.setattr(fastconfig, "_device_index", lambda device: 0)
+        monkeypatch.setattr(fastconfig, "building", lambda dev: contextlib.nullcontext())
+        monkeypatch.setattr(fastconfig, "device_index", lambda device: 0)
         monkeypatch.setattr(fastconfig, "_current_device", lambda: 0)
         monkeypatch.setattr(fastconfig, "_raw_stream", lambda dev: self.stream)
         monkeypatch.setattr(fastconfig, "_capturing", lambda: False)
-        monkeypatch.setattr(launch, "num_sms", lambda dev: 132)
-        monkeypatch.setattr(launch, "run_step", self._run_step)
-        monkeypatch.setattr(launch, "check_device", lambda device: None)
+        monkeypatch.setattr(cuda_device, "num_sms", lambda dev: 132)
+        monkeypatch.setattr(runner, "run_checked", self._run_checked)
+        monkeypatch.setattr(runner, "check_device", lambda device: None)
 
     def _prepare(self, st, dev, bf16, defines=None):
         self.prepared.append((st.key, dev, bf16, dict(defines or {})))
@@ -161,9 +164,8 @@ class FakeGpu:
         return SimpleNamespace(function=fn, device_index=0, compiled=SimpleNamespace(name=name, key=key),
                                sibling=lambda entry: self._kernel(entry, key, defines))
 
-    def _run_step(self, st, a, b, out=None, **kw):  # the strict path, for teaching steps
-        c = (a.float() @ b.float().T).to(a.dtype)
-        return c if out is None else out.copy_(c)
+    def _run_checked(self, st, a, b):  # the strict path, for teaching steps
+        return (a.float() @ b.float().T).to(a.dtype)
 
     def _launch(self, config, function, args_ptr):
         if not self.emulate:
@@ -174,13 +176,13 @@ class FakeGpu:
                               block=(config.blockDimX, config.blockDimY, config.blockDimZ),
                               attrs=config.numAttrs, cluster=_cluster_of(config), key=function.key)
         self.launches.append(rec)
-        if function.name == fastconfig.STAGE_COPY_ENTRY:
+        if function.name == staging.STAGE_COPY_ENTRY:
             return self._stage_copy(rec, args_ptr)
         if function.name == smallm.SmallM.reduce_entry:
             return self._reduce(rec, args_ptr)
         if function.name == smallm.SmallM.entry:
             return self._splitk(rec, args_ptr)
-        st = steps.get_step(function.key)
+        st = keys.get_step(function.key)
         tail = 1 if st.c_tail_box else 0  # a narrow last chunk's C map follows C's
         slots = (ctypes.c_void_p * ((9 if st.stream_k else 6) + tail)).from_address(args_ptr)
         rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3 + tail)]
@@ -274,7 +276,7 @@ class FakeGpu:
         rec.maps = [ma, mb, mc]
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (3, 4))
         rec.M, rec.N, rec.K, units, a_rows = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 10))
-        fam = steps.get_step(rec.key)
+        fam = keys.get_step(rec.key)
         # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread)
         assert ma.box == (a_rows, smallm.SmallM.bk) and a_rows == min(fam.bm, -(-rec.M // 8) * 8), (ma.box, a_rows)
         # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix

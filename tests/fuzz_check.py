@@ -136,7 +136,7 @@ def coverage(c: Case) -> dict[str, str]:
         return any(v % t in (0, 1, t - 1) for t in (64, 128, 256)) and v > 2
     step = c.step
     if not step and c.kind == "matmul":  # the kernel matmul picks for this shape
-        from gemm_ladder.runtime import select
+        from gemm_ladder.library import select
         step = "picked:" + select.pick(c.M, c.N, c.K, "float16" if c.dtype in ("fp16", "float16") else "bfloat16")
     return {"target": c.kind, "step": step or "-", "dtype": c.dtype, "a": c.a, "b": c.b, "out": c.out,
             "values": c.values, "batch": "batched" if c.batch else "2-D",

@@ -329,5 +329,5 @@ def invoke(case: Case, built: Built):
         return gemm_ladder.matmul(built.a, built.b, out=built.out)
     if case.target.startswith("matmul@"):
         return gemm_ladder.matmul(built.a, built.b, out=built.out, step=case.step)
-    from gemm_ladder.runtime.launch import run_step
+    from gemm_ladder.library.runner import run_step
     return run_step(get_step(case.step), built.a, built.b, built.out)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemm_ladder.runtime import jit
+from gemm_ladder.cuda import jit
 
 SOURCE, ENTRY = "step1_naive.cu", "gemm_step1_naive"
 DEFINES: dict = {}  # step 1 has no tile: nothing to configure
@@ -21,7 +21,7 @@ DEFINES: dict = {}  # step 1 has no tile: nothing to configure
 
 def _defines(key: str) -> dict:
     """A step's compile-time configuration, as its Step passes it (kernels have no defaults)."""
-    from gemm_ladder.runtime.steps import get_step
+    from gemm_ladder.families.keys import get_step
     return get_step(key).kernel_defines()
 
 

@@ -7,7 +7,8 @@ import torch
 
 import gemm_ladder
 from gemm_ladder.cli import commands as cli
-from gemm_ladder.runtime import launch, steps
+from gemm_ladder.families import common, keys
+from gemm_ladder.library import runner
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -55,9 +56,9 @@ def test_parse_sizes_and_steps():
     assert cli.parse_sizes("1x2x3,8") == [(1, 2, 3), (8, 8, 8)]
     with pytest.raises(Exception):
         cli.parse_sizes("1x2")
-    assert [s.key for s in steps.parse_steps("1-3,7:d4")] == ["1", "2", "3", "7:d4"]
+    assert [s.key for s in keys.parse_steps("1-3,7:d4")] == ["1", "2", "3", "7:d4"]
     with pytest.raises(KeyError, match="unknown step"):
-        steps.get_step("12")
+        keys.get_step("12")
 
 
 # ---- validation (runs on CPU tensors: the checks come before any GPU is touched) ---------
@@ -67,37 +68,37 @@ def t(*shape, dtype=torch.float16):
 
 
 def test_step_validation_messages():
-    st = steps.get_step("4")
+    st = keys.get_step("4")
     with pytest.raises(TypeError, match="float16 or torch.bfloat16"):
-        launch.check_operands(t(8, 8, dtype=torch.float32), t(8, 8, dtype=torch.float32), step=st)
+        runner.check_operands(t(8, 8, dtype=torch.float32), t(8, 8, dtype=torch.float32), step=st)
     with pytest.raises(TypeError, match="same dtype"):
-        launch.check_operands(t(8, 8), t(8, 8, dtype=torch.bfloat16), step=st)
+        runner.check_operands(t(8, 8), t(8, 8, dtype=torch.bfloat16), step=st)
     with pytest.raises(ValueError, match="2-D"):
-        launch.check_operands(t(2, 8, 8), t(8, 8), step=st)
+        runner.check_operands(t(2, 8, 8), t(8, 8), step=st)
     with pytest.raises(ValueError, match="inner dimensions differ"):
-        launch.check_operands(t(8, 16), t(8, 24), step=st)
-    with pytest.raises(steps.ShapeError, match="K=12 must be a multiple of 8"):
-        launch.check_operands(t(8, 12), t(8, 12), step=st)
-    with pytest.raises(steps.ShapeError, match="M=100 must be a multiple of 128"):
-        launch.check_operands(t(100, 64), t(128, 64), step=steps.get_step("2"))
+        runner.check_operands(t(8, 16), t(8, 24), step=st)
+    with pytest.raises(common.ShapeError, match="K=12 must be a multiple of 8"):
+        runner.check_operands(t(8, 12), t(8, 12), step=st)
+    with pytest.raises(common.ShapeError, match="M=100 must be a multiple of 128"):
+        runner.check_operands(t(100, 64), t(128, 64), step=keys.get_step("2"))
     with pytest.raises(ValueError, match="contiguous"):
-        launch.check_operands(t(16, 32)[:, ::2], t(16, 16), step=st)
+        runner.check_operands(t(16, 32)[:, ::2], t(16, 16), step=st)
     flat = t(16 * 16 + 1)
     with pytest.raises(ValueError, match="16-byte aligned"):
-        launch.check_operands(flat[1:].view(16, 16), t(16, 16), step=st)
+        runner.check_operands(flat[1:].view(16, 16), t(16, 16), step=st)
     with pytest.raises(ValueError, match="CUDA tensors"):
-        launch.check_operands(t(16, 16), t(16, 16), step=st)
+        runner.check_operands(t(16, 16), t(16, 16), step=st)
     with pytest.raises(ValueError, match="out has shape"):
-        launch.check_operands(t(16, 16), t(8, 16), t(16, 16), step=st)
+        runner.check_operands(t(16, 16), t(8, 16), t(16, 16), step=st)
     with pytest.raises(TypeError, match="torch.Tensor"):
-        launch.check_operands([[1.0]], t(8, 8), step=st)
+        runner.check_operands([[1.0]], t(8, 8), step=st)
 
 
 def test_step1_accepts_any_shape_tma_steps_need_alignment():
-    assert steps.get_step("1").accepts(1, 1, 1)
-    assert steps.get_step("7").accepts(1, 8, 8)
-    assert not steps.get_step("7").accepts(8, 7, 8)
-    assert not steps.get_step("3").accepts(128, 128, 32)
+    assert keys.get_step("1").accepts(1, 1, 1)
+    assert keys.get_step("7").accepts(1, 8, 8)
+    assert not keys.get_step("7").accepts(8, 7, 8)
+    assert not keys.get_step("3").accepts(128, 128, 32)
 
 
 def test_matmul_input_errors_on_cpu():
@@ -114,12 +115,12 @@ def test_matmul_input_errors_on_cpu():
 @pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU error")
 def test_no_gpu_error_is_clear():
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
-        launch.check_device(torch.device("cpu"))
+        runner.check_device(torch.device("cpu"))
 
 
 def test_role_and_barrier_names_parsed_from_header():
-    assert launch.role_names()[3] == "consumer"
-    assert launch.barrier_names()[2] == "tma2mma"
+    assert runner.role_names()[3] == "consumer"
+    assert runner.barrier_names()[2] == "tma2mma"
     from gemm_ladder.choreography import trace
     assert trace.EVENTS["EV_WAIT_BEGIN"] == 1
 
@@ -127,13 +128,13 @@ def test_role_and_barrier_names_parsed_from_header():
 def test_stuck_record_decoding():
     import struct
     raw = struct.pack("<IIIIIIIIQ", 0x57A11ED0, 2, 3, 1, 0, 5, 0, 17, 1_500_000_000)
-    msg = launch.decode_stuck_record(raw, steps.get_step("7"))
+    msg = runner.decode_stuck_record(raw, keys.get_step("7"))
     assert "producer" in msg and "mma2tma[stage 1]" in msg and "parity 0" in msg and "1.50 s" in msg
-    assert launch.decode_stuck_record(b"\0" * 40, steps.get_step("7")) is None
+    assert runner.decode_stuck_record(b"\0" * 40, keys.get_step("7")) is None
 
 
 def test_prepare_memo_keys_on_everything_the_build_depends_on(monkeypatch):
-    """launch.prepare compiles and loads once per configuration; a different dtype, depth
+    """runner.prepare compiles and loads once per configuration; a different dtype, depth
     or define must never reuse another configuration's kernel."""
     loads = []
 
@@ -141,13 +142,13 @@ def test_prepare_memo_keys_on_everything_the_build_depends_on(monkeypatch):
         def __init__(self, compiled):
             self.compiled = compiled
 
-    monkeypatch.setattr(launch, "_PREPARED", {})
-    monkeypatch.setattr(launch.driver, "load", lambda compiled, dev, smem: loads.append(compiled.key) or FakeLoaded(compiled))
-    s7, s7d4 = steps.get_step("7"), steps.get_step("7:d4")
-    a = launch.prepare(s7, 0, bf16=False)
-    assert launch.prepare(s7, 0, bf16=False) is a and len(loads) == 1
-    others = [launch.prepare(s7, 0, bf16=True), launch.prepare(s7d4, 0, bf16=False),
-              launch.prepare(s7, 0, bf16=False, extra_defines={"GL_TRACE": 1}), launch.prepare(s7, 1, bf16=False)]
+    monkeypatch.setattr(runner, "_PREPARED", {})
+    monkeypatch.setattr(runner.driver, "load", lambda compiled, dev, smem: loads.append(compiled.key) or FakeLoaded(compiled))
+    s7, s7d4 = keys.get_step("7"), keys.get_step("7:d4")
+    a = runner.prepare(s7, 0, bf16=False)
+    assert runner.prepare(s7, 0, bf16=False) is a and len(loads) == 1
+    others = [runner.prepare(s7, 0, bf16=True), runner.prepare(s7d4, 0, bf16=False),
+              runner.prepare(s7, 0, bf16=False, extra_defines={"GL_TRACE": 1}), runner.prepare(s7, 1, bf16=False)]
     assert len(loads) == 5
     assert len({id(o) for o in others} | {id(a)}) == 5
     assert len(set(loads[:4])) == 4  # fp16 / bf16 / depth 4 / trace: four different cubins

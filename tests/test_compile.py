@@ -4,15 +4,17 @@ import re
 import pytest
 
 from gemm_ladder.choreography.whatifs import WHAT_IFS
+from gemm_ladder.cuda import jit
+from gemm_ladder.families import keys, ladder_step
+from gemm_ladder.families import ladder
+from gemm_ladder.families.smallm import FAMILIES
 from gemm_ladder.measure import sass
-from gemm_ladder.runtime import jit, steps
-from gemm_ladder.runtime.smallm import FAMILIES
 
-ALL = steps.all_steps()
+ALL = ladder.all_steps()
 IDS = [st.key for st in ALL]
 TMA = [st for st in ALL if st.uses_tma]
 RINGS = [st for st in ALL if st.has_ring]
-WARP_SPECIALIZED = [st for st in steps.all_steps(include_variants=False) if st.style == "warp-specialized"]
+WARP_SPECIALIZED = [st for st in ladder.all_steps(include_variants=False) if st.style == "warp-specialized"]
 
 
 def _sass_or_skip(cubin):
@@ -54,7 +56,7 @@ def test_sass_holds_claims(st):
                                    {"GL_DEBUG_WAITS": 1, "GL_ABLATE_EXPECT_TX_DELTA": -1024}],
                          ids=["trace", "debug", "debug-same-phase", "debug-tx-small"])
 def test_instrumented_builds_compile_clean(key, extra):
-    k = steps.get_step(key).compile(extra_defines=extra)
+    k = keys.get_step(key).compile(extra_defines=extra)
     assert k.report.spill_bytes == 0
 
 
@@ -81,7 +83,7 @@ def test_setmaxnreg_not_ignored(st):
 def test_smem_budget_fits_h200():
     for st in ALL:
         assert not st.smem_problem(), (st.key, st.dynamic_smem)
-        assert st.dynamic_smem <= steps.MAX_SMEM_PER_BLOCK
+        assert st.dynamic_smem <= ladder_step.MAX_SMEM_PER_BLOCK
 
 
 def test_compile_error_shows_file_and_line(tmp_path, monkeypatch):
@@ -137,7 +139,7 @@ def test_descriptor_prefetch_is_an_ablation_switch():
     build leaves the fetches out, so the probe compares like with like."""
     if not sass.find_tool("cuobjdump"):
         pytest.skip("no cuobjdump")
-    st = steps.get_step("9")
+    st = keys.get_step("9")
     built = sass.opcodes(sass.disassemble(st.compile().cubin))
     ablated = sass.opcodes(sass.disassemble(st.compile(extra_defines={"GL_ABLATE_NO_PREFETCH": 1}).cubin))
     assert sass.count_class(built, "UTMACCTL.PF") == 3  # A, B, C
@@ -149,7 +151,7 @@ def test_what_if_debug_builds_compile(name):
     """Every GPU what-if's debug build (the ablation on its own step, bounded waits) compiles,
     so `gemm-ladder deadlock --what-if NAME` fails only the way the what-if means to."""
     w = WHAT_IFS[name]
-    k = steps.get_step(w.default_step).compile(extra_defines={"GL_DEBUG_WAITS": 1, **w.ablation})
+    k = keys.get_step(w.default_step).compile(extra_defines={"GL_DEBUG_WAITS": 1, **w.ablation})
     assert k.report.spill_bytes == 0
 
 
@@ -158,7 +160,7 @@ def test_every_tma_module_carries_a_clean_staging_copy(st):
     """The library launches its staging copy (kernels/gl_stage.cuh) from the module of the
     kernel it runs, so every TMA kernel's module must hold the entry, compiled clean (the
     JIT's strict check reads the main entry's report only)."""
-    from gemm_ladder.runtime import staging
+    from gemm_ladder.library import staging
     k = st.compile(bf16=False)
     assert staging.STAGE_COPY_ENTRY in jit.ptxas_sections(k.log), st.key
     r = jit.parse_ptxas_log(k.log, staging.STAGE_COPY_ENTRY)
@@ -171,7 +173,7 @@ def test_no_multicast_ablation_loads_b_whole(key):
     themselves, so the build has no multicast TMA; the default build multicasts."""
     if not sass.find_tool("cuobjdump"):
         pytest.skip("no cuobjdump")
-    st = steps.get_step(key)
+    st = keys.get_step(key)
     built = sass.opcodes(sass.disassemble(st.compile().cubin))
     ablated = sass.opcodes(sass.disassemble(st.compile(extra_defines={"GL_ABLATE_NO_MULTICAST": 1}).cubin))
     assert sass.count_class(built, "UTMALDG.2D.MULTICAST") > 0

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 import gemm_ladder
+from gemm_ladder.choreography.sim import simulated_steps
 from gemm_ladder.cli import commands as cli
 from gemm_ladder.cli import doors
+from gemm_ladder.families import keys
+from gemm_ladder.families.keys import UnknownStep, as_step, parse_step_spec
+from gemm_ladder.library import runner
 from gemm_ladder.measure import sass
-from gemm_ladder.runtime import launch, steps
-from gemm_ladder.choreography.sim import simulated_steps
-from gemm_ladder.runtime.stepkeys import UnknownStep, as_step, parse_step_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(gemm_ladder.__file__).resolve().parents[1]
@@ -156,11 +157,11 @@ def test_output_paths_that_cannot_be_written(capsys, tmp_path, monkeypatch):
 def test_run_step_takes_keys_as_the_readme_shows():
     import torch
     a = torch.randn(128, 64).half()
-    for key in ("7", 7, "7:d4", steps.get_step("7")):
+    for key in ("7", 7, "7:d4", keys.get_step("7")):
         with pytest.raises(ValueError, match="CUDA tensors"):  # past the key, at the device check
-            launch.run_step(key, a, a)
+            runner.run_step(key, a, a)
     with pytest.raises(UnknownStep, match=r"no step 11.*known steps: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 7:d3") as e:
-        launch.run_step("11", a, a)
+        runner.run_step("11", a, a)
     assert isinstance(e.value, KeyError) and isinstance(e.value, ValueError)
     assert not str(e.value).startswith("'")  # the message itself, not KeyError's quoted repr
     with pytest.raises(UnknownStep, match="got float"):
@@ -175,8 +176,8 @@ def test_step_specs():
     assert as_step("8:c1").cluster == (1, 1, 1) and as_step("8").cluster == (2, 1, 1)
     assert as_step("9:c1").cluster == (1, 1, 1) and as_step("10:c2").cluster == (2, 1, 1)
     assert (as_step("7:d4").depth, as_step("10:d3w2").ctas_per_sm) == (4, 2)
-    assert steps.get_step("8:c1") is as_step("8:c1")  # one parser: get_step is stepkeys'
-    assert as_step("smallm").key == "smallm" and steps.get_step("smallm:n128") is as_step("smallm:n128")
+    assert keys.get_step("8:c1") is as_step("8:c1")  # one parser: get_step is keys.py's
+    assert as_step("smallm").key == "smallm" and keys.get_step("smallm:n128") is as_step("smallm:n128")
     assert as_step(as_step("smallm")) is as_step("smallm")  # a family's entry passes through, like a Step
     with pytest.raises(UnknownStep, match="a kernel family: smallm"):
         as_step("smallm:x")
@@ -249,7 +250,7 @@ def test_bench_table_fits_100_columns(name):
 def test_sass_disassembly_is_cached_and_checked(tmp_path, monkeypatch):
     if sass.find_tool("cuobjdump") is None or sass.find_tool("nvdisasm") is None:
         pytest.skip("no cuobjdump/nvdisasm")
-    cubin = steps.get_step("4").compile().cubin
+    cubin = keys.get_step("4").compile().cubin
     monkeypatch.setenv("GEMM_LADDER_CACHE_DIR", str(tmp_path))
     runs = []
     real = sass._run_cuobjdump

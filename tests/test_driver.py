@@ -1,7 +1,7 @@
 """driver.TensorMap's choices, with the driver call replaced (no GPU needed)."""
 import pytest
 
-from gemm_ladder.runtime import driver
+from gemm_ladder.cuda import driver
 
 
 @pytest.fixture

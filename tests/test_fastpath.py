@@ -7,8 +7,11 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu, rnd
-from gemm_ladder.runtime import api, fastconfig, fastpath, layout, select, smallm, staging
-from gemm_ladder.runtime.steps import Step, get_step
+from gemm_ladder.families import smallm
+from gemm_ladder.families.keys import get_step
+from gemm_ladder.families.ladder_step import Step
+from gemm_ladder.library import api, fastconfig, fastpath, layout, select
+from gemm_ladder.library import staging
 
 
 @pytest.fixture
@@ -173,11 +176,11 @@ def test_selection_per_shape(gpu):
     """The kernel is the selection's pick for the shape (select.pick), adjusted for layouts."""
     a, w = rnd(192, 40), rnd(48, 40, seed=1)  # M > 128, K not a multiple of 16: the multicast pairs
     assert_product(gemm_ladder.matmul_nt(a, w), a, w.T)
-    assert gpu.prepared[-1][0] == "smallm:n128m2" == api.step_for(192, 48, 40).key == select.pick(192, 48, 40)
+    assert gpu.prepared[-1][0] == "smallm:n128m2" == select.step_for(192, 48, 40).key == select.pick(192, 48, 40)
     assert gpu.launches[-1].cluster == (2, 1, 1)
     a, w = rnd(2048, 40), rnd(1024, 40, seed=3)  # 128 ladder tiles in one wave; the pairs would need two rounds
     assert_product(gemm_ladder.matmul_nt(a, w), a, w.T)
-    assert gpu.prepared[-1][0] == "8:c1" == api.step_for(2048, 1024, 40).key == select.pick(2048, 1024, 40)
+    assert gpu.prepared[-1][0] == "8:c1" == select.step_for(2048, 1024, 40).key == select.pick(2048, 1024, 40)
     x, w2 = rnd(3, 8192), rnd(40, 8192, seed=2)  # decode-like, a long K: the small-M family splits it
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
@@ -224,23 +227,23 @@ def test_small_m_family_reads_a_row_major_b_in_place(gpu):
     """The small-M family reads B N-major (its GL_B_MN build; not the 32-wide smallm:n32) and
     A K-major only: a row-major b (K, N) goes in place at every shape; a transposed-view a is
     copied while the model prices the copy below the best step that reads it in place
-    (api.step_for)."""
+    (select.step_for)."""
     x, b = rnd(16, 4160), rnd(4160, 256, seed=1)  # row-major b (K, N); K past smallm:n32's niche
-    key = api.step_for(16, 256, 4160, b_mn=True).key
-    assert _small_m(key) and key == api.step_for(16, 256, 4160).key
+    key = select.step_for(16, 256, 4160, b_mn=True).key
+    assert _small_m(key) and key == select.step_for(16, 256, 4160).key
     assert_product(gemm_ladder.matmul(x, b), x, b)
     assert gpu.prepared[-1][0] == key and gpu.prepared[-1][3] == {"GL_B_MN": 1}
     mb = _last_splitk(gpu).maps[1]  # 64-wide blocks of 64 k-rows, over b's own memory
     assert (mb.ptr, mb.rows, mb.cols, mb.ld, mb.box) == (b.data_ptr(), 4160, 256, 256, (64, 64))
     for shape in [(1, 28672, 8192), (16, 4096, 14336), (128, 128, 128)]:
-        assert api.step_for(*shape, b_mn=True).key == api.step_for(*shape).key  # in place: no other kernel
+        assert select.step_for(*shape, b_mn=True).key == select.step_for(*shape).key  # in place: no other kernel
     # where the pick is smallm:n32 (K-major B only), a row-major b runs the best entry that
     # reads it in place, never a copy of the weights
-    assert api.step_for(16, 4096, 512).key == "smallm:n32"
-    alt = get_step(api.step_for(16, 4096, 512, b_mn=True).key)
+    assert select.step_for(16, 4096, 512).key == "smallm:n32"
+    alt = get_step(select.step_for(16, 4096, 512, b_mn=True).key)
     assert _small_m(alt.key) and alt.b_mn_major
     xt = rnd(4160, 16, seed=2).T  # a transposed view: an M-major a (16 x 4160)
-    assert _small_m(api.step_for(16, 256, 4160, a_mn=True, b_mn=True).key)  # 133 KB copied: ~6 us
+    assert _small_m(select.step_for(16, 256, 4160, a_mn=True, b_mn=True).key)  # 133 KB copied: ~6 us
     assert_product(gemm_ladder.matmul(xt, b), xt, b)
     ma, mb, _ = _last_splitk(gpu).maps
     assert ma.ptr != xt.data_ptr() and mb.ptr == b.data_ptr()  # a staged K-major, b in place
@@ -253,8 +256,8 @@ def test_n_not_a_multiple_of_8_runs_on_the_small_m_family_with_padded_rows(gpu):
     result's padded rows (B's rows past N read as zeros), so its shapes keep their kernel
     (920 x 63 x 336 once raised ShapeError here: found by the fuzzer)."""
     for shape in [(920, 63, 336), (16, 63, 64), (127, 8191, 255)]:
-        assert _small_m(api.step_for(*shape, b_mn=True).key), shape
-        assert _small_m(api.step_for(*shape).key), shape
+        assert _small_m(select.step_for(*shape, b_mn=True).key), shape
+        assert _small_m(select.step_for(*shape).key), shape
     x, b = rnd(16, 64), rnd(64, 72, seed=1)[:, :63]  # b (K, N) = (64, 63) in rows of 72
     res = gemm_ladder.matmul(x, b)
     assert_product(res, x, b)
@@ -282,7 +285,7 @@ def test_row_major_b_with_odd_n_is_staged_n_major(gpu):
     cfg = fastpath.config_for("mm", x, b)
     assert cfg.b.stage_mn and not cfg.b.direct and not cfg.a.direct and not cfg.a.stage_mn
     # both copies in one launch of the module's staging kernel, before the GEMM on its stream
-    cp = next(r for r in reversed(gpu.launches) if r.name == fastconfig.STAGE_COPY_ENTRY)
+    cp = next(r for r in reversed(gpu.launches) if r.name == staging.STAGE_COPY_ENTRY)
     assert cp.grid == (255, 2, 1) and cp.stream == rec.stream and gpu.launches.index(cp) < gpu.launches.index(rec)
     assert [c[1:] for c in cp.copies] == [(rec.maps[0].ptr, 127, 255, 255, 256), (mb.ptr, 255, 199, 199, 200)]
     assert cp.copies[0][0] == x.data_ptr() and cp.copies[1][0] == b.data_ptr()
@@ -297,23 +300,23 @@ def test_row_major_b_with_odd_n_is_staged_n_major(gpu):
     assert (rec.maps[0].rows, rec.maps[0].cols, rec.maps[0].ld) == (255, 127, 128) and rec.maps[0].ptr != xt.data_ptr()
     # a kernel that reads B K-major only gets the transposed copy (torch's: the staging kernel
     # copies rows as they are)
-    copies = sum(r.name == fastconfig.STAGE_COPY_ENTRY for r in gpu.launches)
+    copies = sum(r.name == staging.STAGE_COPY_ENTRY for r in gpu.launches)
     res = gemm_ladder.matmul(x, b, step="8:c1")
     assert_product(res, x, b)
-    assert sum(r.name == fastconfig.STAGE_COPY_ENTRY for r in gpu.launches) == copies
+    assert sum(r.name == staging.STAGE_COPY_ENTRY for r in gpu.launches) == copies
     assert fastpath.config_for("mm", x, b, None, "8:c1")._copy is None
     mb = gpu.launches[-1].maps[1]
     assert (mb.rows, mb.cols, mb.ld) == (199, 255, 256) and not gpu.launches[-1].defines.get("GL_B_MN")
 
 
 def test_tiny_shapes_read_mn_major_in_place(gpu):
-    """The copy's fixed cost (api.COPY_LAUNCH_US) outweighs the small-M kernel's gain at tiny
+    """The copy's fixed cost (cost_model.COPY_LAUNCH_US) outweighs the small-M kernel's gain at tiny
     shapes: a transposed-view a at 128^3 is read in place by a step that reads it M-major
     (9:c1 or 9:n192, whichever the model prefers), not copied for the family (issue 9)."""
-    assert _small_m(api.step_for(128, 128, 128).key)
-    mn = api.step_for(128, 128, 128, a_mn=True).key
+    assert _small_m(select.step_for(128, 128, 128).key)
+    mn = select.step_for(128, 128, 128, a_mn=True).key
     assert mn in ("9:c1", "9:n192", "9:n176")
-    assert api._copy_loses(get_step(api.step_for(128, 128, 128).key), get_step(mn), 128, 128, 128, 132,
+    assert select._copy_loses(get_step(select.step_for(128, 128, 128).key), get_step(mn), 128, 128, 128, 132,
                            True, False)
     xt, w = rnd(128, 128).T, rnd(128, 128, seed=1)  # a transposed view: M-major a
     assert_product(gemm_ladder.matmul(xt, w.T), xt, w.T)
@@ -368,7 +371,7 @@ def test_empty_and_k0(gpu):
 def test_teaching_steps_take_the_copying_path(gpu):
     a, b = rnd(128, 64), rnd(64, 128, seed=1)
     assert_product(gemm_ladder.matmul(a, b, step="3"), a, b)
-    assert not gpu.launches  # strict path (launch.run_step), not a fast-path launch
+    assert not gpu.launches  # strict path (runner.run_checked), not a fast-path launch
 
 
 # ---- caches: validate once, encode once, stream per call ---------------------------------
@@ -377,11 +380,11 @@ def test_second_call_only_launches(gpu):
     a, w = rnd(64, 32), rnd(48, 32, seed=1)
     out = torch.empty(64, 48).half()
     gemm_ladder.matmul_nt(a, w, out=out)
-    built = fastpath.cache_info()
+    built = api.cache_info()
     for _ in range(3):
         gemm_ladder.matmul_nt(a, w, out=out)
     assert gpu.validations == 1 and len(gpu.prepared) == 1
-    assert fastpath.cache_info() == built  # nothing validated, prepared or encoded again
+    assert api.cache_info() == built  # nothing validated, prepared or encoded again
     assert len(gpu.launches) == 4
 
 
@@ -389,28 +392,28 @@ def test_new_pointer_encodes_one_map(gpu):
     w = rnd(48, 40, seed=1)  # M = 192, K = 40: a ladder step (three maps)
     first = (rnd(192, 40), torch.empty(192, 48).half())  # kept alive: the next ones get new memory
     gemm_ladder.matmul_nt(first[0], w, out=first[1])
-    before = fastpath.cache_info()
+    before = api.cache_info()
     gemm_ladder.matmul_nt(rnd(192, 40, seed=3), w, out=torch.empty(192, 48).half())
-    after = fastpath.cache_info()
+    after = api.cache_info()
     assert after["configs_built"] == before["configs_built"]
     assert after["tensor_maps_encoded"] - before["tensor_maps_encoded"] == 2  # new a, new out; w known
 
 
 def test_tensor_map_cache_is_bounded(gpu, monkeypatch):
-    monkeypatch.setattr(fastconfig, "_TMAPS", fastconfig.LRU(4))
+    monkeypatch.setattr(fastconfig, "TENSOR_MAPS", fastconfig.LRU(4))
     w = rnd(16, 32, seed=1)
     keep = [(rnd(8, 32, seed=i), torch.empty(8, 16).half()) for i in range(10)]
     for a, out in keep:
         gemm_ladder.matmul_nt(a, w, out=out)
         assert_product(out, a, w.T)
-    assert len(fastconfig._TMAPS) == 4
+    assert len(fastconfig.TENSOR_MAPS) == 4
 
 
 def test_config_cache_is_bounded(gpu, monkeypatch):
-    monkeypatch.setattr(fastpath, "_CONFIGS", fastpath.LRU(3))
+    monkeypatch.setattr(fastpath, "CONFIGS", fastpath.LRU(3))
     for n in range(8, 80, 8):
         gemm_ladder.matmul(rnd(16, 32), rnd(32, n, seed=n))
-    assert len(fastpath._CONFIGS) == 3
+    assert len(fastpath.CONFIGS) == 3
 
 
 def test_stream_is_read_per_call(gpu):
@@ -420,7 +423,7 @@ def test_stream_is_read_per_call(gpu):
         gpu.stream = s
         gemm_ladder.matmul_nt(a, w)
     assert [r.stream for r in gpu.launches] == [7, 9, 7, 11]
-    assert fastpath.cache_info()["configs_built"] == 1
+    assert api.cache_info()["configs_built"] == 1
 
 
 def test_cache_keys_on_layout_dtype_and_alignment(gpu):
@@ -430,7 +433,7 @@ def test_cache_keys_on_layout_dtype_and_alignment(gpu):
     gemm_ladder.matmul(a.bfloat16(), b.bfloat16())
     gemm_ladder.matmul(_misaligned(32, 32, 2), b)
     gemm_ladder.matmul(a, b, step="7")
-    assert fastpath.cache_info()["configs_built"] == 5
+    assert api.cache_info()["configs_built"] == 5
 
 
 # ---- errors ------------------------------------------------------------------------------
@@ -475,7 +478,7 @@ def test_invalid_call_is_not_cached(gpu):
         gemm_ladder.matmul(rnd(4, 8), rnd(4, 8))
     with pytest.raises(ValueError):
         gemm_ladder.matmul(rnd(4, 8), rnd(4, 8))
-    assert gpu.validations == 2 and fastpath.cache_info()["configs"] == 0
+    assert gpu.validations == 2 and api.cache_info()["configs"] == 0
 
 
 # ---- bench --api, its plumbing on the emulated driver (the numbers come from the GPU) ------
@@ -512,7 +515,7 @@ def test_bench_api_plumbing(gpu, monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
-    monkeypatch.setattr(bench_api.launch, "plan", FakePlan)
+    monkeypatch.setattr(bench_api.runner, "plan", FakePlan)
     rows = bench_api.device_rows([(1024, 3152, 40)], "bfloat16", log=lambda m: None)
     # a kernel row per step the calls run: K-major b -> 9:n232, row-major b -> 9:c1 (mn_major; the
     # 232-wide tiles start off 32-byte sectors in an N-major B, api rule 5)
@@ -550,9 +553,9 @@ def test_calls_and_config_for_share_one_key(gpu):
     x, b = rnd(8, 32), rnd(32, 16, seed=1)
     gemm_ladder.matmul(x, b)
     gemm_ladder.matmul_nt(x, b.T.contiguous(), out=torch.empty(8, 16).half())
-    assert fastpath._key("mm", x, b, None, None, x.data_ptr(), b.data_ptr()) in fastpath._CONFIGS._d
-    assert fastpath.config_for("mm", x, b) is fastpath._CONFIGS._d[next(iter(fastpath._CONFIGS._d))]
-    assert fastpath.cache_info()["configs_built"] == 2
+    assert fastpath._key("mm", x, b, None, None, x.data_ptr(), b.data_ptr()) in fastpath.CONFIGS.entries
+    assert fastpath.config_for("mm", x, b) is fastpath.CONFIGS.entries[next(iter(fastpath.CONFIGS.entries))]
+    assert api.cache_info()["configs_built"] == 2
 
 
 def test_host_profile_plumbing(gpu, monkeypatch):
@@ -569,12 +572,12 @@ def test_host_profile_plumbing(gpu, monkeypatch):
     for form in ("matmul_nt(a, b_nk, out=c)", "matmul(a, b_nk.T)", "matmul(a, b_kn)"):
         assert us[f"full: {form}"] > 0 and us[f"torch.matmul: {form}"] > 0 and us[f"{form}: fastpath._key"] > 0
         assert any(k.startswith(f"{form}: ReusableLaunch call") for k in us), us
-    assert res["steps"]["matmul(a, b_kn)"] == api.step_for(16, 16, 16, b_mn=True).key
-    assert fastpath.cache_info()["configs_built"] == 3  # the profile's lookups found the calls' entries
+    assert res["steps"]["matmul(a, b_kn)"] == select.step_for(16, 16, 16, b_mn=True).key
+    assert api.cache_info()["configs_built"] == 3  # the profile's lookups found the calls' entries
     # the report (main): its summary line names every field it reads
     monkeypatch.setattr(hp, "profile", lambda size, calls, rounds: res)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    from gemm_ladder.runtime import launch as launch_mod
+    from gemm_ladder.library import runner as launch_mod
     monkeypatch.setattr(launch_mod, "check_device", lambda d: None)
     assert hp.main(["--calls", "3", "--rounds", "2", "--size", "16"]) == 0
 
@@ -583,7 +586,7 @@ def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch):
     """ReusableLaunch hands the driver the stream, the map addresses and the pointer values
     of the call, and the launch config's other fields (read from the CUlaunchConfig bytes)."""
     import ctypes
-    from gemm_ladder.runtime import driver
+    from gemm_ladder.cuda import driver
     seen = []
     config_bytes, hstream_offset = 56, 32  # sizeof(CUlaunchConfig); offset of hStream
 
@@ -629,18 +632,18 @@ def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch):
 
 def test_misaligned_b_rows_choose_the_multicast_cluster(monkeypatch):
     """A row-major b whose rows are not whole 32-byte sectors (N = 5000: 10000-byte rows) is
-    read in place by step 9, whose cluster multicasts B (select.MISALIGNED_B_COST); the same
+    read in place by step 9, whose cluster multicasts B (cost_model.MISALIGNED_B_COST); the same
     problem with aligned rows, or with only a's rows so, keeps the selection's pick."""
     gpu = FakeGpu(monkeypatch, emulate=False)  # the choice only: no product computed
     a, b = torch.zeros(3000, 4000, dtype=torch.float16), torch.zeros(4000, 5000, dtype=torch.float16)
     a_op, b_op = fastconfig.operand_layouts("mm", a, b, (True, True), 3000, 5000, 4000)
     assert fastpath.b_rows_misaligned(b_op) and not fastpath.b_rows_misaligned(a_op)
     gemm_ladder.matmul(a, b)
-    assert gpu.prepared[-1][0] == "9" == api.step_for(3000, 5000, 4000, b_mn=True, b_misaligned=True).key
+    assert gpu.prepared[-1][0] == "9" == select.step_for(3000, 5000, 4000, b_mn=True, b_misaligned=True).key
     assert gpu.prepared[-1][3] == {"GL_B_MN": 1} and gpu.launches_counted == 1  # b read N-major, in place
     b16 = torch.zeros(4000, 5008, dtype=torch.float16)[:, :5000]  # the same values' shape in aligned rows
     gemm_ladder.matmul(a, b16)
-    assert gpu.prepared[-1][0] == api.step_for(3000, 5000, 4000, b_mn=True).key != "9"
+    assert gpu.prepared[-1][0] == select.step_for(3000, 5000, 4000, b_mn=True).key != "9"
     bt = torch.zeros(5000, 4008, dtype=torch.float16)[:, :4000]  # b.T K-major in rows of 4008: misaligned too
     _, bt_op = fastconfig.operand_layouts("nt", a, bt, (True, True), 3000, 5000, 4000)
     assert bt_op.major == "K" and fastpath.b_rows_misaligned(bt_op)
@@ -664,12 +667,12 @@ def test_scratch_is_kept_per_stream_and_fresh_while_capturing(gpu, monkeypatch):
     cfg = fastpath.config_for("mm", x, b)
     assert set(cfg.scratch.shapes) >= {"a", "b"} and cfg.scratch.shapes["b"][0] == (255, 200)
     kept = cfg.scratch._sets[gpu.stream]
-    encoded = fastconfig._TMAPS.misses
+    encoded = fastconfig.TENSOR_MAPS.misses
     assert_product(gemm_ladder.matmul(x, b), x, b)
     rec = _last_splitk(gpu)
     assert rec.maps[0].ptr == kept["a"].data_ptr() and rec.maps[1].ptr == kept["b"].data_ptr()
     # A's and B's maps found again (C's is new when the result lands at a new address)
-    assert fastconfig._TMAPS.misses <= encoded + 1 and cfg.scratch._sets[gpu.stream] is kept
+    assert fastconfig.TENSOR_MAPS.misses <= encoded + 1 and cfg.scratch._sets[gpu.stream] is kept
     if "ws" in cfg.scratch.shapes:
         assert rec.ws == kept["ws"].data_ptr()
     gpu.stream = 9  # another stream: its own set
@@ -705,11 +708,11 @@ def test_unaligned_rows_above_128_rows_go_to_the_multicast_pairs_or_an_n_major_b
     fam, pairs = smallm.FAMILIES["smallm:n128"], smallm.FAMILIES["smallm:n128m2"]
     assert not fam.accepts(1000, 1000, 1000) and fam.accepts(1000, 1000, 1000, b_mn=True)
     assert pairs.accepts(1000, 1000, 1000) and not pairs.accepts(1024, 1024, 1024)
-    assert api.step_for(1000, 1000, 1000).key == "smallm:n128m2"
-    assert _small_m(api.step_for(1000, 1000, 1000, b_mn=True).key)
+    assert select.step_for(1000, 1000, 1000).key == "smallm:n128m2"
+    assert _small_m(select.step_for(1000, 1000, 1000, b_mn=True).key)
     x, b = rnd(200, 1000), rnd(1000, 264, seed=5)  # K = 1000: 2000-byte rows; M = 200 > 128
-    assert _small_m(api.step_for(200, 264, 1000, b_mn=True).key)
-    assert api.step_for(200, 264, 1000).key == "smallm:n128m2"
+    assert _small_m(select.step_for(200, 264, 1000, b_mn=True).key)
+    assert select.step_for(200, 264, 1000).key == "smallm:n128m2"
     assert_product(gemm_ladder.matmul(x, b), x, b)
     rec = _last_splitk(gpu)
     assert rec.defines == {"GL_B_MN": 1} and rec.maps[1].ptr == b.data_ptr()  # in place, N-major

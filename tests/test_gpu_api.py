@@ -2,8 +2,8 @@
 import pytest
 
 import gemm_ladder
-from gemm_ladder.runtime import fastpath
-from gemm_ladder.runtime.steps import reads_mn
+from gemm_ladder.families.common import reads_mn
+from gemm_ladder.library import fastpath
 from gpu_util import fresh, needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]

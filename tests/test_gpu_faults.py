@@ -34,7 +34,7 @@ def test_errors_caught_before_launch_do_not_poison_later_calls():
     import torch
 
     import gemm_ladder
-    from gemm_ladder.runtime.launch import run_step
+    from gemm_ladder.library.runner import run_step
     a = torch.randn(100, 64, device="cuda").half()
     with pytest.raises(gemm_ladder.ShapeError, match="multiple of 128"):
         run_step(gemm_ladder.get_step("2"), a, torch.randn(128, 64, device="cuda").half())
@@ -81,8 +81,8 @@ def test_out_of_memory_on_the_output_is_torchs_error():
 _FAULT = r"""
 import ctypes, json, torch
 import gemm_ladder
-from gemm_ladder.runtime import driver
-from gemm_ladder.runtime.steps import get_step
+from gemm_ladder.cuda import driver
+from gemm_ladder.families.keys import get_step
 out = {}
 st = get_step("1")
 torch.zeros(1, device="cuda")  # the primary context exists

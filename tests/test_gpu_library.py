@@ -5,9 +5,10 @@ import gc
 import pytest
 
 import gemm_ladder
-from gemm_ladder.runtime import api, fastpath, layout
-from gemm_ladder.runtime.steps import reads_mn
+from gemm_ladder.families.common import reads_mn
+from gemm_ladder.library import fastpath, layout
 from gpu_util import has_hopper, needs_gpu
+from gemm_ladder.library import select
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
@@ -151,19 +152,19 @@ def test_allocations_are_the_output_and_only_needed_copies(case):
     check(res.reshape(-1, N), a.reshape(-1, K), b)
     cfg = fastpath.config_for("mm", a, b)
     # every case reads its operands in place: MN-major ones (row-major b, transposed-view a)
-    # on the best step with mn_major (api.step_for with the layout), the others on the pick
+    # on the best step with mn_major (select.step_for with the layout), the others on the pick
     assert cfg.a.direct and cfg.b.direct, (cfg.a.why, cfg.b.why)
     assert extra == _block(M * layout.round_up(N, 8) * 2)  # the result, nothing else
     mn = case in ("row-major b (K, N)", "transposed-view a")
     a_mn, b_mn = case == "transposed-view a", case == "row-major b (K, N)"
-    assert cfg.step.key == api.step_for(M, N, K, a_mn=a_mn, b_mn=b_mn).key and (not mn or any(reads_mn(cfg.step)))
+    assert cfg.step.key == select.step_for(M, N, K, a_mn=a_mn, b_mn=b_mn).key and (not mn or any(reads_mn(cfg.step)))
     flag = "GL_B_MN" if "b (K, N)" in case else "GL_A_MN"  # Step.layout_defines, compiled in
     assert (flag in cfg.defines, any(flag in o for o in cfg.launch.kernel.compiled.options)) == (mn, mn)
 
 
 def _small_m(st) -> bool:
     """The small-M split-K family ('smallm', 'smallm:n128'): not a ladder Step."""
-    from gemm_ladder.runtime.steps import Step
+    from gemm_ladder.families.ladder_step import Step
     return not isinstance(st, Step)
 
 

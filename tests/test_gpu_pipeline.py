@@ -3,8 +3,9 @@ role, barrier, stage and phase within seconds; the measured trace decodes."""
 import pytest
 
 from gemm_ladder.choreography.whatifs import WHAT_IFS
-from gemm_ladder.runtime.steps import all_steps
+from gemm_ladder.families.ladder import all_steps
 from gpu_util import needs_gpu
+from gemm_ladder.families import keys
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
@@ -36,12 +37,11 @@ def test_expect_tx_too_small_is_detected_or_reported():
 
 def test_debug_build_is_correct_when_nothing_is_wrong():
     import torch
-    from gemm_ladder.runtime import steps
-    from gemm_ladder.runtime.launch import run_step
+    from gemm_ladder.library.runner import run_step
     from gpu_util import assert_matches, fresh
     a, b = fresh(1024, 1024, 1024, torch.float16, 11)
     out = torch.full((1024, 1024), float("nan"), dtype=torch.float16, device="cuda")
-    run_step(steps.get_step("7"), a, b, out, debug=True)
+    run_step(keys.get_step("7"), a, b, out, debug=True)
     assert_matches(out, a, b)
 
 
@@ -58,9 +58,8 @@ def test_cluster_what_ifs_end_within_seconds(name):
 @pytest.mark.parametrize("key", [st.key for st in all_steps() if st.uses_tma])
 def test_trace_decodes(key):
     from gemm_ladder.choreography import trace
-    from gemm_ladder.runtime import steps
     from gemm_ladder.choreography.timeline import kpis, lane_role
-    st = steps.get_step(key)
+    st = keys.get_step(key)
     res = trace.measure(st, 2048, 2048, 2048, reps=3)
     assert res["correct"], res["check"]
     assert not res["overflow"], res["overflow"]               # the buffer held every event

@@ -7,7 +7,8 @@ import itertools
 
 import pytest
 
-from gemm_ladder.runtime import smallm
+from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gpu_util import assert_matches, assert_repeatable, fresh, needs_gpu, run_child
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
@@ -32,7 +33,8 @@ def _poisoned(M, N, dtype):
 
 _CHILD = """
 import torch
-from gemm_ladder.runtime import smallm
+from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
 fam = smallm.FAMILIES[{key!r}]
 for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 11008, 4096, 3), (1, 4096, 1000, 5),
@@ -43,7 +45,7 @@ for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 1100
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    smallm.run_smallm(a, b, out, splits if fam.multicast == 1 else None, family={key!r}, debug=True)
+    runner.run_smallm(a, b, out, splits if fam.multicast == 1 else None, family={key!r}, debug=True)
     ok, mx, rel, msg = check_product(out, a, b)
     assert ok, (M, N, K, splits, msg)
 print("ok")
@@ -68,7 +70,7 @@ def test_matches_reference(key, M, N, K, dtype):
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    p = smallm.FAMILIES[key].plan(a, b, out)
+    p = runner.plan_smallm(smallm.FAMILIES[key], a, b, out)
     p()
     p.synchronize()
     assert_matches(out, a, b)
@@ -96,7 +98,7 @@ def test_forced_splits(key, case, dtype):
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    smallm.run_smallm(a, b, out, splits, family=key, sync=True)
+    runner.run_smallm(a, b, out, splits, family=key, sync=True)
     assert_matches(out, a, b)
 
 
@@ -123,7 +125,7 @@ def test_bit_identical_over_20_runs(key, case, dtype):
     runs = []
     for _ in range(20):
         out = _poisoned(M, N, dt)
-        smallm.run_smallm(a, b, out, splits, family=key)
+        runner.run_smallm(a, b, out, splits, family=key)
         runs.append(out.view(torch.int16))
     torch.cuda.synchronize()
     assert_matches(runs[0].view(dt), a, b)
@@ -140,7 +142,7 @@ def test_programmatic_launch_gives_the_same_bits():
     outs = []
     for pdl in (True, False, True):
         out = _poisoned(64, 4096, torch.float16)
-        p = fam.plan(a, b, out, pdl=pdl)
+        p = runner.plan_smallm(fam, a, b, out, pdl=pdl)
         p()
         p.synchronize()
         outs.append(out.view(torch.int16))
@@ -149,9 +151,9 @@ def test_programmatic_launch_gives_the_same_bits():
 
 
 def test_through_the_library_entry():
-    """matmul_nt(step="smallm") goes through launch.plan to the family's own plan."""
+    """matmul_nt(step="smallm") goes through runner.plan to the family's own plan."""
     import torch
-    from gemm_ladder.runtime.api import matmul_nt
+    from gemm_ladder.library.api import matmul_nt
     a, b = fresh(16, 4096, 4096, torch.bfloat16, next(_seed))
     out = _poisoned(16, 4096, torch.bfloat16)
     matmul_nt(a, b, out, step="smallm")
@@ -162,7 +164,7 @@ def test_through_the_library_entry():
 def test_plan_reuse_and_workspace():
     import torch
     a, b = fresh(16, 4096, 4096, torch.float16, next(_seed))
-    p = smallm.FAMILIES["smallm"].plan(a, b)
+    p = runner.plan_smallm(smallm.FAMILIES["smallm"], a, b)
     assert p.workspace.shape == (p.deal.planes, 16, 4096) and p.workspace.dtype == torch.float32
     first = p().clone()
     p.out.fill_(float("nan"))
@@ -194,7 +196,7 @@ def test_above_128_rows(key, case, dtype):
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    assert_repeatable(smallm.FAMILIES[key].plan(a, b, out), out, a, b, what=f"{key} {case}")
+    assert_repeatable(runner.plan_smallm(smallm.FAMILIES[key], a, b, out), out, a, b, what=f"{key} {case}")
 
 
 @pytest.mark.parametrize("shape", [(256, 4096, 4096), (1024, 1024, 1024), (192, 4096, 11008)])
@@ -203,7 +205,7 @@ def test_library_picks_the_family_above_128_rows(shape):
     matches fp32, with b (N, K) and with b row-major (K, N), both read in place."""
     import torch
     import gemm_ladder
-    from gemm_ladder.runtime import select
+    from gemm_ladder.library import select
     M, N, K = shape
     assert select.pick(M, N, K).startswith("smallm")
     a, b = fresh(M, N, K, torch.float16, next(_seed))
@@ -223,7 +225,7 @@ B_MN_CASES, B_MN_IDS = _entry_cases(
 def test_n_major_b_in_place(key, case, dtype):
     import torch
     import gemm_ladder
-    from gemm_ladder.runtime import fastpath
+    from gemm_ladder.library import fastpath
     M, N, K = case
     dt = _dtype(dtype)
     a, b = fresh(M, N, K, dt, next(_seed))
@@ -255,7 +257,7 @@ def test_n_major_b_split_is_bit_identical_over_20_runs(case):
     assert_matches(runs[0].view(torch.float16), a, b)
     assert all(torch.equal(r, runs[0]) for r in runs), "runs differ"
     k_major = _poisoned(M, N, torch.float16)
-    smallm.run_smallm(a, b, k_major, splits, family="smallm:n128", sync=True)
+    runner.run_smallm(a, b, k_major, splits, family="smallm:n128", sync=True)
     assert torch.equal(k_major.view(torch.int16), runs[0])
 
 
@@ -263,11 +265,12 @@ def _run_b_mn(fam, a, b_kn, out, units):
     """One launch of the GL_B_MN build with runs of `units` k-tiles (the deal fixed), then the
     reduction when tiles are split."""
     import torch
-    from gemm_ladder.runtime import driver, launch
+    from gemm_ladder.cuda import driver
+    from gemm_ladder.library import runner
     M, K = a.shape
     N = b_kn.shape[1]
     deal = fam.make_deal(M, N, K, units)
-    prep = launch.prepare(fam, 0, bf16=False, extra_defines=fam.layout_defines(b_mn=True))
+    prep = runner.prepare(fam, 0, bf16=False, extra_defines=fam.layout_defines(b_mn=True))
     ws = torch.empty((max(1, deal.planes), M, N), dtype=torch.float32, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     args = fam.kernel_args(a.data_ptr(), b_kn.data_ptr(), ws.data_ptr(), out.data_ptr(), M, N, K, deal.units,
@@ -275,7 +278,7 @@ def _run_b_mn(fam, a, b_kn, out, units):
     driver.PreparedLaunch(prep.kernel, deal.grid, (fam.threads, 1, 1), args, stream=stream,
                           dynamic_smem=fam.dynamic_smem)()
     if deal.planes:
-        red = smallm._reduce_kernel(prep.kernel, fam.reduce_entry)
+        red = runner.reduce_kernel(prep.kernel, fam.reduce_entry)
         driver.PreparedLaunch(red, fam.reduce_grid(M, N), (smallm.REDUCE_THREADS, 1, 1),
                               fam.reduce_args(ws.data_ptr(), out.data_ptr(), M, N, K, deal.units), stream=stream)()
     torch.cuda.synchronize()
@@ -313,7 +316,7 @@ def test_fixup_matches_reference_and_is_deterministic(base, case, dtype):
     fam = _fixup_family(base)
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    p = fam.plan(a, b, out, units=_fixup_units(fam, M, N, K, units))
+    p = runner.plan_smallm(fam, a, b, out, units=_fixup_units(fam, M, N, K, units))
     assert p.deal.fixup and p.deal.ctas <= 132 and len(p.launcher.launches) == 1  # no second pass
     assert_repeatable(p, out, a, b, what=f"{fam.key} {case}")
     if p.deal.split_tiles:  # every flag lowered again by its owner
@@ -323,7 +326,8 @@ def test_fixup_matches_reference_and_is_deterministic(base, case, dtype):
 
 _FIXUP_CHILD = """
 import torch
-from gemm_ladder.runtime import smallm
+from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
 fam = smallm.with_fields(smallm.FAMILIES["smallm:c2"], "fixup", fixup=True, max_m=1 << 30, min_m=1)
 for (M, N, K, units) in [(300, 264, 1000, 5), (512, 4096, 4096, 125)]:
@@ -331,7 +335,7 @@ for (M, N, K, units) in [(300, 264, 1000, 5), (512, 4096, 4096, 125)]:
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    p = fam.plan(a, b, out, units=units, debug=True)
+    p = runner.plan_smallm(fam, a, b, out, units=units, debug=True)
     p()
     p.synchronize()
     ok, mx, rel, msg = check_product(out, a, b)
@@ -370,7 +374,7 @@ def test_multicast_pairs(key, case, dtype):
     assert d.cluster == (2, 1, 1) and d.ctas % 2 == 0 and d.planes == 0
     a, b = fresh(M, N, K, dt, next(_seed))
     out = _poisoned(M, N, dt)
-    assert_repeatable(fam.plan(a, b, out), out, a, b, what=f"{key} {case}")
+    assert_repeatable(runner.plan_smallm(fam, a, b, out), out, a, b, what=f"{key} {case}")
 
 
 @pytest.mark.parametrize("key,case", MC_B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in MC_B_MN_CASES])
@@ -387,7 +391,8 @@ def test_multicast_pairs_n_major_b(key, case):
 
 _MC_CHILD = """
 import torch
-from gemm_ladder.runtime import smallm
+from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
 fam = smallm.with_fields(smallm.FAMILIES[{key!r}], "anym", max_m=1 << 30)
 for (M, N, K) in [(1000, 1000, 1000), (136, 520, 72), (960, 8192, 1024)]:
@@ -395,7 +400,7 @@ for (M, N, K) in [(1000, 1000, 1000), (136, 520, 72), (960, 8192, 1024)]:
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    smallm.run_smallm(a, b, out, family=fam, debug=True)
+    runner.run_smallm(a, b, out, family=fam, debug=True)
     ok, mx, rel, msg = check_product(out, a, b)
     assert ok, (M, N, K, msg)
 print("ok")

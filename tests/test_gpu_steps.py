@@ -4,10 +4,11 @@ import itertools
 
 import pytest
 
-from gemm_ladder.runtime import steps
-from gemm_ladder.runtime.api import best_step
-from gemm_ladder.runtime.launch import run_step
+from gemm_ladder.families import ladder
+from gemm_ladder.library.runner import run_step
+from gemm_ladder.library.select import best_step
 from gpu_util import assert_matches, fresh, needs_gpu
+from gemm_ladder.families import common, keys
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
@@ -29,13 +30,13 @@ def _cases(st):
     return [(st.key, s) for s in shapes if st.accepts(*s)]
 
 
-CASES = [c for st in steps.all_steps() for c in _cases(st)]
+CASES = [c for st in ladder.all_steps() for c in _cases(st)]
 
 
 @pytest.mark.parametrize("key,shape", CASES, ids=[f"step{k}-{'x'.join(map(str, s))}" for k, s in CASES])
 def test_step_fp16(key, shape):
     import torch
-    st = steps.get_step(key)
+    st = keys.get_step(key)
     M, N, K = shape
     a, b = fresh(M, N, K, torch.float16, next(_seed))
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
@@ -44,13 +45,13 @@ def test_step_fp16(key, shape):
 
 
 # every tensor-core step, and the library's default configuration
-BF16_KEYS = [st.key for st in steps.all_steps(include_variants=False) if st.has_tile] + [best_step().key]
+BF16_KEYS = [st.key for st in ladder.all_steps(include_variants=False) if st.has_tile] + [best_step().key]
 
 
 @pytest.mark.parametrize("key", BF16_KEYS)
 def test_step_bf16(key):
     import torch
-    st = steps.get_step(key)
+    st = keys.get_step(key)
     for (M, N, K) in [(1024, 1024, 1024), (256, 384, 192)] + ([] if st.tile_multiple else [(333, 136, 520)]):
         a, b = fresh(M, N, K, torch.bfloat16, next(_seed))
         out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
@@ -58,11 +59,11 @@ def test_step_bf16(key):
         assert_matches(out, a, b)
 
 
-@pytest.mark.parametrize("key", [st.key for st in steps.all_steps(include_variants=False) if st.uses_tma])
+@pytest.mark.parametrize("key", [st.key for st in ladder.all_steps(include_variants=False) if st.uses_tma])
 def test_repeatable(key):
     """The same inputs give bit-identical outputs run after run (a moving error is a race)."""
     import torch
-    st = steps.get_step(key)
+    st = keys.get_step(key)
     a, b = fresh(2048, 2048, 2048, torch.float16, next(_seed))
     outs = []
     for _ in range(3):
@@ -74,9 +75,9 @@ def test_repeatable(key):
 
 def test_step_rejects_bad_shape_on_gpu():
     import torch
-    st = steps.get_step("2")
+    st = keys.get_step("2")
     a, b = fresh(100, 128, 64, torch.float16, 1)
-    with pytest.raises(steps.ShapeError, match="multiple of 128"):
+    with pytest.raises(common.ShapeError, match="multiple of 128"):
         run_step(st, a, b)
 
 
@@ -86,10 +87,10 @@ def test_cluster_launch_attribute(cluster):
     features, so launched as 2-CTA clusters it must still be correct."""
     import dataclasses
     import torch
-    from gemm_ladder.runtime.launch import plan
+    from gemm_ladder.library.runner import plan
     a, b = fresh(1024, 1024, 512, torch.float16, next(_seed))
     out = torch.full((1024, 1024), float("nan"), dtype=torch.float16, device="cuda")
-    p = plan(dataclasses.replace(steps.get_step("4"), cluster=cluster), a, b, out)
+    p = plan(dataclasses.replace(keys.get_step("4"), cluster=cluster), a, b, out)
     p()
     p.synchronize()
     assert_matches(out, a, b)
@@ -102,9 +103,9 @@ def test_borrowed_stage_repeatable(key):
     30 runs on poisoned outputs, each right and all bit-identical. (The B part written before
     the partner consumer's MMAs were done gave wrong tiles at 6144^3 in a probe.)"""
     import torch
-    from gemm_ladder.runtime.launch import plan
+    from gemm_ladder.library.runner import plan
     from gpu_util import assert_repeatable
-    st = steps.get_step(key)
+    st = keys.get_step(key)
     assert st.borrow_stage
     M, N, K = 6144, 6144, 1024
     a, b = fresh(M, N, K, torch.float16, next(_seed))

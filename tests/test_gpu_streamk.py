@@ -8,11 +8,12 @@ import itertools
 import pytest
 
 import gemm_ladder
-from gemm_ladder.runtime import fastpath, launch, steps
+from gemm_ladder.library import fastpath, runner
 from gpu_util import assert_matches, assert_repeatable, fresh, needs_gpu, run_child
+from gemm_ladder.families import common, keys
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
-SK = steps.get_step("9:sk")
+SK = keys.get_step("9:sk")
 _seed = itertools.count(7000)
 
 # ragged edges (M, N, K off the tile), few k-tiles (runs shorter than a tile), the suite's shapes
@@ -44,7 +45,7 @@ def test_stream_k_matches_reference_and_is_deterministic(shape, deal, dtype):
     a, b = fresh(M, N, K, dt, next(_seed))
     out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
     sk, sk_ctas = deal
-    p = launch.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas)
+    p = runner.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas)
     ws = p.tensors[3]
     assert (ws is not None) == (sk > 0)
     assert_repeatable(p, out, a, b, what=f"9:sk {shape} {deal}")
@@ -56,31 +57,32 @@ def test_stream_k_matches_reference_and_is_deterministic(shape, deal, dtype):
 def test_split_tiles_out_of_range_is_a_clear_error():
     import torch
     a, b = fresh(512, 512, 256, torch.float16, 1)  # 8 tiles of 128 x 256 on 8 CTAs, 4 k-tiles each
-    with pytest.raises(steps.ConfigError, match="outside"):
-        launch.plan(SK, a, b, sk_tiles=SK.tiles(512, 512) + 1)
-    with pytest.raises(steps.ConfigError, match="not P x sk_tiles"):
-        launch.plan(SK, a, b, sk_tiles=1, sk_ctas=8)  # 8 pieces of a tile with 4 chunks and 4 k-tiles
+    with pytest.raises(common.ConfigError, match="outside"):
+        runner.plan(SK, a, b, sk_tiles=SK.tiles(512, 512) + 1)
+    with pytest.raises(common.ConfigError, match="not P x sk_tiles"):
+        runner.plan(SK, a, b, sk_tiles=1, sk_ctas=8)  # 8 pieces of a tile with 4 chunks and 4 k-tiles
 
-    with pytest.raises(steps.ConfigError, match="outside 1..8"):
-        launch.plan(SK, a, b, sk_tiles=4, sk_ctas=12)
-    with pytest.raises(steps.ConfigError, match="not P x sk_tiles"):
-        launch.plan(SK, a, b, sk_tiles=3, sk_ctas=8)
-    with pytest.raises(steps.ConfigError, match="no stream-K"):
-        launch.plan("9:c1", a, b, sk_tiles=3)
+    with pytest.raises(common.ConfigError, match="outside 1..8"):
+        runner.plan(SK, a, b, sk_tiles=4, sk_ctas=12)
+    with pytest.raises(common.ConfigError, match="not P x sk_tiles"):
+        runner.plan(SK, a, b, sk_tiles=3, sk_ctas=8)
+    with pytest.raises(common.ConfigError, match="no stream-K"):
+        runner.plan("9:c1", a, b, sk_tiles=3)
 
 
 _DEBUG_CHILD = """
 import torch
-from gemm_ladder.runtime import launch, steps
+from gemm_ladder.families import keys
+from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
-sk = steps.get_step("9:sk")
+sk = keys.get_step("9:sk")
 for (M, N, K, tiles, ctas) in [(512, 11008, 4096, None, None), (2000, 3000, 4000, 60, 120),
                                (1000, 5000, 200, 28, 112), (3072, 3072, 3072, 24, 72)]:
     g = torch.Generator(device="cuda").manual_seed(M)
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    p = launch.plan(sk, a, b, out, debug=True, sk_tiles=tiles, sk_ctas=ctas)
+    p = runner.plan(sk, a, b, out, debug=True, sk_tiles=tiles, sk_ctas=ctas)
     p()
     p.synchronize()
     ok, mx, rel, msg = check_product(out, a, b)

@@ -28,8 +28,8 @@ def test_suite_rows_on_selected_kernels():
 
 
 def test_ladder_bench_records_copy_bandwidth():
+    from gemm_ladder.families.keys import get_step
     from gemm_ladder.measure import bench
-    from gemm_ladder.runtime.steps import get_step
     res = bench.run([get_step("4")], [(256, 256, 256)], reps=3)
     assert res["rows"][0]["ok"]
     assert res["memory"]["hbm_copy_gbs"] > 0, res["memory"]

@@ -5,12 +5,12 @@ import shutil
 
 import pytest
 
-from gemm_ladder.runtime import jit
+from gemm_ladder.cuda import jit
 
 
 def _defines(key: str) -> dict:
     """A step's compile-time configuration, as its Step passes it (kernels have no defaults)."""
-    from gemm_ladder.runtime.steps import get_step
+    from gemm_ladder.families.keys import get_step
     return get_step(key).kernel_defines()
 
 

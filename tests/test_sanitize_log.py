@@ -18,7 +18,7 @@ def san():
 
 def test_plan_covers_every_step_at_two_shapes_and_matmul(san):
     import gemm_ladder
-    from gemm_ladder.runtime.smallm import FAMILIES
+    from gemm_ladder.families.smallm import FAMILIES
     cases = san.plan("all", san.parse_shapes(san.DEFAULT_SHAPES), True, "memcheck",
                      san.parse_shapes(san.DEFAULT_FAMILY_SHAPES))
     per = {}

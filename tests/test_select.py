@@ -3,10 +3,12 @@ import dataclasses
 
 import pytest
 
-from gemm_ladder.runtime import api, select, steps
-from gemm_ladder.runtime.steps import Step
+from gemm_ladder.families import cost_model, keys
+from gemm_ladder.families import ladder
+from gemm_ladder.families.ladder_step import Step
+from gemm_ladder.library import select
 
-S7 = steps.get_step("7:d4")
+S7 = keys.get_step("7:d4")
 
 
 FIELDS = {f.name for f in dataclasses.fields(Step)}
@@ -46,30 +48,30 @@ def test_operand_traffic_model_at_4096():
     n = 4096
     # bytes = 2 * (tiles_n * M*K + cluster_rows * N*K + M*N): every CTA reads its tiles once
     # per k-tile, a cluster of 2 reads the B it shares once
-    assert select.operand_bytes(S7, n, n, n) == 2 * n * n * (32 + 32 + 1)
-    assert select.operand_bytes(S8, n, n, n) == 2 * n * n * (32 + 16 + 1)
-    assert select.operand_bytes(S9, n, n, n) == 2 * n * n * (16 + 16 + 1)
-    assert select.intensity(S7, n, n, n) == pytest.approx(n / 65)
-    assert select.intensity(S9, n, n, n) == pytest.approx(n / 33)
-    assert select.intensity(S7, n, n, n) < select.intensity(S8, n, n, n) < select.intensity(S9, n, n, n)
+    assert cost_model.operand_bytes(S7, n, n, n) == 2 * n * n * (32 + 32 + 1)
+    assert cost_model.operand_bytes(S8, n, n, n) == 2 * n * n * (32 + 16 + 1)
+    assert cost_model.operand_bytes(S9, n, n, n) == 2 * n * n * (16 + 16 + 1)
+    assert cost_model.intensity(S7, n, n, n) == pytest.approx(n / 65)
+    assert cost_model.intensity(S9, n, n, n) == pytest.approx(n / 33)
+    assert cost_model.intensity(S7, n, n, n) < cost_model.intensity(S8, n, n, n) < cost_model.intensity(S9, n, n, n)
 
 
 def test_facts_read_from_the_step():
-    f9 = select.facts(S9)
+    f9 = cost_model.facts(S9)
     assert (f9.bm, f9.bn, f9.cluster_m, f9.consumers, f9.persistent) == (128, 256, 2, 2, True)
-    f7 = select.facts(S7)
+    f7 = cost_model.facts(S7)
     assert (f7.cluster_m, f7.consumers) == (1, 1)
     # a Step that carries its cluster as a field (shape tuple or count) is read the same way
     with_field = dataclasses.replace(S7)
     object.__setattr__(with_field, "cluster", (2, 1, 1))
-    assert select.facts(with_field).cluster_m == 2
+    assert cost_model.facts(with_field).cluster_m == 2
 
 
 def test_wave_and_tile_efficiency():
-    s = select.score(S9, 1024, 1024, 1024)
+    s = cost_model.score(S9, 1024, 1024, 1024)
     assert (s.tiles, s.slots, s.waves) == (16, 66, 1)
     assert s.wave_eff == pytest.approx(16 / 66)
-    s = select.score(S7, 4097, 4096, 4096)
+    s = cost_model.score(S7, 4097, 4096, 4096)
     assert s.tiles == 33 * 32 and s.tile_eff == pytest.approx(4097 / (33 * 128))
 
 
@@ -87,7 +89,7 @@ def test_1024_cube_avoids_the_half_empty_wave():
 
 
 def test_a_step_that_rejects_the_shape_is_never_picked():
-    strict = dataclasses.replace(steps.get_step("2"))  # tile multiples of 128/128/64
+    strict = dataclasses.replace(keys.get_step("2"))  # tile multiples of 128/128/64
     ch = select.choose(1000, 1000, 1000, candidates=[strict, S7])
     assert ch.pick.key == "7:d4"
     rejected = [s for s in ch.scores if s.key == "2"][0]
@@ -114,7 +116,7 @@ def test_adding_a_family_is_a_registry_entry(monkeypatch):
     assert small.pick.key == "11"
     swap = [s for s in small.scores if s.key == "11"][0]
     assert swap.tiles == 32 * 4  # 4096 / 128 swapped rows, 16 / 64 columns, split 4 ways
-    assert select.facts(SWAP).swap_ab
+    assert cost_model.facts(SWAP).swap_ab
     big = select.choose(4096, 4096, 4096)
     assert big.pick.key == "9"
     assert not [s for s in big.scores if s.key == "11"][0].accepted
@@ -132,15 +134,15 @@ def test_explain_rows_and_json():
 def test_default_candidates_pick_a_registered_step():
     # whatever of 8 and 9 is registered in this checkout, the pick is a real step
     key = select.pick(4096, 4096, 4096)
-    assert steps.get_step(key).accepts(4096, 4096, 4096)
+    assert keys.get_step(key).accepts(4096, 4096, 4096)
 
 
 def test_misaligned_b_rows_go_to_the_multicast_cluster():
     """B rows that are not whole 32-byte sectors cost the kernels fetching B alone (9:c1,
     9:n192: 9-29 % measured) and not step 9, whose cluster multicasts B (perf-notes item 32):
     with b_misaligned the model charges the former and considers step 9."""
-    assert select.rows_misaligned(5000) and select.rows_misaligned(4008) and select.rows_misaligned(1000)
-    assert not any(select.rows_misaligned(n) for n in (4000, 4096, 16, 5008))
+    assert cost_model.rows_misaligned(5000) and cost_model.rows_misaligned(4008) and cost_model.rows_misaligned(1000)
+    assert not any(cost_model.rows_misaligned(n) for n in (4000, 4096, 16, 5008))
     aligned = select.choose(3000, 5000, 4000)
     assert aligned.pick.key != "9" and "9" not in [s.key for s in aligned.scores]
     mis = select.choose(3000, 5000, 4000, b_misaligned=True)
@@ -148,7 +150,7 @@ def test_misaligned_b_rows_go_to_the_multicast_cluster():
     by_key = {s.key: s for s in mis.scores}
     base = {s.key: s for s in aligned.scores}
     for key in ("9:c1", "9:n192"):  # charged, and saying why
-        assert by_key[key].score_us == pytest.approx(base[key].score_us * (1 + select.MISALIGNED_B_COST))
+        assert by_key[key].score_us == pytest.approx(base[key].score_us * (1 + cost_model.MISALIGNED_B_COST))
         assert "32-byte sectors" in by_key[key].why
     assert "32-byte sectors" not in by_key["9"].why  # the multicast kernel is not
     assert select.choose(8192, 8200, 8192, b_misaligned=True).pick.key == "9"
@@ -159,7 +161,7 @@ def test_misaligned_b_rows_go_to_the_multicast_cluster():
     # step 9's 52.2 us); read from a row-major b (N-major), as 2056 columns are misaligned,
     # 9:n176 is left out (api rule 5) and 9:n192 runs (measured 45.6 against 9:n176's 46.5 us)
     assert select.choose(2048, 2056, 2048, b_misaligned=True).pick.key in ("9:n192", "9:n176")
-    assert api.step_for(2048, 2056, 2048, b_mn=True, b_misaligned=True).key == "9:n192"
+    assert select.step_for(2048, 2056, 2048, b_mn=True, b_misaligned=True).key == "9:n192"
 
 
 def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
@@ -198,13 +200,13 @@ def test_an_n_major_b_overhanging_the_tile():
     k_major = {s.key: s for s in select.choose(512, 14336, 4096).scores}
     n_major = {s.key: s for s in select.choose(512, 14336, 4096, b_mn=True).scores}
     assert n_major["9:n224"].overhang and "overhang" in n_major["9:n224"].why
-    assert n_major["9:n224"].score_us == pytest.approx(k_major["9:n224"].score_us * (1 + select.OVERHANG_B_COST))
+    assert n_major["9:n224"].score_us == pytest.approx(k_major["9:n224"].score_us * (1 + cost_model.OVERHANG_B_COST))
     assert not n_major["9:c1"].overhang and n_major["9:c1"].score_us == pytest.approx(k_major["9:c1"].score_us)
     assert not n_major["9:n232"].accepted and "32-byte sector" in n_major["9:n232"].why
     # measured with a row-major b: 9:n224 1.10 x cuBLAS at 512 x 14336 x 4096 (9:c1 1.00); at 2048 x
     # 11008 x 4096 9:c1 0.95, 9:n240 0.95, 9:n224 0.88, 9:n232 0.69
-    assert api.step_for(512, 14336, 4096, b_mn=True).key == "9:n224"
-    assert api.step_for(2048, 11008, 4096, b_mn=True).key == "9:c1"
+    assert select.step_for(512, 14336, 4096, b_mn=True).key == "9:n224"
+    assert select.step_for(2048, 11008, 4096, b_mn=True).key == "9:c1"
     assert select.pick(2048, 11008, 4096) == "9:n232"  # K-major it runs the 232-wide tile
 
 
@@ -212,8 +214,8 @@ def test_every_step9_width_has_a_generated_wgmma():
     """A width the registry offers has its m64nNk16 wrapper in the generated header."""
     import re
     from pathlib import Path
-    from gemm_ladder.runtime import steps
-    text = (Path(steps.__file__).parents[1] / "kernels" / "gl_wgmma_ops.cuh").read_text()
+    from gemm_ladder.families import ladder
+    text = (Path(ladder.__file__).parents[1] / "kernels" / "gl_wgmma_ops.cuh").read_text()
     generated = {int(n) for n in re.findall(r"void wgmma_m64n(\d+)k16", text)}
-    widths = {st.bn for st in steps.all_steps() if st.number == 9}
+    widths = {st.bn for st in ladder.all_steps() if st.number == 9}
     assert {176, 192, 224, 232, 240, 256} <= widths <= generated

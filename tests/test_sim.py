@@ -281,8 +281,8 @@ def test_what_if_is_detected_and_explained_in_one_sentence(name):
 def test_one_what_if_table_serves_the_simulator_the_gpu_and_the_cli():
     from gemm_ladder.choreography.whatifs import gpu_what_ifs
     from gemm_ladder.cli.commands import build_parser
-    from gemm_ladder.runtime import jit
-    from gemm_ladder.runtime.steps import get_step
+    from gemm_ladder.cuda import jit
+    from gemm_ladder.families.keys import get_step
     headers = "".join(p.read_text() for p in jit.KERNEL_DIR.glob("*.cuh"))
     for name, w in WHAT_IFS.items():
         assert params_for_step(w.default_step).key == w.default_step

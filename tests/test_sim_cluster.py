@@ -8,7 +8,7 @@ import pytest
 
 from gemm_ladder.choreography.sim import WHAT_IFS, params_for_step, run_what_if, simulate_step
 from gemm_ladder.choreography.timeline import lane_name
-from gemm_ladder.runtime.steps import get_step
+from gemm_ladder.families.keys import get_step
 
 
 def busy(res) -> float:

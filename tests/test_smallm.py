@@ -6,8 +6,10 @@ import re
 
 import pytest
 
+from gemm_ladder.cuda import jit
+from gemm_ladder.families import common, cost_model, keys, ladder, ladder_step, smallm
+from gemm_ladder.library import runner, select
 from gemm_ladder.measure import sass
-from gemm_ladder.runtime import api, jit, launch, select, smallm, steps
 
 FAMS = list(smallm.FAMILIES.values())
 IDS = [f.key for f in FAMS]
@@ -23,12 +25,12 @@ def _sass_text(cubin):
 
 # -- registry ---------------------------------------------------------------------------------
 def test_reached_by_key_but_not_a_rung():
-    assert steps.get_step("smallm") is smallm.FAMILIES["smallm"]
-    assert steps.get_step("smallm:n128").bn == 128
-    ladder = {st.key for st in steps.all_steps()} | {st.key for st in steps.parse_steps("all")}
-    assert not ladder & set(smallm.FAMILIES)
+    assert keys.get_step("smallm") is smallm.FAMILIES["smallm"]
+    assert keys.get_step("smallm:n128").bn == 128
+    rungs = {st.key for st in ladder.all_steps()} | {st.key for st in keys.parse_steps("all")}
+    assert not rungs & set(smallm.FAMILIES)
     with pytest.raises(KeyError, match="smallm"):
-        steps.get_step("smallm:n96")
+        keys.get_step("smallm:n96")
 
 
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
@@ -39,7 +41,7 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.threads == 128 * (1 + fam.consumers)
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
-    assert not fam.smem_problem() and fam.dynamic_smem <= steps.MAX_SMEM_PER_BLOCK
+    assert not fam.smem_problem() and fam.dynamic_smem <= ladder_step.MAX_SMEM_PER_BLOCK
     assert fam.barriers == 2 * fam.depth
     assert f"HGMMA.64x{fam.bn}x16" in fam.claims
 
@@ -70,10 +72,10 @@ def test_multicast_pairs_take_misaligned_b_rows_above_128_rows_only():
     assert "M=2048" in " ".join(fam.shape_problems(2048, 2056, 2056))  # the ladder fills the SMs
     d = fam.deal(1000, 1000, 1000, H200_SMS)  # 16 x 8 tiles: 64 pairs, one each
     assert (d.ctas, d.cluster, d.groups, d.rounds, d.planes) == (128, (2, 1, 1), 64, 1, 0)
-    assert "64 groups of 2 along M" in select.describe_deal(d) and "1 round" in select.describe_deal(d)
+    assert "64 groups of 2 along M" in cost_model.describe_deal(d) and "1 round" in cost_model.describe_deal(d)
     d = fam.deal(264, 8192, 1000, H200_SMS)  # 5 row blocks (the third pair's second below C) x 64 columns
     assert (d.groups, d.clusters, d.ctas, d.rounds) == (192, 66, 132, 3)
-    with pytest.raises(steps.ConfigError, match="splits must be 1"):
+    with pytest.raises(common.ConfigError, match="splits must be 1"):
         fam.fixed_deal(1000, 1000, 1000, 2)
     with pytest.raises(ValueError, match="multicast pairs"):
         smallm.with_fields(fam, "fix", fixup=True)
@@ -148,14 +150,14 @@ def test_one_wave_entry_takes_its_niche_only():
     assert "M=17" in " ".join(fam.shape_problems(17, 4096, 4096))  # no large-M path
     assert "one wave" in " ".join(fam.shape_problems(16, 4224 + 32, 4096))  # 133 tiles
     assert "K=4160" in " ".join(fam.shape_problems(16, 4096, 4160))  # 65 k-tiles
-    assert not fam.b_mn_major and steps.reads_mn(fam) == (False, False)  # 32 columns: no N-major blocks
+    assert not fam.b_mn_major and common.reads_mn(fam) == (False, False)  # 32 columns: no N-major blocks
     with pytest.raises(ValueError, match="64-column blocks"):
         smallm.with_fields(fam, "mn", b_mn_major=True)
     # the selection picks it only there, on a short K (at 4096 x 4096 smallm:n64's pairs summed in
     # clusters measured ahead, item 69), not at a long K or with a row-major b
     assert select.pick(16, 4096, 512, "float16", H200_SMS) == "smallm:n32"
     assert select.pick(16, 4096, 14336, "float16", H200_SMS) != "smallm:n32"
-    assert api.step_for(16, 4096, 512, "float16", H200_SMS, a_mn=False, b_mn=True).key != "smallm:n32"
+    assert select.step_for(16, 4096, 512, "float16", H200_SMS, a_mn=False, b_mn=True).key != "smallm:n32"
 
 
 def test_n64_sums_split_tiles_in_clusters():
@@ -314,18 +316,18 @@ def test_deal_cost_prices_the_workspace_and_the_waves():
 
 
 def test_selection_reads_the_entry():
-    """runtime/select.py reads a candidate's geometry from its registry entry; the split is
-    per shape (deal), not a field."""
-    from gemm_ladder.runtime import select
-    f = select.facts(steps.get_step("smallm"))
+    """The cost model (families/cost_model.py) reads a candidate's geometry from its registry
+    entry; the split is per shape (deal), not a field."""
+    from gemm_ladder.library import select
+    f = cost_model.facts(keys.get_step("smallm"))
     assert (f.bm, f.bn, f.bk, f.cluster_m, f.persistent, f.swap_ab) == (64, 256, 64, 1, False, False)
 
 
 def test_plan_refuses_stream_k_for_the_family():
     """The family plans itself (tracing included: its GL_TRACE build, and the shared headers'
     ablation switches); the ladder's stream-K deal is not its own."""
-    with pytest.raises(steps.ConfigError, match="no stream-K deal"):
-        launch.plan(smallm.FAMILIES["smallm:n64"], None, None, sk_tiles=4)
+    with pytest.raises(common.ConfigError, match="no stream-K deal"):
+        runner.plan(smallm.FAMILIES["smallm:n64"], None, None, sk_tiles=4)
 
 
 # -- the kernels ------------------------------------------------------------------------------
@@ -387,15 +389,15 @@ def test_ptxas_report_is_per_entry():
 
 def test_selection_explains_the_deal():
     """`gemm-ladder explain` says how a split-K family deals out its work."""
-    from gemm_ladder.runtime import select
+    from gemm_ladder.library import select
     ch = select.choose(16, 4096, 4096)
     assert ch.pick.key.startswith("smallm")
-    d = steps.get_step(ch.pick.key).deal(16, 4096, 4096, 132)
+    d = keys.get_step(ch.pick.key).deal(16, 4096, 4096, 132)
     assert f"in runs of {d.units} over {d.ctas} CTAs" in ch.reason
     whole = select.choose(1, 28672, 8192)
     assert "every tile whole" in whole.reason
     ds = smallm.FAMILIES["smallm:dsmem"].deal(64, 14336, 4096, H200_SMS)
-    assert select.describe_deal(ds).endswith("2 pieces per tile summed in a cluster")
+    assert cost_model.describe_deal(ds).endswith("2 pieces per tile summed in a cluster")
 
 
 def test_fixup_deal_is_data_parallel_then_stream_k():

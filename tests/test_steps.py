@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from gemm_ladder.choreography.sim import params_for_step, simulate_step, simulated_steps
-from gemm_ladder.runtime import jit, steps
+from gemm_ladder.cuda import jit
+from gemm_ladder.families import common, keys, ladder
 
-KERNEL_STEPS = steps.all_steps()
+KERNEL_STEPS = ladder.all_steps()
 TMA_STEPS = [st for st in KERNEL_STEPS if st.uses_tma]
 SRC = Path(__file__).resolve().parents[1] / "src" / "gemm_ladder"
 # switches that are not a step's configuration: debug, tracing, ablations, element type
@@ -60,44 +61,44 @@ def test_early_loads_only_without_a_cluster():
     """Steps 8 and 9 start their first stages before the set-up only where no cluster couples the
     CTAs (measured slower with one: docs/perf-notes.md, item 74); the other kernels have no switch."""
     for key, early in (("8", 0), ("8:c1", 1), ("9", 0), ("9:c1", 1), ("9:n192", 1), ("9:sk", 0), ("8:d4", 0)):
-        st = steps.get_step(key)
+        st = keys.get_step(key)
         assert st.kernel_defines()["GL_EARLY_LOADS"] == early == int(st.cluster_m == 1 and not st.stream_k), key
     for key in ("4", "6", "7", "7:d4", "10"):
-        assert "GL_EARLY_LOADS" not in steps.get_step(key).kernel_defines(), key
+        assert "GL_EARLY_LOADS" not in keys.get_step(key).kernel_defines(), key
 
 
 def test_shared_memory_and_barriers_are_derived():
-    s7 = steps.get_step("7")
+    s7 = keys.get_step("7")
     assert s7.barriers == 2 * 2 + 2                           # tma2mma/mma2tma per stage + mma2ld/ld2mma
     assert s7.dynamic_smem == 1024 + 2 * (128 + 128) * 64 * 2 + 128 * 128 * 2 + 8 * 6
-    assert steps.get_step("7:d4").barriers == 2 * 4 + 2
-    assert steps.get_step("5").barriers == 4 and steps.get_step("4").barriers == 1
-    assert steps.get_step("3").barriers == 0 and steps.get_step("3").dynamic_smem == 0
+    assert keys.get_step("7:d4").barriers == 2 * 4 + 2
+    assert keys.get_step("5").barriers == 4 and keys.get_step("4").barriers == 1
+    assert keys.get_step("3").barriers == 0 and keys.get_step("3").dynamic_smem == 0
     ring = dataclasses.replace(s7, epi_stages=3)             # a 3-chunk epilogue ring
     assert ring.barriers == 2 * 2 + 2 * 3
     assert ring.dynamic_smem == 1024 + 2 * 32768 + 3 * 128 * 64 * 2 + 8 * ring.barriers
 
 
 def test_operand_boxes_come_from_the_tile_and_cluster():
-    s7 = steps.get_step("7")
+    s7 = keys.get_step("7")
     assert (s7.a_box, s7.b_box, s7.c_box) == ((128, 64), (128, 64), (128, 64))
-    s8 = steps.get_step("8", modelled=True)                  # 2-CTA cluster: each loads half of B
+    s8 = keys.get_step("8", modelled=True)                  # 2-CTA cluster: each loads half of B
     assert s8.cluster_m == 2 and s8.b_box == (64, 64) and s8.a_box == (128, 64)
-    s4 = dataclasses.replace(steps.get_step("4"), cluster=(2, 1, 1))
+    s4 = dataclasses.replace(keys.get_step("4"), cluster=(2, 1, 1))
     assert s4.cluster_m == 1 and s4.b_box == (128, 64)       # a lockstep kernel never multicasts
 
 
 def test_variants_replace_fields():
-    assert steps.VARIANTS["7:d4"] == dataclasses.replace(steps.STEPS[7], depth=4, variant="d4")
-    st = steps.get_step("6:d6g1")
+    assert ladder.VARIANTS["7:d4"] == dataclasses.replace(ladder.STEPS[7], depth=4, variant="d4")
+    st = keys.get_step("6:d6g1")
     assert (st.depth, st.group_m, st.key) == (6, 1, "6:d6g1")
     assert st.kernel_defines()["GL_DEPTH"] == 6 and st.kernel_defines()["GL_GROUP_M"] == 1
     with pytest.raises(KeyError, match="unknown step"):
-        steps.get_step("4:d2")                               # step 4 has one stage, no ring
+        keys.get_step("4:d2")                               # step 4 has one stage, no ring
     with pytest.raises(KeyError, match="unknown step"):
-        steps.get_step("5:g2")                               # step 5 is not persistent
+        keys.get_step("5:g2")                               # step 5 is not persistent
     with pytest.raises(KeyError, match="unknown step"):
-        steps.get_step("11")
+        keys.get_step("11")
 
 
 @pytest.mark.parametrize("st", TMA_STEPS, ids=_ids(TMA_STEPS))
@@ -123,8 +124,8 @@ def test_simulator_sizes_the_persistent_grid_from_the_sm_count():
 def modelled_step_11(monkeypatch):
     """A step the simulator models before any kernel implements it (none today: steps 8-10
     have kernels), registered the way such a step would be."""
-    st = dataclasses.replace(steps.STEPS[9], number=11, name="next idea", source="", entry="")
-    monkeypatch.setitem(steps.MODELLED_STEPS, 11, st)
+    st = dataclasses.replace(ladder.STEPS[9], number=11, name="next idea", source="", entry="")
+    monkeypatch.setitem(ladder.MODELLED_STEPS, 11, st)
     return st
 
 
@@ -134,7 +135,7 @@ def test_model_only_steps_say_so(modelled_step_11):
     tl = simulate_step("11", k_tiles=4).timeline
     assert "model only" in tl.title and tl.meta["model_only"] is True
     assert "model only" not in simulate_step("9", k_tiles=4).timeline.title
-    with pytest.raises(steps.ConfigError, match="model only"):
+    with pytest.raises(common.ConfigError, match="model only"):
         modelled_step_11.compile()
 
 
@@ -155,10 +156,10 @@ def test_report_flags_a_step_over_the_shared_memory_limit(tmp_path):
 
 def test_run_step_refuses_a_step_over_the_shared_memory_limit():
     torch = pytest.importorskip("torch")
-    from gemm_ladder.runtime import launch
+    from gemm_ladder.library import runner
     a = torch.zeros((256, 64), dtype=torch.float16)
-    with pytest.raises(steps.ConfigError) as e:
-        launch.run_step(steps.get_step("7:d9"), a, a)
+    with pytest.raises(common.ConfigError) as e:
+        runner.run_step(keys.get_step("7:d9"), a, a)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("step 7:d9 cannot run: needs 328,864 bytes of shared memory")
 
@@ -166,7 +167,7 @@ def test_run_step_refuses_a_step_over_the_shared_memory_limit():
 def test_no_step_number_branching_outside_the_registry():
     hits = []
     for path in SRC.rglob("*.py"):
-        if path.name == "steps.py":
+        if path.name == "ladder.py":
             continue
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"number\s*(==|<|>=|>|<=|!=)", line):
@@ -177,37 +178,37 @@ def test_no_step_number_branching_outside_the_registry():
 def test_wgmma_groups_in_flight_token():
     """`l<n>`: wgmma groups a consumer keeps in flight (an ablation, perf-notes item 59); it must
     leave the producer a stage to fill."""
-    st = steps.get_step("8:d6l2")
+    st = keys.get_step("8:d6l2")
     assert st.mma_lag == 2 and st.depth == 6 and st.kernel_defines()["GL_MMA_LAG"] == 2
-    assert steps.get_step("9").kernel_defines()["GL_MMA_LAG"] == 1
+    assert keys.get_step("9").kernel_defines()["GL_MMA_LAG"] == 1
     with pytest.raises(ValueError, match="below the ring depth"):
-        steps.get_step("7:l2")  # step 7 runs a 2-deep ring
+        keys.get_step("7:l2")  # step 7 runs a 2-deep ring
     with pytest.raises(ValueError, match="no l"):
-        steps.get_step("6:l2")  # lockstep: no consumer warpgroup
+        keys.get_step("6:l2")  # lockstep: no consumer warpgroup
 
 
 def test_borrowed_stage_switch():
     """`b<0|1>`: step 9's epilogue borrows the drained operand stage (perf-notes item 62); on by
     default, a switch rather than a count, named variants take it too, and what cannot
     combine with it says how to leave it out."""
-    st = steps.get_step("9")
+    st = keys.get_step("9")
     assert st.borrow_stage and st.kernel_defines()["GL_EPI_BORROW"] == 1
     assert st.borrowed_chunks == 3  # the stage's A part holds one 128 x 64 chunk, its B part two
     assert st.kernel_defines()["GL_EPI_LENT"] == 3  # the kernel takes the count, and checks it fits
-    assert steps.get_step("9:n192").borrowed_chunks == 2 and steps.get_step("9:n176").borrowed_chunks == 2
-    off = steps.get_step("9:b0")
+    assert keys.get_step("9:n192").borrowed_chunks == 2 and keys.get_step("9:n176").borrowed_chunks == 2
+    off = keys.get_step("9:b0")
     assert not off.borrow_stage and off.borrowed_chunks == 0 and off.kernel_defines()["GL_EPI_BORROW"] == 0
     assert off.kernel_defines()["GL_EPI_LENT"] == 0
-    n232 = steps.get_step("9:n232b0")
+    n232 = keys.get_step("9:n232b0")
     assert n232.bn == 232 and not n232.borrow_stage and n232.key == "9:n232b0"
-    assert "GL_EPI_BORROW" not in steps.get_step("8").kernel_defines()
-    assert not steps.get_step("9:sk").borrow_stage  # stream-K pieces use the drained ring themselves
+    assert "GL_EPI_BORROW" not in keys.get_step("8").kernel_defines()
+    assert not keys.get_step("9:sk").borrow_stage  # stream-K pieces use the drained ring themselves
     # the lent-chunk barriers are counted in the shared memory the kernel asks for
-    assert st.barriers == steps.get_step("9:b0").barriers + 2 and st.smem_problem() == ""
+    assert st.barriers == keys.get_step("9:b0").barriers + 2 and st.smem_problem() == ""
     with pytest.raises(ValueError, match="0 or 1"):
-        steps.get_step("9:b2")
+        keys.get_step("9:b2")
     with pytest.raises(ValueError, match="no b variant"):
-        steps.get_step("8:b1")
+        keys.get_step("8:b1")
     with pytest.raises(ValueError, match="add b0"):
-        steps.get_step("9:l2")
-    assert steps.get_step("9:l2b0").mma_lag == 2
+        keys.get_step("9:l2")
+    assert keys.get_step("9:l2b0").mma_lag == 2

@@ -8,8 +8,10 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu, rnd, slice_of, stream_k_segments
-from gemm_ladder.runtime import fastconfig, launch, steps
-from gemm_ladder.runtime.steps import get_step
+from gemm_ladder.cuda import device as cuda_device
+from gemm_ladder.families import ladder
+from gemm_ladder.families.keys import get_step
+from gemm_ladder.library import fastconfig
 
 SK = get_step("9:sk")
 
@@ -20,11 +22,11 @@ def test_stream_k_is_a_define_of_step_9_only():
     assert get_step("9:c1").kernel_defines()["GL_STREAM_K"] == 0
     assert "GL_STREAM_K" not in get_step("8").kernel_defines()
     with pytest.raises(ValueError, match="stream-K needs"):
-        steps.variant(steps.STEPS[9], "bad", stream_k=True)  # step 9's cluster of 2
+        ladder.variant(ladder.STEPS[9], "bad", stream_k=True)  # step 9's cluster of 2
 
 
 def test_kernel_args_carry_the_workspace_and_split_tiles():
-    from gemm_ladder.runtime.driver import MapSlot
+    from gemm_ladder.cuda.driver import MapSlot
     args = SK.kernel_args(0, 0, 0, 512, 11008, 4096, bf16=False, make_map=MapSlot, ws_ptr=1 << 20, sk_tiles=40,
                           sk_ctas=120)
     assert len(args) == 9 and args[6].value == 1 << 20 and args[7:] == [40, 120]
@@ -109,7 +111,7 @@ def gpu(monkeypatch):
 ])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_library_launch_of_stream_k(gpu, monkeypatch, M, N, K, sms, dtype):
-    monkeypatch.setattr(launch, "num_sms", lambda dev: sms)
+    monkeypatch.setattr(cuda_device, "num_sms", lambda dev: sms)
     monkeypatch.setattr(fastconfig, "_WORKSPACES", {})
     a, b = rnd(M, K, dtype=dtype), rnd(K, N, dtype=dtype, seed=1)
     expect = SK.stream_k_deal(M, N, K, sms)
@@ -128,7 +130,7 @@ def test_library_launch_of_stream_k(gpu, monkeypatch, M, N, K, sms, dtype):
 
 
 def test_a_workspace_per_stream(gpu, monkeypatch):
-    monkeypatch.setattr(launch, "num_sms", lambda dev: 8)
+    monkeypatch.setattr(cuda_device, "num_sms", lambda dev: 8)
     monkeypatch.setattr(fastconfig, "_WORKSPACES", {})
     a, b = rnd(19 * 128, 2048), rnd(2048, 256, seed=1)
     gemm_ladder.matmul(a, b, step="9:sk")

@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+from gemm_ladder.cuda import device as cuda_device
+from gemm_ladder.families import cost_model
+from gemm_ladder.library import api
 from gemm_ladder.measure import plots, suite, suites
 
 # ---- synthetic results in the recorded formats ------------------------------------------
@@ -243,17 +246,17 @@ class FakePlan:
 
 @pytest.fixture
 def cpu_launch(monkeypatch):
-    from gemm_ladder.runtime import launch
+    from gemm_ladder.library import runner
     FakePlan.planned.clear()
-    monkeypatch.setattr(launch, "plan", lambda st, a, b, out: FakePlan(st, a, b, out))
+    monkeypatch.setattr(runner, "plan", lambda st, a, b, out: FakePlan(st, a, b, out))
     return monkeypatch
 
 
 def test_measure_shape_aligned(cpu_launch):
-    from gemm_ladder.runtime import select
+    from gemm_ladder.library import select
     bench = FakeBench()
     shape = suites.Shape(64, 96, 40, "test", "aligned")
-    row = suite.measure_shape(bench, shape, "float16", select.Device(), hbm_gbs=4000.0)
+    row = suite.measure_shape(bench, shape, "float16", cost_model.Device(), hbm_gbs=4000.0)
     assert row.ok, row.error
     assert row.kernel == select.pick(64, 96, 40) and not row.padded
     assert row.reps == suite.reps_for(shape.flop) and bench.calls == [(2, row.reps, True)]
@@ -262,9 +265,9 @@ def test_measure_shape_aligned(cpu_launch):
 
 
 def test_measure_shape_pads_n_and_k(cpu_launch):
-    from gemm_ladder.runtime import select
+    from gemm_ladder.library import select
     row = suite.measure_shape(FakeBench(), suites.Shape(5, 13, 11, "test", "odd"), "bfloat16",
-                              select.Device(), hbm_gbs=None)
+                              cost_model.Device(), hbm_gbs=None)
     assert row.ok, row.error
     assert row.padded and row.kernel_shape == [5, 16, 16]
     _, a_shape, b_shape, a, b = FakePlan.planned[-1]
@@ -274,23 +277,23 @@ def test_measure_shape_pads_n_and_k(cpu_launch):
 
 
 def test_measure_shape_records_a_wrong_kernel_untimed(monkeypatch):
-    from gemm_ladder.runtime import launch, select
-    monkeypatch.setattr(launch, "plan", lambda st, a, b, out: FakePlan(st, a, b, out, broken=True))
+    from gemm_ladder.library import runner, select
+    monkeypatch.setattr(runner, "plan", lambda st, a, b, out: FakePlan(st, a, b, out, broken=True))
     bench = FakeBench()
-    row = suite.measure_shape(bench, suites.Shape(32, 64, 64, "test", "x"), "float16", select.Device(), None)
+    row = suite.measure_shape(bench, suites.Shape(32, 64, 64, "test", "x"), "float16", cost_model.Device(), None)
     assert not row.ok and "non-finite" in row.error
     assert math.isnan(row.ms) and bench.calls == []
 
 
 def test_autotune_runs_the_fastest_correct_candidate_and_caches_it(cpu_launch, tmp_path):
+    from gemm_ladder.library import select
     from gemm_ladder.measure import autotune
-    from gemm_ladder.runtime import select
     cpu_launch.setenv("GEMM_LADDER_CACHE_DIR", str(tmp_path))
     cpu_launch.setattr(select, "CANDIDATES", ["7:d4", "7:d3", "6"])
     shape = suites.Shape(256, 256, 256, "test", "tuned")
     bench = FakeBench(0.5, 0.3)
     bench.times = (0.5, 0.3, 0.4, 0.2)  # tuning: 7:d4, 7:d3, 6; then the pick and cuBLAS
-    row = suite.measure_shape(bench, shape, "float16", select.Device(), None, autotune=True, gpu="NVIDIA H200")
+    row = suite.measure_shape(bench, shape, "float16", cost_model.Device(), None, autotune=True, gpu="NVIDIA H200")
     assert row.ok, row.error
     assert row.autotune_ms == {"7:d4": 0.5, "7:d3": 0.3, "6": 0.4}
     # the three share one tile, so the model ties them and takes the first; measurement differs
@@ -300,7 +303,7 @@ def test_autotune_runs_the_fastest_correct_candidate_and_caches_it(cpu_launch, t
     cached = autotune.load()
     assert [v["pick"] for v in cached.values()] == ["7:d3"]
     again = FakeBench()
-    row2 = suite.measure_shape(again, shape, "float16", select.Device(), None, autotune=True, gpu="NVIDIA H200")
+    row2 = suite.measure_shape(again, shape, "float16", cost_model.Device(), None, autotune=True, gpu="NVIDIA H200")
     assert row2.autotune_cached and row2.kernel == "7:d3"
     assert [c[0] for c in again.calls] == [2]  # only ours vs cuBLAS: nothing re-tuned
     summary = suite.summarize([dataclasses.asdict(row)])
@@ -318,14 +321,14 @@ def test_autotune_fingerprint_follows_the_build():
 
 def test_run_suite_end_to_end_with_the_gpu_replaced(cpu_launch, tmp_path):
     import torch
-    from gemm_ladder.runtime import launch
+    from gemm_ladder.library import runner
     fake = FakeBench()
     fake.flush_buf = torch.empty(16)
     fake.nvml.static = lambda: {"name": "NVIDIA H200"}
     cpu_launch.setattr(suite, "Bench", lambda dev: fake)
     cpu_launch.setattr(suite, "_memory", lambda bench: {"hbm_copy_gbs": 4000.0, "l2_copy_gbs": 9000.0})
-    cpu_launch.setattr(launch, "check_device", lambda dev: None)
-    cpu_launch.setattr(launch, "num_sms", lambda dev: 132)
+    cpu_launch.setattr(runner, "check_device", lambda dev: None)
+    cpu_launch.setattr(cuda_device, "num_sms", lambda dev: 132)
     cpu_launch.setattr(torch.cuda, "set_device", lambda dev: None)
     cpu_launch.setattr(torch.cuda, "get_device_name", lambda dev: "NVIDIA H200")
     cpu_launch.setattr(torch.cuda, "empty_cache", lambda: None)
@@ -348,14 +351,14 @@ def test_run_suite_end_to_end_with_the_gpu_replaced(cpu_launch, tmp_path):
 @pytest.mark.parametrize("call", ["matmul", "matmul_nt"])
 def test_measure_call_times_the_library_against_torch(monkeypatch, call):
     from fake_gpu import FakeGpu
-    from gemm_ladder.runtime import fastpath, select
+    from gemm_ladder.library import fastpath, select
     FakeGpu(monkeypatch)
-    fastpath.cache_clear()
+    api.cache_clear()
     bench = FakeBench()
     for shape, staged in ((suites.Shape(192, 96, 40, "test", "ladder"), ""),
                           (suites.Shape(16, 4096, 4096, "test", "small M"), ""),  # a row-major b read in place
                           (suites.Shape(5, 13, 11, "test", "odd"), "a,b")):  # K = 11: 16-byte rows need copies
-        row = suite.measure_shape(bench, shape, "float16", select.Device(), None, call=call)
+        row = suite.measure_shape(bench, shape, "float16", cost_model.Device(), None, call=call)
         assert row.ok, row.error
         assert row.call == call and row.heuristic == select.pick(*shape.mnk)
         # the kernel the library ran; the small-M family reads a row-major b only as a copy

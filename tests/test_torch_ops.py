@@ -5,7 +5,7 @@ import torch
 
 import gemm_ladder
 from fake_gpu import FakeGpu
-from gemm_ladder.runtime import torch_ops  # noqa: F401  (registers the op)
+from gemm_ladder.library import torch_ops# noqa: F401  (registers the op)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from gemm_ladder.choreography import saved, trace
 from gemm_ladder.choreography.sim import simulate_step
 from gemm_ladder.choreography.sim.calibrate import MAKESPAN_TOLERANCE, check_calibration
 from gemm_ladder.choreography.timeline import WGMMA_ISSUED, kpis, lane_cta, lane_role
-from gemm_ladder.runtime.steps import get_step
+from gemm_ladder.families.keys import get_step
 
 SAMPLES = Path(__file__).resolve().parents[1] / "docs" / "samples"
 SLOT = {"producer": 0, "consumer0": 1, "consumer1": 2, "writeback": 3}

@@ -62,7 +62,7 @@ def test_probe_script_configurations_still_compile():
         import probe_kernels
     finally:
         sys.path.pop(0)
-    from gemm_ladder.runtime import jit
+    from gemm_ladder.cuda import jit
     for key in ("7:d4", "8", "9", "10"):  # one configuration per kernel file
         c = probe_kernels.CONFIGS[key]
         assert jit.compile_kernel(c["src"], c["entry"], c["defines"]).report.spill_bytes == 0, key

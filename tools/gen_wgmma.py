@@ -6,7 +6,7 @@ which nobody should type by hand. Run: python tools/gen_wgmma.py
 from pathlib import Path
 
 # N of m64nNk16; the accumulator holds N/2 floats per thread. 168-240: step 9's tile widths
-# beside 256, chosen per shape against a ragged last wave (runtime/select.py).
+# beside 256, chosen per shape against a ragged last wave (library/select.py).
 SHAPES = (32, 64, 128, 168, 176, 192, 224, 232, 240, 256)
 
 

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 
 import gemm_ladder  # noqa: E402
 from fake_gpu import FakeGpu  # noqa: E402
-from gemm_ladder.runtime import fastpath  # noqa: E402
+from gemm_ladder.library import fastpath# noqa: E402
 
 
 def per_call_us(fn, calls: int, rounds: int = 7) -> float:

@@ -8,13 +8,14 @@
 """
 __version__ = "0.1.0"
 
-from .runtime.api import best_step  # noqa: E402
-from .runtime.steps import STEPS, VARIANTS, ShapeError, get_step  # noqa: E402
+from .families.common import ShapeError  # noqa: E402
+from .families.keys import get_step  # noqa: E402
+from .families.ladder import STEPS, VARIANTS  # noqa: E402
+from .library.select import best_step  # noqa: E402
 
 # The torch-facing names load torch (and register the gemm_ladder::matmul op) on first
 # use, so the CLI's torch-free commands stay quick to start.
-_LAZY = {"matmul": "runtime.fastpath", "matmul_nt": "runtime.fastpath", "warmup": "runtime.fastpath",
-         "linear": "runtime.torch_ops", "Linear": "runtime.torch_ops"}
+_LAZY = {name: "library.api" for name in ("matmul", "matmul_nt", "warmup", "linear", "Linear")}
 
 
 def __getattr__(name):

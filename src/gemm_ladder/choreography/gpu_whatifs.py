@@ -27,9 +27,9 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) 
     """Run the debug build of `step_key` with the what-if's ablation, in this process, up to
     `repeats` times (until a run does not finish correct)."""
     import torch
+    from ..families.keys import get_step
+    from ..library import runner
     from ..measure.accuracy import check_product
-    from ..runtime import launch
-    from ..runtime.steps import get_step
     st = get_step(step_key)
     defines = get_what_if(what_if).ablation
     if not defines:
@@ -40,7 +40,7 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) 
     out = torch.full((size, size), float("nan"), dtype=torch.float16, device="cuda")
     t0 = time.perf_counter()
     try:
-        plan = launch.plan(st, a, b, out, debug=True, extra_defines=defines)
+        plan = runner.plan(st, a, b, out, debug=True, extra_defines=defines)
     except Exception as e:  # not the what-if's outcome: the build or launch set-up failed
         return {"outcome": "build-error", "message": f"{type(e).__name__}: {e}", "runs": 0,
                 "seconds": time.perf_counter() - t0}
@@ -49,7 +49,7 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) 
         out.fill_(float("nan"))
         try:
             plan()
-        except launch.PipelineDeadlock as e:
+        except runner.PipelineDeadlock as e:
             res = {"outcome": "deadlock", "message": str(e)}
         except Exception as e:
             res = {"outcome": "error", "message": f"{type(e).__name__}: {str(e).splitlines()[0]}"}

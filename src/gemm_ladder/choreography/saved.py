@@ -125,7 +125,7 @@ def measured_timelines(path: str | Path, ctas: list[int] | None = None) -> list[
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a trace records file, trace JSON, trace page or Perfetto trace")
     if doc.get("format") == RECORDS_FORMAT:
-        from ..runtime.steps import get_step
+        from ..families.keys import get_step
         from .trace import to_timeline
         st = get_step(doc["step"])
         M, N, K = doc["size"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..runtime.kernel_enums import barrier_names, event_ids, role_names
-from ..runtime.steps import EPI_CHUNK_COLS
+from ..cuda.kernel_enums import barrier_names, event_ids, role_names
+from ..families.common import EPI_CHUNK_COLS
 from .timeline import WGMMA_ISSUED, Handoff, Span, Timeline, lane_name
 
 HEADER_WORDS = 8
@@ -251,12 +251,13 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     import statistics
 
     import torch
+    from ..cuda import device as cuda_device
+    from ..library import runner
     from ..measure.accuracy import check_product
     from ..measure.bench import Bench
-    from ..runtime import launch
-    launch.check_device(torch.device("cuda"))
+    runner.check_device(torch.device("cuda"))
     dev = torch.cuda.current_device()
-    sms = launch.num_sms(dev)
+    sms = cuda_device.num_sms(dev)
     blocks = launched_ctas(step, M, N, sms, dev)
     cap = events or events_needed(step, M, N, K, sms, blocks)
     words = blocks * SLOTS_PER_CTA * (HEADER_WORDS + 2 * cap)
@@ -264,11 +265,11 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     a, b = bench.inputs(M, N, K, torch.float16)
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
     buf = torch.zeros(words, dtype=torch.int64, device="cuda")
-    traced = launch.plan(step, a, b, out, trace_buffer=buf, trace_events=cap, extra_defines=extra_defines)
+    traced = runner.plan(step, a, b, out, trace_buffer=buf, trace_events=cap, extra_defines=extra_defines)
     traced()
     traced.synchronize()
     ok, _, rel, msg = check_product(out, a, b)
-    plain = launch.plan(step, a, b, torch.empty_like(out), extra_defines=extra_defines)
+    plain = runner.plan(step, a, b, torch.empty_like(out), extra_defines=extra_defines)
     t_plain, t_traced = bench.time_interleaved([plain, traced], reps)
     buf.zero_()
     bench.flush_l2()
@@ -283,12 +284,13 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
 
 
 def launched_ctas(step, M: int, N: int, num_sms: int, dev: int) -> int:
-    """CTAs the traced launch will have: as launch.plan builds its grid, with the number of
+    """CTAs the traced launch will have: as runner.plan builds its grid, with the number of
     clusters that fit at once for a cluster launch (asked of the traced build itself)."""
-    from ..runtime import driver, launch
+    from ..cuda import driver
+    from ..library import runner
     max_clusters = None
     if step.cluster != (1, 1, 1):
-        kernel = launch.prepare(step, dev, bf16=False, extra_defines={"GL_TRACE": 1}).kernel
+        kernel = runner.prepare(step, dev, bf16=False, extra_defines={"GL_TRACE": 1}).kernel
         max_clusters = driver.max_active_clusters(kernel, (step.threads, 1, 1), step.dynamic_smem, step.cluster)
     gx, gy, gz = step.grid(M, N, num_sms, max_clusters)
     return gx * gy * gz

@@ -22,7 +22,7 @@ class WhatIf:
     race: bool = False  # on the GPU the outcome depends on timing: a run may finish correct
 
     def applies_to(self, step) -> str:
-        """Why this what-if cannot run on `step` (a runtime Step); "" if it can."""
+        """Why this what-if cannot run on `step` (a ladder Step); "" if it can."""
         if self.needs == "cluster" and step.cluster_m < 2:
             return f"{self.name} breaks a rule of the 2-CTA cluster; step {step.key} has no cluster"
         if self.needs in ("pair", "shared-empty") and step.style != "warp-specialized":

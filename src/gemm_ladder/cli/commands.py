@@ -7,23 +7,18 @@ import os
 import sys
 
 from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
-from ..runtime.steps import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
-from ..runtime.stepkeys import UnknownStep, as_step, parse_step_spec
+from ..families.keys import UnknownStep, as_step, parse_step_spec
+from ..families.ladder import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
 from . import doors, simulate, suite_cli
-from .trace import add_calibrate_parser
+from .console import make_console as _console
 from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
+from .trace import add_calibrate_parser
 
 DESCRIPTION = """\
 A GEMM ladder for Hopper: CUDA kernels from a naive GEMM to warp-specialized TMA + wgmma,
 compiled at run time with NVRTC. With no command, runs the main job: the ladder benchmark
 on a Hopper GPU; without one, the compile report of every step and the pipeline simulator.
 Files go under --out-dir (default out/)."""
-
-
-def _console():
-    from rich.console import Console
-    # When output is captured (CI, device runs) rich would assume 80 columns; honour COLUMNS.
-    return Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 120)))
 
 
 def _span(values) -> str:
@@ -137,8 +132,8 @@ def cmd_report(args) -> int:
 def cmd_check(args) -> int:
     doors.require_hopper("`gemm-ladder report` compiles every step without one")
     import torch
+    from ..library import runner
     from ..measure.accuracy import check_product
-    from ..runtime import launch
     console = _console()
     failures = 0
     gen = torch.Generator(device="cuda").manual_seed(1)
@@ -150,7 +145,7 @@ def cmd_check(args) -> int:
             a = torch.randn((M, K), device="cuda", generator=gen).to(dt)
             b = torch.randn((N, K), device="cuda", generator=gen).to(dt)
             out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")
-            launch.run_step(st, a, b, out, sync=True, debug=args.debug)
+            runner.run_step(st, a, b, out, sync=True, debug=args.debug)
             ok, mx, rel, msg = check_product(out, a, b)
             failures += not ok
             console.print(f"step {st.key:5s} {M}x{N}x{K}: {'ok' if ok else '[red]FAIL ' + msg}  rel={rel:.1e}")

@@ -11,8 +11,9 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..runtime.stepkeys import UnknownStep, as_step, parse_step_spec
-from ..runtime.steps import Step, all_steps
+from ..families.keys import UnknownStep, as_step, parse_step_spec
+from ..families.ladder import all_steps
+from ..families.ladder_step import Step
 
 DEFAULT_OUT_DIR = "out"
 MAX_DIM = 2**31 - 1  # the kernels index with 32-bit ints
@@ -199,7 +200,7 @@ def input_file(path: str | os.PathLike) -> Path:
 def say_compiling(steps, bf16: bool = False) -> None:
     """One line on stderr when a run is about to compile kernels that are not in the JIT
     cache (seconds each, so a first run would otherwise sit silent); nothing when cached."""
-    from ..runtime import jit
+    from ..cuda import jit
     todo = 0
     try:
         for st in steps:

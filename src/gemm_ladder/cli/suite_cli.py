@@ -157,21 +157,24 @@ def print_candidates(rows: list[dict], title: str, shape: str, console) -> None:
 
 
 def cmd_explain(args) -> int:
-    from ..runtime import select
-    from .commands import _console
-    console = _console()
+    from ..cuda import device as cuda_device
+    from ..cuda.device import H200
+    from ..families import cost_model
+    from ..library import select
+    from .console import make_console
+    console = make_console()
     sms = args.sms
     if sms is None:
-        sms = 132
+        sms = H200.sms
         if doors.hopper_problem() is None:
-            import torch
-            sms = torch.cuda.get_device_properties(0).multi_processor_count
-    dev = select.Device(sms=sms)
+            sms = cuda_device.num_sms(0)
+    dev = cost_model.Device(sms=sms)
     b_mn = args.b_row_major
     if args.ldb is not None:
-        mis = args.N > 1 and select.rows_misaligned(args.ldb)
+        mis = args.N > 1 and cost_model.rows_misaligned(args.ldb)
     else:  # a contiguous b: rows of K (rounded up to 8) elements, or of N when row-major
-        mis = args.N > 1 and select.rows_misaligned(args.N) if b_mn else select.contiguous_b_misaligned(args.N, args.K)
+        mis = (args.N > 1 and cost_model.rows_misaligned(args.N) if b_mn
+               else cost_model.contiguous_b_misaligned(args.N, args.K))
     ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev, b_misaligned=mis, b_mn=b_mn)
     if args.json:
         print(json.dumps(ch.as_dict(), indent=1, default=str))
@@ -180,17 +183,16 @@ def cmd_explain(args) -> int:
                      f"SMs, {dev.peak_tflops:.0f} TFLOP/s, {dev.hbm_tbs} TB/s: {dev.source})",
                      "x".join(map(str, (args.M, args.N, args.K))), console)
     console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}", markup=False, highlight=False)
-    if ch.pick:  # the library's call adds its own rules (runtime/api.py): say what it runs
-        from ..runtime import api
+    if ch.pick:  # the library's call adds its own rules (select.step_for): say what it runs
         call = "matmul(a, b) with b row-major (K, N)" if b_mn else "matmul_nt(a, b) with b (N, K)"
-        run = api.step_for(args.M, args.N, args.K, args.dtype, sms, b_mn=b_mn, b_misaligned=mis)
+        run = select.step_for(args.M, args.N, args.K, args.dtype, sms, b_mn=b_mn, b_misaligned=mis)
         console.print(f"{call} runs: {run.key}")
     return 0 if ch.pick else 1
 
 
 def cmd_plot(args) -> int:
-    from .commands import _console
-    console = _console()
+    from .console import make_console
+    console = make_console()
     results = []
     for p in args.results:
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..choreography import saved, sim, trace, viz
 from ..choreography.sim.calibrate import MAKESPAN_TOLERANCE, check_calibration
 from ..choreography.timeline import kpis
-from ..runtime.steps import get_step
+from ..families.keys import get_step
 from . import doors
 
 

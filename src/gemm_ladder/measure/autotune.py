@@ -1,7 +1,7 @@
 """Optional autotuning: measure every candidate the selection accepts, once per shape, and
 keep the fastest correct one in a cache on disk.
 
-The heuristic (runtime/select.py) stays the default; autotune is what checks it. Each
+The heuristic (library/select.py) stays the default; autotune is what checks it. Each
 candidate runs on the same inputs as the suite's check (poisoned output, fp32 reference),
 the correct ones are timed together by `Bench.time_interleaved` (interleaved, L2 flushed,
 medians). The cache (`autotune.json` in the JIT cache directory) is keyed by shape, dtype,
@@ -17,8 +17,10 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from ..runtime import jit, select
-from ..runtime.steps import get_step
+from ..cuda import jit
+from ..families import cost_model
+from ..families.keys import get_step
+from ..library import select
 
 TUNE_REPS = 10
 FILE = "autotune.json"
@@ -33,7 +35,7 @@ def fingerprint(keys: list[str]) -> str:
     h = hashlib.sha256()
     for key in sorted(keys):
         st = get_step(key)
-        h.update(f"{key}\0{st.source}\0{sorted(select.step_defines(st).items())}\0".encode())
+        h.update(f"{key}\0{st.source}\0{sorted(cost_model.step_defines(st).items())}\0".encode())
         h.update((jit.KERNEL_DIR / st.source).read_bytes())
         for name, text in jit.headers_for(st.source).items():
             h.update(name.encode() + b"\0" + text.encode())
@@ -72,7 +74,7 @@ def best(measured: dict[str, float]) -> str | None:
 def tune(bench, choice: select.Choice, a, b, ref, dtype: str, pad) -> dict[str, float]:
     """Median ms of every accepted candidate on (a, b) (NaN: failed the check or errored)."""
     import torch
-    from ..runtime import launch
+    from ..library import runner
     from .bench import check_output
     M, N = a.shape[0], b.shape[0]
     plans, out = {}, {}
@@ -83,7 +85,7 @@ def tune(bench, choice: select.Choice, a, b, ref, dtype: str, pad) -> dict[str, 
         try:
             _, Np, Kp = s.shape
             c = torch.full((M, Np), float("nan"), dtype=a.dtype, device=a.device)
-            p = launch.plan(get_step(s.key), pad(a, M, Kp), pad(b, Np, Kp), c)
+            p = runner.plan(get_step(s.key), pad(a, M, Kp), pad(b, Np, Kp), c)
             p()
             p.synchronize()
             if check_output(c[:, :N], ref, dtype)[0]:

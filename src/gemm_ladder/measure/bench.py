@@ -20,11 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runtime import launch
+from ..families.ladder import BASELINE
+from ..families.ladder_step import Step
+from ..library import runner
 from .accuracy import check_output, tolerance
 from .bandwidth import measure_copy
 from .gpuinfo import Nvml
-from ..runtime.steps import BASELINE, Step
 
 
 def git_commit(path: Path | None = None) -> str:
@@ -131,7 +132,7 @@ def run(steps: list[Step], sizes: list[tuple[int, int, int]], *, dtype: str = "f
     """Benchmark `steps` at each size. Returns the JSON-able result dict."""
     import torch
     torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
-    launch.check_device(torch.device(f"cuda:{device_index}"))
+    runner.check_device(torch.device(f"cuda:{device_index}"))
     torch.cuda.set_device(device_index)
     bench = Bench(device_index)
     result = {
@@ -161,7 +162,7 @@ def run(steps: list[Step], sizes: list[tuple[int, int, int]], *, dtype: str = "f
                 progress.update(task, description=f"{M}x{N}x{K} step {st.key}")
             try:
                 out = torch.full((M, N), float("nan"), dtype=torch_dtype, device=a.device)
-                p = launch.plan(st, a, b, out)
+                p = runner.plan(st, a, b, out)
                 p()
                 p.synchronize()
                 row.ok, row.max_abs_err, row.rel_err, row.error = check_output(out, ref, dtype)

@@ -7,9 +7,9 @@ CUDA events, medians, NVML clocks):
   wall clock divided by the calls; rounds alternate ours and torch's, the median round counts.
   The headline (`host_us_per_call`) is the row-major-b form; `host_us_max_over_calls` is the
   worst form, so the headline cannot hide one;
-- device time per call at each size and dtype: a kernel-level row (launch.plan, the ladder
+- device time per call at each size and dtype: a kernel-level row (runner.plan, the ladder
   benchmark's measurement, K-major operands) of each step the calls run (the library chooses
-  per shape and layout: api.step_for), interleaved with torch.matmul, as the ladder JSON
+  per shape and layout: select.step_for), interleaved with torch.matmul, as the ladder JSON
   has it; then each call form (`matmul_nt` with out=, `matmul` with a row-major b, `matmul`
   with a transposed-view b) interleaved three ways in one run — [the call, the kernel-level
   launch of the same step, torch.matmul of the same layout] — so the API/kernel gap
@@ -26,7 +26,7 @@ import statistics
 import time
 from pathlib import Path
 
-from ..runtime import fastpath, launch
+from ..library import api, fastpath, runner
 from . import bench
 
 CALLS = ("matmul_nt(a, b_nk, out=c)", "matmul(a, b_kn)", "matmul(a, b_nk.T)")
@@ -114,14 +114,14 @@ def _layouts(cfg) -> str:
 
 
 def _kernel_row(bn, st, a, b_nk, ref, c_kernel, c_torch, base: dict, dtype: str, **timing) -> tuple[dict, object]:
-    """The ladder benchmark's measurement of step `st` (launch.plan, K-major operands), and
+    """The ladder benchmark's measurement of step `st` (runner.plan, K-major operands), and
     the checked launch (None if it failed), which the call rows time beside theirs."""
     import torch
     row = {**base, "step": st.key, "call": "kernel (launch.plan)", "ok": False, "error": ""}
     p = None
     try:
         c_kernel.fill_(float("nan"))
-        p = launch.plan(st, a, b_nk, c_kernel)
+        p = runner.plan(st, a, b_nk, c_kernel)
         p()
         p.synchronize()
         row["ok"], row["max_abs_err"], row["rel_err"], row["error"] = bench.check_output(c_kernel, ref, dtype)
@@ -186,7 +186,7 @@ def device_rows(sizes, dtype: str, *, reps: int = 50, min_reps: int = 3, budget_
 def run(sizes=None, dtypes=("float16", "bfloat16"), *, reps: int = 50, budget_s: float = 2.0,
         host_calls: int = 2000, device_index: int = 0, log=print) -> dict:
     import torch
-    launch.check_device(torch.device(f"cuda:{device_index}"))
+    runner.check_device(torch.device(f"cuda:{device_index}"))
     torch.cuda.set_device(device_index)
     torch.backends.cuda.matmul.allow_tf32 = False
     nvml = bench.Nvml(device_index)
@@ -204,7 +204,7 @@ def run(sizes=None, dtypes=("float16", "bfloat16"), *, reps: int = 50, budget_s:
                              "call, CUDA events, medians", "reps": reps, "budget_s_per_row": budget_s,
                    "ratio": "cuBLAS ms / ours (> 1: faster than cuBLAS)",
                    "kernel row": "launch.plan (prepared launch, operands already K-major), as `gemm-ladder bench`, "
-                                 "of each step the calls run (api.step_for: per shape and layout)",
+                                 "of each step the calls run (select.step_for: per shape and layout)",
                    "call row": "interleaved three ways in one run: [the call, the kernel row's launch of the same "
                                "step, torch.matmul]; kernel_ms / kernel_ratio_to_cublas / api_vs_kernel "
                                "(= kernel_ms / ms) / within_3pct_of_kernel come from that same run"},
@@ -224,7 +224,7 @@ def run(sizes=None, dtypes=("float16", "bfloat16"), *, reps: int = 50, budget_s:
     for dtype in dtypes:
         result["rows"] += device_rows(sizes or DEFAULT_SIZES, dtype, reps=reps, budget_s=budget_s,
                                       device_index=device_index, log=log)
-    result["cache"] = fastpath.cache_info()
+    result["cache"] = api.cache_info()
     result["gpu_after"] = nvml.sample()
     return result
 

@@ -6,7 +6,7 @@ Roofline (docs/suite.md): y = achieved TFLOP/s, x = FLOP per byte, both logarith
   - memory slopes: the HBM and L2 copy bandwidths measured in the same run (bytes read +
     written), drawn up to the measured roof;
   - ladder steps (one point per step measured at the ladder size, 4096^3 when present) at
-    the step's modelled operand intensity (`select.intensity`: tiles and cluster, no L2
+    the step's modelled operand intensity (`cost_model.intensity`: tiles and cluster, no L2
     reuse between clusters), so they read against the L2 slope;
   - suite shapes, ours and cuBLAS's, at the compulsory intensity (A + B + C once), so they
     read against the HBM slope.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..runtime import select
-from ..runtime.steps import get_step
+from ..families import cost_model
+from ..families.keys import get_step
 
 DATASHEET_TFLOPS = 989.0  # H100/H200 SXM dense fp16/bf16 tensor cores, NVIDIA datasheet
 LADDER_LABEL = "ladder steps (operand intensity)"
@@ -53,13 +53,13 @@ def suite_rows(results: list[dict]) -> list[dict]:
 
 def step_intensity(key: str, M: int, N: int, K: int) -> float:
     try:
-        return select.intensity(get_step(key), M, N, K)
+        return cost_model.intensity(get_step(key), M, N, K)
     except KeyError:  # a step from another checkout: no facts here
         return math.nan
 
 
 def compulsory_intensity(M: int, N: int, K: int) -> float:
-    return 2.0 * M * N * K / select.compulsory_bytes(M, N, K)
+    return 2.0 * M * N * K / cost_model.compulsory_bytes(M, N, K)
 
 
 def _memory(results: list[dict]) -> dict:

@@ -2,9 +2,10 @@
 which instruction classes its SASS holds. Needs no GPU."""
 from __future__ import annotations
 
+from ..cuda.jit import KernelBuildError
+from ..families.common import SASS_MEANING
+from ..families.ladder_step import Step
 from . import sass
-from ..runtime.jit import KernelBuildError
-from ..runtime.steps import SASS_MEANING, Step
 
 REPORT_CLASSES = ("HGMMA", "FFMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM", "USETMAXREG", "LDG.E.128", "BAR")
 

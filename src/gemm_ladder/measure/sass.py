@@ -60,7 +60,7 @@ _CACHE_HEADER = "// gemm-ladder sass cache sha256="
 
 
 def _cache_path(cubin: bytes, *tools: str) -> Path | None:
-    from ..runtime import jit
+    from ..cuda import jit
     h = hashlib.sha256(cubin)
     for tool in tools:  # another tool version may print other text
         st = os.stat(tool)
@@ -85,10 +85,10 @@ def _read_cached(path: Path) -> str | None:
 
 
 def _write_cached(path: Path, text: str) -> None:
-    from ..runtime import jit
+    from ..cuda import jit
     data = f"{_CACHE_HEADER}{hashlib.sha256(text.encode()).hexdigest()}\n{text}"
     try:
-        jit._atomic_write(path, data.encode())
+        jit.atomic_write(path, data.encode())
     except OSError:  # a read-only or full cache only costs speed
         pass
 

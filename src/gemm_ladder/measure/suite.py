@@ -1,10 +1,10 @@
 """`gemm-ladder bench --suite NAME`: the kernel the selection picks, on every suite shape,
 against cuBLAS, in one process, fp16 and bf16.
 
-Per shape: fresh random inputs; the selection (runtime/select.py) picks a step; its output
+Per shape: fresh random inputs; the selection (library/select.py) picks a step; its output
 is poisoned (NaN), computed once and checked against an fp32 reference (`ok`); then ours and
 cuBLAS are timed with bench.py's machinery (interleaved call by call, L2 flushed before
-every call, CUDA events, medians). Ours is a prebuilt launch (`launch.plan`) of the picked
+every call, CUDA events, medians). Ours is a prebuilt launch (`runner.plan`) of the picked
 step: no host-side work in the figure. A shape the step takes only padded (N or K not a
 multiple of 8) runs on zero-padded copies made before timing, as `gemm_ladder.matmul`
 would pad it; cuBLAS runs the unpadded problem. Repetitions scale with the FLOPs
@@ -27,8 +27,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..runtime import select
-from ..runtime.steps import get_step
+from ..cuda import device as cuda_device
+from ..families import cost_model
+from ..families.keys import get_step
+from ..library import select
 from . import suites as suites_mod
 from .bench import Bench, Measured, check_output, git_commit, percentile, tolerance
 
@@ -75,17 +77,17 @@ def _pad(t, rows: int, cols: int):
     return out
 
 
-def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: select.Device,
+def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: cost_model.Device,
                   hbm_gbs: float | None, *, autotune: bool = False, gpu: str = "", call: str = "kernel") -> SuiteRow:
     import torch
-    from ..runtime import launch
+    from ..library import runner
     M, N, K = shape.mnk
     row = SuiteRow(M, N, K, dtype, shape.group, shape.label, call=call)
     torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
     if call != "kernel":
         return _measure_call(bench, shape, row, torch_dtype, hbm_gbs, device)
     try:
-        choice = select.choose(M, N, K, dtype, device=device, b_misaligned=select.contiguous_b_misaligned(N, K))
+        choice = select.choose(M, N, K, dtype, device=device, b_misaligned=cost_model.contiguous_b_misaligned(N, K))
         row.selection, row.model_us = choice.reason, (choice.pick.score_us if choice.pick else math.nan)
         st = choice.step  # raises when nothing takes the shape
         pick = choice.pick
@@ -104,7 +106,7 @@ def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: sel
         _, Np, Kp = pick.shape
         ak, bk = _pad(a, M, Kp), _pad(b, Np, Kp)
         out = torch.full((M, Np), float("nan"), dtype=torch_dtype, device=a.device)
-        p = launch.plan(st, ak, bk, out)
+        p = runner.plan(st, ak, bk, out)
         p()
         p.synchronize()
         row.ok, row.max_abs_err, row.rel_err, row.error = check_output(out[:, :N], ref, dtype)
@@ -121,11 +123,11 @@ def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: sel
 
 
 def _measure_call(bench: Bench, shape: suites_mod.Shape, row: SuiteRow, torch_dtype, hbm_gbs,
-                  device: select.Device) -> SuiteRow:
+                  device: cost_model.Device) -> SuiteRow:
     """One shape through the library's call (row.call) against torch.matmul, same operands."""
     import torch
     import gemm_ladder
-    from ..runtime import fastpath
+    from ..library import fastpath
     M, N, K = shape.mnk
     try:
         a, b = bench.inputs(M, N, K, torch_dtype)
@@ -168,7 +170,7 @@ def _time(bench: Bench, row: SuiteRow, ours, theirs, reps: int, hbm_gbs: float |
 def fill_rates(row: SuiteRow, hbm_gbs: float | None) -> None:
     """Ratio, TFLOP/s and GB/s from the medians (bytes: A + B + C once, the real shape)."""
     flop = 2.0 * row.M * row.N * row.K
-    nbytes = select.compulsory_bytes(row.M, row.N, row.K)
+    nbytes = cost_model.compulsory_bytes(row.M, row.N, row.K)
     row.ratio_to_cublas = row.cublas_ms / row.ms
     row.tflops, row.cublas_tflops = flop / row.ms / 1e9, flop / row.cublas_ms / 1e9
     row.gbs, row.cublas_gbs = nbytes / row.ms / 1e6, nbytes / row.cublas_ms / 1e6
@@ -236,16 +238,16 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
     until the end), so a run killed by a timeout still leaves its rows. call: what is timed
     (CALLS, module docstring)."""
     import torch
-    from ..runtime import launch
+    from ..library import runner
     if call not in CALLS:
         raise ValueError(f"call must be one of {', '.join(CALLS)}, got {call!r}")
     if autotune and call != "kernel":
         raise ValueError("autotune times kernels: it does not combine with a library call")
     shapes = shapes if shapes is not None else suites_mod.get_suite(name)
-    launch.check_device(torch.device(f"cuda:{device_index}"))
+    runner.check_device(torch.device(f"cuda:{device_index}"))
     torch.cuda.set_device(device_index)
     bench = Bench(device_index)
-    device = select.Device(sms=launch.num_sms(device_index))
+    device = cost_model.Device(sms=cuda_device.num_sms(device_index))
     result = {
         "kind": "gemm-ladder suite", "suite": name if call == "kernel" else f"{name}-{call}", "call": call,
         "commit": git_commit(),
@@ -258,7 +260,7 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                    "timer": "CUDA events per call", "inputs": "randn fp32 -> dtype, fresh per shape",
                    "reference": "fp32 torch.matmul (TF32 off)",
                    "tolerance(max,rel)": {d: tolerance(d) for d in dtypes},
-                   "ours": ("launch.plan of the selected step (prebuilt launch); N, K zero-padded to "
+                   "ours": ("runner.plan of the selected step (prebuilt launch); N, K zero-padded to "
                             "multiples of 8 where the step needs it" if call == "kernel" else
                             "gemm_ladder.matmul(A, B) with B row-major (K, N), allocating C" if call == "matmul"
                             else "gemm_ladder.matmul_nt(A, B) with B (N, K), allocating C"),
@@ -266,7 +268,7 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                               "torch.matmul(A, B) on the same B, allocating C" if call == "matmul" else
                               "torch.matmul(A, B.T) on the same B, allocating C"),
                    "bytes": "A + B + C once",
-                   "selection": {"model": "runtime/select.py", "device": asdict(device),
+                   "selection": {"model": "library/select.py", "device": asdict(device),
                                  "candidates": [str(c) for c in select.CANDIDATES],
                                  "autotune": autotune}},
         "memory": {}, "rows": [], "complete": False,
@@ -301,14 +303,14 @@ def _memory(bench) -> dict:
     return measure_copy(bench)
 
 
-def plan_suite(name: str, dtypes: list[str], device: select.Device = select.Device()) -> list[dict]:
+def plan_suite(name: str, dtypes: list[str], device: cost_model.Device = cost_model.Device()) -> list[dict]:
     """What a run would do, without a GPU: per shape and dtype the pick, the reps and the
     model's time per call (an estimate for planning, not a measurement)."""
     out = []
     for dtype in dtypes:
         for s in suites_mod.get_suite(name):
             ch = select.choose(s.M, s.N, s.K, dtype, device=device,
-                               b_misaligned=select.contiguous_b_misaligned(s.N, s.K))
+                               b_misaligned=cost_model.contiguous_b_misaligned(s.N, s.K))
             out.append({"M": s.M, "N": s.N, "K": s.K, "dtype": dtype, "group": s.group, "label": s.label,
                         "kernel": ch.pick.key if ch.pick else None,
                         "padded": bool(ch.pick and ch.pick.padded), "reps": reps_for(s.flop),

@@ -3,13 +3,14 @@ could still arrive on it, to a cycle, a tx-count no load in flight can pay, or a
 count no remaining arriver can meet."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..timeline import Span, lane_cta, lane_role
 from .barriers import MBarrier
 
-if TYPE_CHECKING:  # the engine calls explain_deadlock
-    from .engine import Engine, Proc
+# The engine (engine.py) calls explain_deadlock with itself and its live processes; this module
+# reads them without importing the engine, which imports it.
+Engine = Proc = Any
 
 
 def _waits_txt(e: Engine, lane: str, b: MBarrier, parity: int) -> str:

@@ -7,10 +7,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ...runtime.steps import EPI_CHUNK_COLS, MODELLED_STEPS, Step, all_steps, get_step
+from ...cuda.device import H200
+from ...families.common import EPI_CHUNK_COLS
+from ...families.keys import get_step
+from ...families.ladder import MODELLED_STEPS, all_steps
+from ...families.ladder_step import Step
 
 # SMs of an H100 SXM / H200, for sizing persistent grids when the real count is not known.
-DEFAULT_NUM_SMS = 132
+DEFAULT_NUM_SMS = H200.sms
 
 
 def simulated_steps() -> list[Step]:
@@ -169,7 +173,7 @@ class SimParams:
 def params_for_step(step: int | str | Step, *, size: tuple[int, int, int] | None = None,
                     num_sms: int | None = None, **overrides: Any) -> SimParams:
     """The model of a ladder step: tile, ring depth, style, consumers and cluster come from
-    its :class:`~gemm_ladder.runtime.steps.Step` (a key such as ``7`` or ``"7:d4"``, or a
+    its :class:`~gemm_ladder.families.ladder_step.Step` (a key such as ``7`` or ``"7:d4"``, or a
     Step), the timings from :class:`SimParams`' defaults; ``overrides`` (None values
     ignored) replace any field.
 

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ...runtime.steps import Step
+from ...families.ladder_step import Step
 from ..timeline import Span, Timeline, kpis, lane_cta
 from ..whatifs import get_what_if
 from .engine import Engine

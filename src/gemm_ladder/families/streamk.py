@@ -10,7 +10,7 @@ docs/perf-notes.md, item 24.
 """
 from __future__ import annotations
 
-from .steps import EPI_CHUNK_COLS
+from .common import EPI_CHUNK_COLS
 
 # The fixup, in k-tiles of MMA time (~0.65 us each for 128 x 256 x 64 on the H200), from a
 # trace of 512 x 11008 x 4096 (experiments/streamk): a whole 128 KB fp32 slot stored and its

@@ -1,6 +1,6 @@
 """The Step type: the single place a ladder step's facts live, and what follows from them.
 
-Each step is a kernel file under kernels/ plus a `Step` (registered in steps.py): the forced
+Each step is a kernel file under kernels/ plus a `Step` (registered in ladder.py): the forced
 move it makes, its tile, ring, roles and cluster shape. Everything else is derived from those
 fields: the compile-time defines the kernel is configured by (`kernel_defines`, the kernel has
 no defaults of its own), its shared memory and barriers, the TMA boxes and kernel arguments
@@ -12,55 +12,17 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from . import jit
-
-# SASS instruction classes (prefixes of opcodes in `cuobjdump --dump-sass`) and what they mean.
-SASS_MEANING = {
-    "HGMMA": "wgmma (warpgroup tensor-core MMA)",
-    "HMMA": "mma.sync (warp tensor-core MMA)",
-    "FFMA": "fp32 fused multiply-add (CUDA cores)",
-    "UTMALDG": "TMA tensor load (cp.async.bulk.tensor global->shared)",
-    "UTMASTG": "TMA tensor store (cp.async.bulk.tensor shared->global)",
-    "UTMACMDFLUSH": "TMA bulk-group commit",
-    "SYNCS": "mbarrier operations (arrive / expect_tx / try_wait)",
-    "USETMAXREG": "setmaxnreg (register hand-over between warpgroups)",
-    "STSM": "stmatrix (registers -> shared, 8x8 matrices)",
-    "LDG.E.128": "16-byte global loads",
-    "STS.128": "16-byte shared stores",
-    "BAR": "CTA / named barriers",
-}
-
-
-class ShapeError(ValueError):
-    """The inputs are valid matrices, but this step cannot take their shape or layout."""
-
+from ..cuda import driver, jit
+from ..cuda.device import H200
+from . import streamk
+from .common import CLUSTER_CLAIMS, EPI_CHUNK_COLS, MN_BLOCK, ConfigError, build
 
 # The opt-in limit of dynamic + static shared memory per block on H100/H200 (227 KB).
-MAX_SMEM_PER_BLOCK = 232_448
-# Columns of C per TMA store box and per epilogue staging chunk (64 fp16 = one 128-byte swizzle row).
-EPI_CHUNK_COLS = 64
-MN_BLOCK = 64  # elements per 128-byte row of an MN-major operand tile
+MAX_SMEM_PER_BLOCK = H200.smem_per_block
 
 # mbarriers per operand-ring stage, by the kernel's organisation: a lockstep team waits on
 # one "full" barrier per stage; warp-specialized roles hand each stage over and back.
-# What a multicasting 2-CTA cluster adds to the SASS.
-CLUSTER_CLAIMS = ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "UCGABAR_ARV", "UCGABAR_WAIT")
 BARRIERS_PER_STAGE = {"naive": 0, "lockstep": 1, "warp-specialized": 2}
-
-
-class ConfigError(ValueError):
-    """The step's configuration cannot run (e.g. its shared memory exceeds the limit)."""
-
-
-def build(source: str, entry: str, defines: dict, *, bf16: bool = False, extra_defines: dict | None = None,
-          use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
-    """Compile a kernel with its configuration (`defines`), the element type and the
-    ablation/debug switches (GL_TRACE, ...) of this build."""
-    d = dict(defines)
-    if bf16:
-        d["GL_BF16"] = 1
-    d.update(extra_defines or {})
-    return jit.compile_kernel(source, entry, d, use_cache=use_cache, strict=strict)
 
 
 @dataclass(frozen=True)
@@ -93,7 +55,7 @@ class Step:
     ctas_per_sm: int = 1  # persistent grid = SMs x this (experiments: >1 oversubscribes)
     mma_lag: int = 1  # warp-specialized: wgmma groups a consumer keeps in flight (stages it holds)
     # stream-K (GL_STREAM_K): None for kernels without the switch; True: a ragged last wave's
-    # tiles are split along K over several CTAs each and summed in the kernel (runtime/streamk.py)
+    # tiles are split along K over several CTAs each and summed in the kernel (families/streamk.py)
     stream_k: bool | None = None
     # the epilogue borrows the operand stage its tile's last k-tile drained, as staging for its
     # first chunks (GL_EPI_BORROW; None for kernels without the switch, step 9 has it)
@@ -280,7 +242,7 @@ class Step:
         if not self.uses_tma:
             return [ctypes.c_uint64(c_ptr), ctypes.c_uint64(a_ptr), ctypes.c_uint64(b_ptr), M, N, K]
         if make_map is None:
-            from .driver import TensorMap as make_map
+            make_map = driver.TensorMap
         lda = lda or (M if a_mn else K)
         ldb = ldb or (N if b_mn else K)
         # An MN-major operand travels as 64-wide blocks of bk k-rows (128-byte rows).
@@ -296,22 +258,18 @@ class Step:
             args += [ctypes.c_uint64(ws_ptr), sk_tiles, sk_ctas]
         return args
 
-    # -- stream-K (runtime/streamk.py) -------------------------------------------------------
+    # -- stream-K (families/streamk.py) -------------------------------------------------------
     def stream_k_deal(self, M: int, N: int, K: int, ctas: int) -> tuple[int, int]:
         """(sk_tiles, sk_ctas) on a grid of `ctas`; (0, 1): every tile whole (streamk.deal)."""
-        from . import streamk
         return streamk.deal(self, M, N, K, ctas)
 
     def stream_k_last_wave(self, k_tiles: int, pieces: int) -> float:
-        from . import streamk
         return streamk.last_wave(self, k_tiles, pieces)
 
     def stream_k_problem(self, M: int, N: int, K: int, ctas: int, sk_tiles: int, sk_ctas: int) -> str:
-        from . import streamk
         return streamk.problem(self, M, N, K, ctas, sk_tiles, sk_ctas)
 
     def workspace_floats(self, ctas: int) -> int:
-        from . import streamk
         return streamk.workspace_floats(self, ctas)
 
     @staticmethod

@@ -14,7 +14,8 @@ import threading
 
 import torch
 
-from . import driver, layout
+from ..cuda import driver
+from . import layout
 
 STAGE_COPY_ENTRY = "gl_stage_copy"  # kernels/gl_stage.cuh, in every TMA kernel's module
 STAGE_COPY_BLOCKS = 1024  # its grid's blocks per operand (they stride over the rows)

@@ -1,31 +1,32 @@
-"""The library's hot path: `matmul` / `matmul_nt` validated once per configuration, then only
-launched.
+"""The library's hot path: a `matmul` / `matmul_nt` call validated once per configuration,
+then only launched (the public functions are api.py's).
 
 A configuration is everything a launch depends on except the data pointers: call kind,
 step, dtype, devices, shapes, strides, pointer alignment and the `out` layout. The first call
 of a configuration checks the inputs (types, dtypes, ranks, shapes, out, devices: the first
-problem named in one line), chooses the kernel (api.step_for: the selection's pick for the
+problem named in one line), chooses the kernel (select.step_for: the selection's pick for the
 shape, adjusted for MN-major operands), and builds a fastconfig.Config (layouts, kernel,
 launch). Later calls look the configuration up and run it: allocate the result, find the
 tensor maps, launch on the current stream.
 
-Under torch.compile, or when an input requires grad (and grad mode is on), the call goes
-through the `gemm_ladder::matmul` custom op (torch_ops.py) instead, which traces and
-differentiates.
+Under torch.compile, or when an input requires grad (and grad mode is on), api.py sends the
+call through the `gemm_ladder::matmul` custom op (torch_ops.py) instead, which traces and
+differentiates and whose implementation is this module's raw path (`run`).
 """
 from __future__ import annotations
 
 import torch
 
-from . import api, fastconfig, launch, select
+from ..cuda import device as cuda_device
+from ..families.cost_model import rows_misaligned
+from ..families.keys import get_step
+from . import fastconfig, runner, select
 from .fastconfig import LRU
-from .steps import Step, get_step, reads_mn
 
 MAX_CONFIGS = 256  # prepared configurations kept (per process, all devices)
 
-_CONFIGS = LRU(MAX_CONFIGS)
+CONFIGS = LRU(MAX_CONFIGS)
 _grad_enabled = torch.is_grad_enabled
-_compiling = torch.compiler.is_compiling
 
 
 # ---- validation (first call of a configuration only) --------------------------------------
@@ -38,7 +39,7 @@ def _check_devices(what: str, a, b, out) -> None:
         raise ValueError(f"{what}: a and b are on different devices ({a.device}, {b.device})")
     if out is not None and out.device != a.device:
         raise ValueError(f"{what}: out is on {out.device}, a and b on {a.device}")
-    launch.check_device(a.device)
+    runner.check_device(a.device)
 
 
 def validate(kind: str, a, b, out=None) -> tuple[tuple, int, int]:
@@ -52,7 +53,7 @@ def validate(kind: str, a, b, out=None) -> tuple[tuple, int, int]:
 def check_call(kind: str, a, b, out=None) -> tuple[tuple, int, int]:
     """The checks that need no device (also the fake op's, on meta or fake tensors)."""
     what = "matmul" if kind == "mm" else "matmul_nt"
-    launch.check_types(a, b, what=what)
+    runner.check_types(a, b, what=what)
     if kind == "mm":
         if a.dim() < 2 or b.dim() != 2:
             raise ValueError(f"matmul: expects a with >= 2 dims and 2-D b, got {tuple(a.shape)} and {tuple(b.shape)}")
@@ -78,7 +79,7 @@ def _dtype_name(dtype) -> str:
 
 
 def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
-    """The kernel a validated call runs: the one asked for, else api.step_for's choice for
+    """The kernel a validated call runs: the one asked for, else select.step_for's choice for
     the shape and the operands' layouts (None for an empty product)."""
     if step is not None:
         return get_step(step) if isinstance(step, (str, int)) else step
@@ -86,18 +87,18 @@ def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
     if M == 0 or N == 0 or K == 0:
         return None
     a_op, b_op = fastconfig.operand_layouts(kind, a, b, (True, True), M, N, K)  # what could be read in place
-    dev = fastconfig._device_index(a.device)
-    return api.step_for(M, N, K, _dtype_name(a.dtype), launch.num_sms(dev), *fastconfig.mn_flags(a_op, b_op),
-                        b_rows_misaligned(b_op))
+    dev = fastconfig.device_index(a.device)
+    return select.step_for(M, N, K, _dtype_name(a.dtype), cuda_device.num_sms(dev), *fastconfig.mn_flags(a_op, b_op),
+                           b_rows_misaligned(b_op))
 
 
 def b_rows_misaligned(b_op) -> bool:
     """B's rows, as the kernel reads them (in place, or from the K-major copy), are not whole
-    32-byte sectors (select.rows_misaligned); a single line has no row stride."""
+    32-byte sectors (cost_model.rows_misaligned); a single line has no row stride."""
     if not b_op.direct:  # the copy: N lines (K lines if it stays N-major) of staged_ld elements
-        return (b_op.k if b_op.stage_mn else b_op.rows) > 1 and select.rows_misaligned(b_op.staged_ld)
+        return (b_op.k if b_op.stage_mn else b_op.rows) > 1 and rows_misaligned(b_op.staged_ld)
     lines = b_op.k if b_op.major == "MN" else b_op.rows
-    return lines > 1 and select.rows_misaligned(b_op.ld)
+    return lines > 1 and rows_misaligned(b_op.ld)
 
 
 # ---- the per-call path -------------------------------------------------------------------
@@ -111,16 +112,16 @@ def _key(kind, a, b, out, step, pa, pb):
 def config_for(kind: str, a, b, out=None, step=None) -> fastconfig.Config:
     """The prepared configuration of a call (validating and building it on first use)."""
     key = _key(kind, a, b, out, step, a.data_ptr(), b.data_ptr())
-    return _CONFIGS._d.get(key) or _build(key, kind, a, b, out, step)
+    return CONFIGS.entries.get(key) or _build(key, kind, a, b, out, step)
 
 
 def _build(key, kind, a, b, out, step) -> fastconfig.Config:
-    _CONFIGS.misses += 1
+    CONFIGS.misses += 1
     lead, N, K = validate(kind, a, b, out)
     st = resolve_step(step, kind, a, b, lead, N, K)
     cfg = fastconfig.make_config(kind, a, b, out, st, lead, N, K)
     cfg.step_ref = step  # keeps an id()-keyed Step alive as long as its entry
-    return _CONFIGS.put(key, cfg)
+    return CONFIGS.put(key, cfg)
 
 
 def _wants_op(a, b) -> bool:
@@ -130,24 +131,25 @@ def _wants_op(a, b) -> bool:
 
 def run(kind: str, a, b, out=None, step=None):
     """The raw path (no custom-op routing): kind "mm" is a @ b, "nt" is a @ b.T."""
-    return _call(kind, a, b, out, step, False)
+    return call(kind, a, b, out, step, None)
 
 
-def _call(kind: str, a, b, out, step, route: bool):
-    """The per-call path; route: send calls that need autograd to the custom op (the
-    torch.compile check is the caller's, before anything touches the tensors)."""
+def call(kind: str, a, b, out, step, via_op):
+    """The per-call path; via_op: where calls that need autograd go (api.py's route to the
+    custom op), None for the raw path (the torch.compile check is the caller's, before
+    anything touches the tensors)."""
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
-        grad = route and (a.requires_grad or b.requires_grad)
+        grad = via_op is not None and (a.requires_grad or b.requires_grad)
         key = _key(kind, a, b, out, step, pa, pb)
     except Exception:  # not tensors, or tensors without storage: the checks name the problem
-        if route and _wants_op(a, b):
-            return _via_op(kind, a, b, out, step)
+        if via_op is not None and _wants_op(a, b):
+            return via_op(kind, a, b, out, step)
         validate(kind, a, b, out)
         raise
     if grad and _grad_enabled():
-        return _via_op(kind, a, b, out, step)
-    d = _CONFIGS._d  # the LRU's lookup, inlined: this is the per-call path
+        return via_op(kind, a, b, out, step)
+    d = CONFIGS.entries  # the LRU's lookup, inlined: this is the per-call path
     cfg = d.get(key)
     if cfg is None:
         cfg = _build(key, kind, a, b, out, step)
@@ -157,75 +159,3 @@ def _call(kind: str, a, b, out, step, route: bool):
         except KeyError:  # evicted meanwhile by another thread; cfg is still valid
             pass
     return cfg(a, b, out, pa, pb)
-
-
-def _via_op(kind: str, a, b, out, step):
-    key = None if step is None else (step if isinstance(step, str) else step.key)
-    res = torch.ops.gemm_ladder.matmul(a, b.t() if kind == "nt" else b, key)
-    if out is None:
-        return res
-    if _grad_enabled() and (a.requires_grad or b.requires_grad):
-        raise RuntimeError("matmul: out= does not support automatic differentiation (an input requires grad)")
-    return out.copy_(res)
-
-
-def matmul(a, b, out=None, *, step: Step | str | None = None):
-    """a @ b for a (..., M, K) and b (K, N), fp16/bf16 CUDA tensors; like torch.matmul.
-
-    Leading dimensions of `a` fold into M. Operands are read in place when the kernel can
-    (TMA: one contiguous dimension, 16-byte aligned pointer and stride; MN-major ones — a
-    row-major b, a transposed-view a — by a step with `mn_major`); `out` is written in
-    place when its row stride allows. The kernel is chosen per shape (api.step_for) unless
-    `step` names one. The result is row-major with its row stride rounded up to 8 elements
-    (contiguous when N is a multiple of 8)."""
-    if _compiling():
-        return _via_op("mm", a, b, out, step)
-    return _call("mm", a, b, out, step, True)
-
-
-def matmul_nt(a, b, out=None, *, step: Step | str | None = None):
-    """C = a @ b.T for a (M, K) and b (N, K): both operands K-major, the kernels' native
-    layout. `out`, if given, is an (M, N) tensor of the same dtype (any strides)."""
-    if _compiling():
-        return _via_op("nt", a, b, out, step)
-    return _call("nt", a, b, out, step, True)
-
-
-def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str | None = None,
-           mn_major: bool = True) -> None:
-    """Compile and load the kernels `matmul` may choose (every selection candidate, or `step`),
-    for each dtype, and the MN-major builds of steps that read them (unless mn_major=False),
-    so that a later first call — e.g. inside CUDA graph capture — does no JIT work."""
-    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
-    if device.type != "cuda":
-        raise ValueError(f"warmup builds kernels for a CUDA device, not {device}")
-    launch.check_device(device)  # before current_device(): without CUDA that is torch's AssertionError
-    dev = fastconfig._device_index(device)
-    if step is not None:
-        kernels = [get_step(step) if isinstance(step, (str, int)) else step]
-    else:
-        kernels = [get_step(k) for k in select.candidate_keys(b_misaligned=True)]
-    with fastconfig._building(dev):
-        for st in kernels:
-            a_ok, b_ok = reads_mn(st) if mn_major else (False, False)
-            layouts = [(a_mn, b_mn) for a_mn in (False, True) for b_mn in (False, True)
-                       if (a_ok or not a_mn) and (b_ok or not b_mn)]
-            for dt in dtypes:
-                for a_mn, b_mn in layouts:
-                    defines = st.layout_defines(a_mn, b_mn) if hasattr(st, "layout_defines") else None
-                    fastconfig.prepare_kernel(st, dev, dt == torch.bfloat16, defines)
-
-
-def cache_info() -> dict:
-    """Sizes of the caches, and how many configurations / tensor maps were built."""
-    maps = fastconfig._TMAPS
-    return {"configs": len(_CONFIGS), "configs_max": _CONFIGS.maxsize, "configs_built": _CONFIGS.misses,
-            "tensor_maps": len(maps), "tensor_maps_max": maps.maxsize, "tensor_maps_encoded": maps.misses}
-
-
-def cache_clear() -> None:
-    _CONFIGS.clear()
-    fastconfig._TMAPS.clear()
-
-
-from . import torch_ops  # noqa: E402,F401  (registers gemm_ladder::matmul, which matmul routes to)

@@ -10,7 +10,7 @@ operand needs no copy when one of its dimensions is contiguous and the other's s
 wider buffer, a transposed view. Which major-ness a kernel reads is the step's capability:
 K-major always; MN-major (A stored M-contiguous, B stored N-contiguous: `x @ W` with W
 row-major) only where `Step.mn_major` (step 9 and its variants), otherwise those take the
-copy. Which step runs is api.step_for's rule.
+copy. Which step runs is select.step_for's rule.
 """
 from __future__ import annotations
 

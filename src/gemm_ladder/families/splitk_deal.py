@@ -1,5 +1,5 @@
 """How the small-M family's CTAs share the work: the deal of (tile, k-tile) units
-(runtime/smallm.py explains the rule that picks one; kernels/smallm_splitk.cu's Segments
+(families/smallm.py explains the rule that picks one; kernels/smallm_splitk.cu's Segments
 walks the same deal)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 CLUSTER_PIECES = (2, 4, 8)  # cluster reduction: pieces per tile (portable cluster sizes dividing BN / 4)
 
 
-def _cdiv(a: int, b: int) -> int:
+def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -36,7 +36,7 @@ class Deal:
     def multicast(cls, m_tiles: int, n_tiles: int, k_tiles: int, mc: int, max_clusters: int) -> "Deal":
         """Whole tiles in groups of `mc` along M, one cluster per group, at most `max_clusters`
         clusters (the rest round by round)."""
-        groups = _cdiv(m_tiles, mc) * n_tiles
+        groups = cdiv(m_tiles, mc) * n_tiles
         return cls(m_tiles * n_tiles, k_tiles, k_tiles, mc=mc, groups=groups, clusters=min(groups, max_clusters))
 
     @classmethod
@@ -44,7 +44,7 @@ class Deal:
         """A fixup deal on `grid` CTAs: floor(tiles / grid) rounds of whole tiles, then the
         remaining tiles' units in equal runs (the kernel's Segments under GL_FIXUP)."""
         rest = (tiles - tiles // grid * grid) * k_tiles
-        return cls(tiles, k_tiles, _cdiv(rest, grid) if rest else k_tiles, fixup=True, wave=grid)
+        return cls(tiles, k_tiles, cdiv(rest, grid) if rest else k_tiles, fixup=True, wave=grid)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "units", max(1, min(self.units, self.total)))
@@ -62,12 +62,12 @@ class Deal:
     def ctas(self) -> int:
         if self.mc > 1:
             return self.mc * self.clusters
-        return self.wave if self.wave else _cdiv(self.total, self.units)
+        return self.wave if self.wave else cdiv(self.total, self.units)
 
     @property
     def rounds(self) -> int:
         """Multicast: the groups each cluster walks at most (else 1)."""
-        return _cdiv(self.groups, self.clusters) if self.mc > 1 else 1
+        return cdiv(self.groups, self.clusters) if self.mc > 1 else 1
 
     @property
     def dp_rounds(self) -> int:
@@ -119,7 +119,7 @@ class Deal:
         if self.dsmem or self.fixup or self.units % self.k_tiles == 0:
             return 0
         g = math.gcd(self.k_tiles, self.units)
-        return _cdiv(self.units - g + self.k_tiles, self.units)
+        return cdiv(self.units - g + self.k_tiles, self.units)
 
     @property
     def split_tiles(self) -> bool:
@@ -136,7 +136,7 @@ class Deal:
             return self.units // self.k_tiles
         if self.k_tiles % self.units == 0:
             return 1
-        return _cdiv(self.units, self.k_tiles) + 1
+        return cdiv(self.units, self.k_tiles) + 1
 
     @property
     def splits(self) -> int:
@@ -147,4 +147,4 @@ class Deal:
 def fixup_flag_floats(ctas: int, consumers: int) -> int:
     """The flags' share of a fixup buffer, in floats: one int per (CTA, consumer), padded to
     256 bytes (the kernel's fixup_slot computes the same from its grid)."""
-    return _cdiv(ctas * consumers * 4, 256) * 64
+    return cdiv(ctas * consumers * 4, 256) * 64

@@ -6,6 +6,7 @@ context, so they order naturally with torch work.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import threading
@@ -56,6 +57,19 @@ def ensure_context(device_index: int) -> None:
     check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     current[device_index] = ctx
     _tls.ctx = current
+
+
+@contextlib.contextmanager
+def capture_mode_relaxed():
+    """This thread's stream-capture mode relaxed inside the block (e.g. to load a module while
+    a CUDA graph is captured), the previous mode restored after it."""
+    cu = _cu()
+    old = check(cu.cuThreadExchangeStreamCaptureMode(
+        cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED), "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        check(cu.cuThreadExchangeStreamCaptureMode(old), "cuThreadExchangeStreamCaptureMode")
 
 
 def device_attribute(device_index: int, attr_name: str) -> int:
@@ -244,14 +258,14 @@ class ReusableLaunch(PreparedLaunch):
 
     def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int], args: list,
                  *, dynamic_smem: int = 0, cluster: tuple[int, int, int] | None = None, pdl: bool = False):
-        self._map_slots = tuple(i for i, a in enumerate(args) if isinstance(a, MapSlot))
+        self.map_slots = tuple(i for i, a in enumerate(args) if isinstance(a, MapSlot))
         super().__init__(kernel, grid, block, [0 if isinstance(a, MapSlot) else a for a in args], stream=0,
                          dynamic_smem=dynamic_smem, cluster=cluster, pdl=pdl)
         # Per call the maps and pointers are written with one slice assignment each (a
         # Python loop over them costs more than the rest of the call): map slots that are
         # adjacent in the argument list as one slice of it, pointer values as one c_uint64
         # array that the argument array points into.
-        ms = self._map_slots
+        ms = self.map_slots
         self._map_span = slice(ms[0], ms[-1] + 1) if ms and ms == tuple(range(ms[0], ms[-1] + 1)) else None
         ptr_pos = [i for i, a in enumerate(args) if isinstance(a, ctypes.c_uint64)]
         self._ptr_vals = (ctypes.c_uint64 * max(1, len(ptr_pos)))(*[args[i].value for i in ptr_pos])
@@ -277,7 +291,7 @@ class ReusableLaunch(PreparedLaunch):
                 if self._map_span is not None:
                     args[self._map_span] = maps
                 else:
-                    for i, m in zip(self._map_slots, maps):
+                    for i, m in zip(self.map_slots, maps):
                         args[i] = m
             if ptrs:
                 self._ptr_vals[0:self._n_ptrs] = ptrs

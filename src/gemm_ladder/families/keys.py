@@ -1,13 +1,15 @@
-"""Step keys as people write them — '7', 7, '7:d4', '8:c1', '6:d6g1', '1-7,7:d4' or a Step —
+"""Kernel keys as people write them — '7', 7, '7:d4', '8:c1', '6:d6g1', '1-7,7:d4' or a Step —
 turned into Steps, and the keys of the kernel families beside the ladder ('smallm',
-'smallm:n128': runtime/smallm.py) into their entries. This is the one parser of step keys
-(`steps.get_step` and `steps.parse_steps` call it): a bad key gets one error that says what
-is wrong and lists the keys that exist."""
+'smallm:n128': families/smallm.py) into their entries. This is the one parser of keys
+(`get_step`, `parse_steps`): a bad key gets one error that says what is wrong and lists the
+keys that exist."""
 from __future__ import annotations
 
 import re
 
-from .steps import MODELLED_STEPS, STEPS, VARIANTS, Step, all_steps, variant
+from .ladder import MODELLED_STEPS, STEPS, VARIANTS, all_steps, variant
+from .ladder_step import Step
+from .smallm import FAMILIES, SmallM
 
 # Ad-hoc variant tokens after "N:": the Step field each sets, how messages name it, and
 # the steps it applies to.
@@ -33,14 +35,8 @@ def _bases(modelled: bool) -> dict[int, Step]:
     return {**STEPS, **MODELLED_STEPS} if modelled else STEPS
 
 
-def _families() -> dict:
-    """Kernel families beside the ladder, by key (imported late: smallm builds on launch)."""
-    from .smallm import FAMILIES
-    return FAMILIES
-
-
 def known_keys(modelled: bool = False) -> str:
-    return ", ".join([str(n) for n in _bases(modelled)] + list(VARIANTS) + list(_families()))
+    return ", ".join([str(n) for n in _bases(modelled)] + list(VARIANTS) + list(FAMILIES))
 
 
 def _variants_of(st: Step) -> str:
@@ -69,12 +65,12 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
         return bases[int(key)]
     if key in VARIANTS:
         return VARIANTS[key]
-    if key in _families():
-        return _families()[key]
+    if key in FAMILIES:
+        return FAMILIES[key]
     m = re.fullmatch(r"(\d+)(?::(\w*))?", key)
     if not m:
         why = (f"{key!r} is not a step key (a step number, N:<variant> such as 7:d4, or a kernel family: "
-               f"{', '.join(_families())})")
+               f"{', '.join(FAMILIES)})")
     elif int(m.group(1)) not in bases:
         why = f"there is no step {m.group(1)} (steps {min(bases)}-{max(bases)} exist)"
     else:
@@ -109,7 +105,6 @@ def as_step(key: Step | str | int, *, modelled: bool = False) -> Step:
     """A Step for a key ('7', 7, '7:d4', '6:d6g1', or a Step, returned as is); a family's
     entry for its key ('smallm', or the entry itself). modelled: also the steps only the
     simulator models (MODELLED_STEPS)."""
-    from .smallm import SmallM
     if isinstance(key, (Step, SmallM)):
         return key
     if isinstance(key, bool) or not isinstance(key, (str, int)):
@@ -135,3 +130,17 @@ def parse_step_spec(spec: str | int | Step, *, modelled: bool = False) -> list[S
     if not steps:
         raise UnknownStep(f"no steps in {spec!r}; known steps: {known_keys(modelled)}")
     return steps
+
+
+def get_step(key, *, modelled: bool = False) -> Step:
+    """'7', 7, '7:d4' -> Step. Ad-hoc variants: 'N:d<depth>g<group>w<ctas per SM>', e.g.
+    '6:d6' or '6:g1' (tokens in any order; d for steps with a ring, g and w for persistent
+    steps). modelled: also the steps only the simulator models (MODELLED_STEPS).
+    'smallm', 'smallm:n128': the small-M family's entries (families/smallm.py), not Steps
+    but read the same way. An unknown key raises UnknownStep (a KeyError), which says why."""
+    return as_step(key, modelled=modelled)
+
+
+def parse_steps(spec: str) -> list[Step]:
+    """'1-7,7:d4' -> steps (parse_step_spec)."""
+    return parse_step_spec(spec)

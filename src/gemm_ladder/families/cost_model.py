@@ -1,9 +1,9 @@
-"""Which kernel for (M, N, K, dtype): a documented cost model, not a table of tuned shapes.
+"""The selection's cost model: what a candidate kernel costs on (M, N, K), from its facts, and
+every constant the model is priced with (the split-K deal's too: families/smallm.py).
 
-Every candidate is a ladder step (a `Step` key in CANDIDATES); what the model knows about it
-comes from the Step's facts: its CTA tile (bm x bn x bk), its cluster (CTAs along M sharing
-B), its consumers, whether its grid is persistent, and `accepts(M, N, K)`. Adding a kernel
-family is one entry in CANDIDATES. The model (docs/suite.md):
+What the model knows about a candidate comes from its facts: its CTA tile (bm x bn x bk), its
+cluster (CTAs along M sharing B), its consumers, whether its grid is persistent, and
+`accepts(M, N, K)`. The model (docs/suite.md):
 
   cluster tile   (cluster_m * bm) x bn; a cluster of 2 is one scheduling unit
   tiles          ceil(M / (cluster_m * bm)) * ceil(N / bn)
@@ -14,8 +14,8 @@ family is one entry in CANDIDATES. The model (docs/suite.md):
   tile eff       M * N / (tiles * cluster tile area)       rows/columns computed past C
   t_compute      2 M N K_padded / peak / tile eff          all SMs at the tensor-core peak
   t_memory       (A + B + C once) / HBM bandwidth          compulsory traffic
-  mem wave eff   as wave eff, but a wave with HBM_SATURATION of the slots busy counts as full
-                 (that many SMs already draw the full HBM bandwidth)
+  mem wave eff   as wave eff, but a wave with WAVE_HBM_SATURATION of the slots busy counts as
+                 full (that many SMs already draw the full HBM bandwidth)
   score          max(t_compute / wave eff, t_memory / mem wave eff)       lower is better
                  (+ the second launch's fixed cost for a split-K deal with split tiles)
 
@@ -23,51 +23,43 @@ B rows that are not whole 32-byte sectors (16-byte aligned, `rows_misaligned`: a
 with K = 8 mod 16, a row-major b with N = 8 mod 16) slow a compute-bound ladder kernel that
 fetches its own B tiles from L2 by MISALIGNED_B_COST, but not step 9, whose 2-CTA cluster
 multicasts B (each CTA fetches half of it): with `b_misaligned` such candidates are charged
-that cost when they need two waves or more, and where the best of them is so charged, step 9
-joins the candidates (MISALIGNED_B_CANDIDATES).
+that cost when they need two waves or more (the choice, library/select.py, then considers
+step 9 too).
 
 An N-major B (a row-major b read in place, `b_mn`) travels in 64-wide blocks, which overhang
 a ladder tile whose width is not a multiple of 64: such a candidate is charged OVERHANG_B_COST,
 and one whose tiles start off 32-byte sectors (232 wide) is not offered.
-
-Scores within TIE of the best are treated as equal (the model is not finer than that);
-among those a candidate running the same tile with the same traffic as another but with
-fewer MMA warpgroups drops out (measured, the small-M family's two consumers on
-128 x 128, `smallm:c2n128`, against 8:c1's one in a single wave: 512 x 4096 x 4096 0.98
-against 0.94-0.95, 128 x 11008 x 4096 0.96 against 0.92, docs/perf-notes.md item 41); then
-the pick is the candidate moving the fewest operand bytes from L2 into shared memory
-(`operand_bytes`: each CTA reads its A and B tiles once per k-tile, a cluster reads its
-shared operand once), then the one computing the least padding, then registry order.
-A shape no candidate accepts (K or N not a multiple of 8) is scored at the shape the
-library pads it to, and the choice says so.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .steps import MN_BLOCK, Step, get_step
+from ..cuda.device import H200
+from .common import MN_BLOCK
+from .ladder_step import Step
 
-# Candidate kernels, in order of preference on a tie. A key that is not (yet) in the step
-# registry is listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md,
-# entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
-# 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
-# the model's traffic tie-break would otherwise pass over. 8:c1 (128 x 128, depth 5) stands
-# for its geometry: measured 1-6 % ahead of 7:d4 at every M = 128 .. 2048 suite shape (item 21).
-CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n240", "9:n232", "9:n224", "9:n192", "9:n176",
-                         "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128", "smallm:c2", "smallm:c2n64",
-                         "smallm:n64s", "smallm:n64", "smallm:n32"]
-TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
-HBM_SATURATION = 0.85  # share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
+# Two measured constants of two models, each the share of the SMs that, streaming at once,
+# draws (nearly) the full HBM bandwidth. The wave model's (`score`), fitted on the ladder's
+# 128-row tiles, which reuse each operand byte more, so more of them must stream at once:
+WAVE_HBM_SATURATION = 0.85
+# the split-K deal's (SmallM.deal_cost; docs/perf-notes.md item 21), fitted on the small-M
+# family's 64-row tiles, which stream B with little reuse, so fewer CTAs saturate HBM:
+SPLITK_DEAL_HBM_SATURATION = 0.65
+# A model constant, not a measurement: the fixed cost of staging an MN-major operand
+# K-major (host work and launch of one more torch kernel, ~6 us per call on the H200's
+# host, issue 9); without it a tiny shape would copy rather than read in place.
+COPY_LAUNCH_US = 6.0
+# Measured: torch's transposing copy of a (K, N) operand into (N, K) moves ~0.6 TB/s of
+# read + written bytes on the H200 (4096 x 14336: ~370 us; docs/perf-notes.md item 29).
+TRANSPOSE_COPY_TBS = 0.6
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
 # Measured (docs/perf-notes.md, item 32): B rows at 16-byte but not 32-byte offsets cost 9:c1 and
 # 9:n192 9-29 % from 2048^2 to 8192^2 problems, N-major or K-major (each 128-byte box row of B
 # touches five 32-byte sectors, and B is two thirds of the operand traffic from L2), ~1 % when
 # only A's rows are so, and step 9 with its multicast cluster 0-2 %. One cost for all: the low end.
 MISALIGNED_B_COST = 0.15
-MISALIGNED_B_CANDIDATES: list[str] = ["9"]
 SECTOR_BYTES = 32
 # Measured (docs/perf-notes.md, items 35 and 57): an N-major B travels in whole 64-wide blocks, so
 # on a tile width that is not a multiple of 64 its blocks overhang the tile (176: 192 columns
@@ -92,10 +84,10 @@ def contiguous_b_misaligned(N: int, K: int) -> bool:
 class Device:
     """What the model needs of the GPU. Defaults: the H200 SXM datasheet (dense fp16/bf16
     tensor-core peak, HBM3e bandwidth); only their ratio and the SM count change a pick."""
-    sms: int = 132
-    peak_tflops: float = 989.0
-    hbm_tbs: float = 4.8
-    source: str = "H200 SXM datasheet"
+    sms: int = H200.sms
+    peak_tflops: float = H200.peak_tflops
+    hbm_tbs: float = H200.hbm_tbs
+    source: str = H200.source
 
 
 @dataclass(frozen=True)
@@ -260,9 +252,9 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
             area = work * f.bm * f.bn
         s.wave_eff = work / (s.waves * s.slots)
         kp = deal.k_tiles * f.bk
-    # Streaming from HBM, a wave needs only HBM_SATURATION of the slots busy to draw the full
+    # Streaming from HBM, a wave needs only WAVE_HBM_SATURATION of the slots busy to draw the full
     # bandwidth: a last wave that fills them is no loss to the memory time, one below is.
-    sat = max(1.0, HBM_SATURATION * s.slots)
+    sat = max(1.0, WAVE_HBM_SATURATION * s.slots)
     s.mem_wave_eff = work / ((s.waves - 1) * s.slots + max(work - (s.waves - 1) * s.slots, sat))
     s.tile_eff = (m * n) / area
     s.padded_flop = 2.0 * area * kp
@@ -301,7 +293,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
 
 
 def describe_deal(deal) -> str:
-    """A split-K family's deal of work in words (runtime/smallm.py, Deal)."""
+    """A split-K family's deal of work in words (families/smallm.py, Deal)."""
     if deal.mc > 1:
         return (f"deal: {deal.tiles} whole tiles of {deal.k_tiles} k-tiles in {deal.groups} groups of {deal.mc} along M "
                 f"(each group a cluster sharing its B tiles by multicast) on {deal.ctas} CTAs, {deal.rounds} round(s)")
@@ -310,118 +302,3 @@ def describe_deal(deal) -> str:
            else f"up to {deal.planes} pieces per tile through the workspace")
     return (f"deal: {deal.tiles} tiles x {deal.k_tiles} k-tiles in runs of {deal.units} over "
             f"{deal.ctas} CTAs, {how}")
-
-
-@dataclass
-class Choice:
-    M: int
-    N: int
-    K: int
-    dtype: str
-    device: Device
-    scores: list[Score] = field(default_factory=list)
-    pick: Score | None = None
-    reason: str = ""
-
-    @property
-    def step(self) -> Step:
-        if self.pick is None:
-            raise LookupError(f"no candidate kernel takes {self.M}x{self.N}x{self.K}: {self.reason}")
-        return get_step(self.pick.key)
-
-    @property
-    def kernel_shape(self) -> tuple[int, int, int]:
-        return self.pick.shape if self.pick else (self.M, self.N, self.K)
-
-    def as_dict(self) -> dict:
-        return {"M": self.M, "N": self.N, "K": self.K, "dtype": self.dtype,
-                "device": dataclasses.asdict(self.device),
-                "pick": self.pick.key if self.pick else None, "reason": self.reason,
-                "candidates": [dataclasses.asdict(s) for s in self.scores]}
-
-
-def _candidate_steps(candidates) -> list[tuple[str, Step | None]]:
-    out = []
-    for c in candidates:
-        if isinstance(c, Step):
-            out.append((c.key, c))
-            continue
-        try:
-            out.append((c, get_step(c)))
-        except KeyError:
-            out.append((c, None))
-    return out
-
-
-def candidate_keys(b_misaligned: bool = False) -> list[str]:
-    """The default candidates; with B rows that are not whole sectors, step 9 too."""
-    return CANDIDATES + (MISALIGNED_B_CANDIDATES if b_misaligned else [])
-
-
-def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = Device(),
-           candidates=None, b_misaligned: bool = False, b_mn: bool = False) -> Choice:
-    """Score every candidate on (M, N, K) and pick one (module docstring). b_misaligned: B's
-    rows (as the kernel reads them) are not whole 32-byte sectors (`rows_misaligned`); b_mn:
-    B is read N-major (what the small-M family takes depends on it)."""
-    ch = Choice(M, N, K, dtype, device)
-    for key, st in _candidate_steps(candidate_keys(b_misaligned) if candidates is None else candidates):
-        if st is None or getattr(st, "model_only", False):
-            ch.scores.append(Score(key, available=False, why="not in the step registry" if st is None
-                                   else "model only: no kernel yet"))
-            continue
-        dtypes = getattr(st, "dtypes", ("float16", "bfloat16"))
-        if dtype not in dtypes:
-            ch.scores.append(Score(key, st.label, why=f"does not support {dtype}"))
-            continue
-        ch.scores.append(score(st, M, N, K, device, b_misaligned, b_mn))
-    ok = [s for s in ch.scores if s.accepted]
-    extra = [s for s in ok if b_misaligned and s.key in MISALIGNED_B_CANDIDATES and s.key not in CANDIDATES]
-    rest = [s for s in ok if s not in extra]
-    if extra and rest and not min(rest, key=lambda s: s.score_us).slowed:
-        for s in extra:  # only where the misalignment is what the best of the others pays
-            s.why += "; considered only where B's misalignment slows the best of the others"
-        ok = rest
-    if not ok:
-        ch.reason = "no candidate accepts the shape, even padded"
-        return ch
-    best = min(s.score_us for s in ok)
-    near = [s for s in ok if s.score_us <= best * (1 + TIE)]
-    # the same tile and traffic with more MMA issuers replaces one with fewer (module docstring)
-    near = [s for s in near if not any(t.tile == s.tile and t.l2_bytes == s.l2_bytes and t.padded == s.padded
-                                       and t.consumers > s.consumers for t in near)]
-    # unpadded before padded, an N-major B without overhang before one with (its cost is a
-    # round figure), then least L2 traffic, then least wasted work, then registry order
-    tie_key = lambda s: (s.padded, s.overhang, s.l2_bytes, s.padded_flop)  # noqa: E731
-    ch.pick = min(near, key=tie_key)
-    others = [s.key for s in near if s is not ch.pick]
-    equal = [s.key for s in near if s is not ch.pick and tie_key(s) == tie_key(ch.pick)]
-    why_first = (f"listed before {', '.join(equal)} in select.CANDIDATES, equal on every tie-break" if equal else
-                 f"{ch.pick.key} moves the fewest operand bytes, {ch.pick.l2_bytes / 1e6:.0f} MB")
-    ch.reason = (f"lowest modelled time {ch.pick.score_us:.1f} us"
-                 + (f" (within {TIE:.0%} of it: {', '.join(others)}; {why_first})" if others else "")
-                 + f"; {ch.pick.why}")
-    return ch
-
-
-@functools.lru_cache(maxsize=4096)
-def pick(M: int, N: int, K: int, dtype: str = "float16", sms: int = 132, b_misaligned: bool = False,
-         b_mn: bool = False) -> str:
-    """The chosen step key, memoized: cheap enough for a matmul call path."""
-    return choose(M, N, K, dtype, device=Device(sms=sms), b_misaligned=b_misaligned, b_mn=b_mn).step.key
-
-
-def explain_rows(ch: Choice) -> list[dict]:
-    """One dict per candidate, formatted for a table."""
-    rows = []
-    for s in ch.scores:
-        mark = "pick" if ch.pick is s else ("" if s.accepted else "-")
-        if not s.accepted:
-            rows.append({"": mark, "kernel": s.key, "why": s.why})
-            continue
-        rows.append({"": mark, "kernel": s.key, "shape run": "x".join(map(str, s.shape)),
-                     "tiles": s.tiles, "waves": f"{s.waves} ({s.wave_eff:.0%})",
-                     "tile eff": f"{s.tile_eff:.0%}", "compute us": f"{s.t_compute_us:.1f}",
-                     "memory us": f"{s.t_memory_us:.1f}", "score us": f"{s.score_us:.1f}",
-                     "L2->SMEM MB": f"{s.l2_bytes / 1e6:.0f}",
-                     "why": s.bound + ("-bound, padded" if s.padded else "-bound")})
-    return rows

@@ -1,17 +1,25 @@
-"""Run one ladder step on torch tensors: validate, compile (cached), load, launch.
+"""The strict runner: one kernel (a ladder step or a kernel family's entry) on torch tensors:
+validate, compile (cached), load, launch.
 
 `run_step` is strict: it never copies or pads, and it rejects what the step cannot take
-with an error naming the constraint. `gemm_ladder.matmul` (fastpath.py) is the forgiving entry.
+with an error naming the constraint. `gemm_ladder.matmul` (api.py, fastpath.py) is the
+forgiving entry. A family's entry gives the runner its launch pieces (the small-M family's
+arguments, grids and workspace: families/smallm_args.py); the runner builds the launches
+(`plan_smallm`).
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
-from . import driver
-from .kernel_enums import barrier_names, role_names
-from .stepkeys import as_step
-from .steps import ConfigError, ShapeError, Step
+from ..cuda import device as cuda_device
+from ..cuda import driver
+from ..cuda.kernel_enums import barrier_names, role_names
+from ..families.common import ConfigError, ShapeError
+from ..families.keys import as_step
+from ..families.ladder_step import Step
+from ..families.smallm import REDUCE_THREADS, SmallM, get_family
+from ..families.splitk_deal import Deal
 
 SUPPORTED = ("float16", "bfloat16")
 
@@ -83,15 +91,6 @@ def check_device(device) -> None:
                            "for sm_90a (H100/H200)")
 
 
-_NUM_SMS: dict[int, int] = {}
-
-
-def num_sms(device_index: int) -> int:
-    if device_index not in _NUM_SMS:
-        _NUM_SMS[device_index] = _torch().cuda.get_device_properties(device_index).multi_processor_count
-    return _NUM_SMS[device_index]
-
-
 # ---- debug records -------------------------------------------------------------------------
 _STUCK_FMT = "<IIIIIIIIQ"  # GlStuckRecord in gl_mbarrier.cuh
 _STUCK_MAGIC = 0x57A11ED0
@@ -154,7 +153,7 @@ def attach_trace(prep: Launched, dev: int, trace_buffer, trace_events: int) -> N
 def prepare_build(step, dev: int, *, bf16: bool, debug: bool, extra_defines: dict | None = None,
                   trace_buffer=None, trace_events: int = 0) -> Launched:
     """prepare() of the build a plan asks for: its ablation switches, and with a trace buffer
-    the GL_TRACE build pointed at that buffer (launch.plan's and the small-M family's)."""
+    the GL_TRACE build pointed at that buffer (plan's and plan_smallm's)."""
     defines = dict(extra_defines or {})
     if trace_buffer is not None:
         defines["GL_TRACE"] = 1
@@ -174,16 +173,35 @@ def plan(step: Step | str | int, a, b, out=None, *, debug: bool = False, extra_d
     stream); sk_tiles, sk_ctas: split that many tiles over that many CTAs (default: 2 pieces
     each) instead of the step's rule (tests, experiments)."""
     step = as_step(step)
-    if not isinstance(step, Step):  # a kernel family beside the ladder (runtime/smallm.py) plans itself
+    if isinstance(step, SmallM):  # a kernel family beside the ladder: its own deal and launches
         if sk_tiles or sk_ctas:
             raise ConfigError(f"{step.key}: no stream-K deal for this family")
-        return step.plan(a, b, out, debug=debug, trace_buffer=trace_buffer, trace_events=trace_events,
-                         extra_defines=extra_defines)
-    torch = _torch()
+        return plan_smallm(step, a, b, out, debug=debug, trace_buffer=trace_buffer, trace_events=trace_events,
+                           extra_defines=extra_defines)
     if problem := step.smem_problem():
         raise ConfigError(f"step {step.key} cannot run: {problem}")
     M, N, K = check_operands(a, b, out, step=step)
     check_device(a.device)
+    return _plan_checked(step, a, b, out, M, N, K, debug=debug, extra_defines=extra_defines,
+                         trace_buffer=trace_buffer, trace_events=trace_events, sk_tiles=sk_tiles, sk_ctas=sk_ctas)
+
+
+def run_checked(step: Step, a, b):
+    """C = A @ B^T with a ladder step on operands its caller has already validated (2-D,
+    contiguous, 16-byte aligned, one dtype, one Hopper device, a shape the step takes): the
+    library's copying path for the strict teaching steps, whose call was checked once
+    (fastpath.validate). Returns a fresh (M, N) result."""
+    if problem := step.smem_problem():
+        raise ConfigError(f"step {step.key} cannot run: {problem}")
+    M, K = a.shape
+    return _plan_checked(step, a, b, None, M, b.shape[0], K)()
+
+
+def _plan_checked(step: Step, a, b, out, M: int, N: int, K: int, *, debug: bool = False,
+                  extra_defines: dict | None = None, trace_buffer=None, trace_events: int = 0,
+                  sk_tiles: int | None = None, sk_ctas: int | None = None) -> "Plan":
+    """plan's build, on validated operands."""
+    torch = _torch()
     if out is None:
         out = torch.empty((M, N), dtype=a.dtype, device=a.device)
     dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
@@ -221,7 +239,7 @@ def launch_grid(step: Step, kernel: driver.LoadedKernel, M: int, N: int, device_
     max_clusters = None
     if step.persistent and step.cluster != (1, 1, 1):  # only a persistent grid sizes itself by it
         max_clusters = driver.max_active_clusters(kernel, (step.threads, 1, 1), step.dynamic_smem, step.cluster)
-    grid = step.grid(M, N, num_sms(device_index), max_clusters)
+    grid = step.grid(M, N, cuda_device.num_sms(device_index), max_clusters)
     if any(g % c for g, c in zip(grid, step.cluster)):
         raise ShapeError(f"grid {grid} is not a multiple of the cluster shape {step.cluster}")
     return grid
@@ -277,3 +295,93 @@ def _sync_checked(step: Step, prep: Launched, dev: int) -> None:
             raise PipelineDeadlock(msg + f" (CUDA: {str(e).splitlines()[0]})") from e
         raise
 
+
+# ---- the small-M family ----------------------------------------------------------------------
+
+def plan_smallm(fam: SmallM, a, b, out=None, *, splits: int | None = None, units: int | None = None,
+                wave: int | None = None, debug: bool = False, pdl: bool | None = None,
+                trace_buffer=None, trace_events: int = 0, extra_defines: dict | None = None) -> "SmallMPlan":
+    """Validate, compile, load, allocate the workspace and build both launches of
+    C = A @ B^T once; calling the plan launches them on the stream current now.
+    splits: K split that many ways (fixed_deal) instead of the rule's deal; units: runs
+    of that many k-tiles (make_deal); wave: a fixup entry's deal on that many CTAs.
+    pdl: launch the reduction programmatically (default: the entry's `pdl`). trace_buffer:
+    an int64 CUDA tensor for a GL_TRACE build (as plan's); extra_defines: ablation
+    switches of this build (as plan's)."""
+    torch = _torch()
+    if problem := fam.smem_problem():
+        raise ConfigError(f"{fam.key} cannot run: {problem}")
+    M, N, K = check_operands(a, b, out, step=fam)
+    check_device(a.device)
+    if out is None:
+        out = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    bf16 = a.dtype == torch.bfloat16
+    with torch.cuda.device(dev):
+        prep = prepare_build(fam, dev, bf16=bf16, debug=debug, extra_defines=extra_defines,
+                             trace_buffer=trace_buffer, trace_events=trace_events)
+        d = fam.plan_deal(M, N, K, cuda_device.num_sms(dev), splits=splits, units=units, wave=wave)
+        if d.fixup and d.ctas > cuda_device.num_sms(dev):
+            raise ConfigError(f"{fam.key}: a fixup deal must fit one wave ({d.ctas} CTAs > "
+                              f"{cuda_device.num_sms(dev)} SMs)")
+        shape = fam.workspace_shape(M, N, d)
+        alloc = torch.zeros if d.fixup else torch.empty  # fixup flags start lowered
+        ws = alloc(shape, dtype=torch.float32, device=a.device) if shape else None
+        ws_ptr = ws.data_ptr() if ws is not None else 0
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        args = fam.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
+        launches = [driver.PreparedLaunch(prep.kernel, d.grid, (fam.threads, 1, 1), args, stream=stream,
+                                          dynamic_smem=fam.dynamic_smem, cluster=d.cluster)]
+        if ws is not None and not d.fixup:
+            reduce = reduce_kernel(prep.kernel, fam.reduce_entry)
+            launches.append(driver.PreparedLaunch(
+                reduce, fam.reduce_grid(M, N), (REDUCE_THREADS, 1, 1),
+                fam.reduce_args(ws_ptr, out.data_ptr(), M, N, K, d.units), stream=stream,
+                pdl=fam.pdl if pdl is None else pdl))
+    return SmallMPlan(fam, prep, _InOrder(launches), (a, b, out, ws), dev, debug, deal=d)
+
+
+_REDUCE: dict[tuple, driver.LoadedKernel] = {}
+
+
+def reduce_kernel(main: driver.LoadedKernel, name: str) -> driver.LoadedKernel:
+    """The reduction entry of the loaded module, looked up once per module."""
+    key = (main.compiled.key, main.device_index, name)
+    if key not in _REDUCE:
+        _REDUCE[key] = main.sibling(name)
+    return _REDUCE[key]
+
+
+class _InOrder:
+    """Launches one after the other on their stream (split-K kernel, then the reduction)."""
+
+    def __init__(self, launches: list):
+        self.launches = launches
+
+    def __call__(self) -> None:
+        for go in self.launches:
+            go()
+
+
+@dataclass
+class SmallMPlan(Plan):
+    deal: Deal | None = None  # how the split-K kernel's CTAs share the work
+
+    @property
+    def workspace(self):
+        return self.tensors[3]
+
+
+def run_smallm(a, b, out=None, splits: int | None = None, *, family: str | SmallM = "smallm",
+               debug: bool = False, sync: bool = False):
+    """C = A @ B^T for a (M, K) and b (N, K) contiguous fp16/bf16 CUDA tensors, M <= 128, with
+    the small-M split-K kernel and its deterministic reduction. `splits`: the K split (default:
+    the family's rule). Returns `out` (allocated if None). The workspace comes from torch's
+    caching allocator on the current stream and is released once both launches are queued:
+    the allocator hands it out again only to work ordered after them on that stream."""
+    fam = family if isinstance(family, SmallM) else get_family(family)
+    p = plan_smallm(fam, a, b, out, splits=splits, debug=debug)
+    res = p()
+    if sync and not debug:
+        p.synchronize()
+    return res

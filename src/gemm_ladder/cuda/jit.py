@@ -227,7 +227,7 @@ def _nvrtc_compile(source: str, name: str, options: list[str], kernel_dir: Path)
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -274,8 +274,8 @@ def _store_entry(key: str, cubin: bytes, meta: dict) -> None:
     complete cubin); on a read-only or full cache keep it in memory, warning once."""
     try:
         d = cache_dir()
-        _atomic_write(d / f"{key}.cubin", cubin)
-        _atomic_write(d / f"{key}.json", json.dumps(meta, indent=1).encode())
+        atomic_write(d / f"{key}.cubin", cubin)
+        atomic_write(d / f"{key}.json", json.dumps(meta, indent=1).encode())
     except OSError as e:
         _warn_unwritable(str(_cache_location()), e)
         _MEMORY[key] = (cubin, meta)

@@ -1,16 +1,16 @@
 """The small-M family (decode-like shapes, M <= 128, and problems too small to fill the SMs
 with the ladder's 128 x 128 tiles): K split stream-K style over a one-dimensional grid, a
-deterministic second pass. Its configuration, entries and deal model live here, its launch in
-smallm_launch.py (mixed into `SmallM`), as a step's live in steps.py and launch.py.
+deterministic second pass. Its configuration, entries and deal model live here, its launch
+pieces in smallm_args.py (mixed into `SmallM`), as a step's live in ladder_step.py and ladder.py.
 
 Not a rung of the ladder: a kernel family beside it (kernels/smallm_splitk.cu). Its entries
-are reached by key through `steps.get_step("smallm")` / `"smallm:n128"` / ... (FAMILIES
-below) and are never listed by `steps.all_steps()`, so nothing that walks the
+are reached by key through `keys.get_step("smallm")` / `"smallm:n128"` / ... (FAMILIES
+below) and are never listed by `ladder.all_steps()`, so nothing that walks the
 ladder meets them by accident. An entry has the parts of a `Step` the shared machinery reads
 (key, label, source, entry, threads, kernel_defines(), dynamic_smem, barriers, compile(),
-shape_problems(), accepts(), claims), so `launch.prepare`, `launch.plan`/`run_step`, the
-compile report and the benchmark take it as they take a step; what differs is the deal of
-work (here) and the workspace and two launches (smallm_launch.py).
+shape_problems(), accepts(), claims), so the runner's `prepare`, `plan`/`run_step`
+(library/runner.py), the compile report and the benchmark take it as they take a step; what
+differs is the deal of work (here) and the workspace and two launches (smallm_args.py).
 
 The deal (`deal`; the whole model with its measured constants in docs/smallm.md): the tiles x
 k_tiles units of work, tile-major, go in equal runs of `units` to ceil(total / units) CTAs,
@@ -18,9 +18,9 @@ one per SM at a time; a tile whose units fall to more than one CTA is split, its
 written in fp32 to planes of a workspace that the second kernel sums in order. Among runs
 of at least MIN_KT_PER_SPLIT k-tiles (or the whole K), split s ways or dealt over g CTAs (up
 to MAX_WAVES waves), the deal minimizes `deal_cost`: a run's k-tiles plus CTA and segment
-overheads, a wave priced as if HBM_SATURATION of the SMs were busy (that many draw the full
-bandwidth), the second launch and the fp32 round trip priced in streaming time. Ties go to
-fewer planes, then longer runs. `fixed_deal(M, N, K, splits)` is the plain split, for
+overheads, a wave priced as if SPLITK_DEAL_HBM_SATURATION (cost_model.py) of the SMs were
+busy (that many draw the full bandwidth), the second launch and the fp32 round trip priced in
+streaming time. Ties go to fewer planes, then longer runs. `fixed_deal(M, N, K, splits)` is the plain split, for
 experiments and tests.
 """
 from __future__ import annotations
@@ -28,28 +28,30 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from . import jit
-from .deal import CLUSTER_PIECES, Deal, _cdiv, fixup_flag_floats  # noqa: F401 (smallm.Deal, ...: the family's names)
-# the launch's names are read from here too (smallm.REDUCE_THREADS, smallm._reduce_kernel)
-from .smallm_launch import C_BOX, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMLaunch, _reduce_kernel  # noqa: F401
-from .steps import CLUSTER_CLAIMS, MAX_SMEM_PER_BLOCK, MN_BLOCK, ConfigError, build
+from ..cuda import jit
+from ..cuda.device import H200
+from .common import CLUSTER_CLAIMS, MN_BLOCK, ConfigError, build
+from .cost_model import SPLITK_DEAL_HBM_SATURATION
+# the family's names, read from here (smallm.Deal, smallm.REDUCE_THREADS, ...)
+from .smallm_args import C_BOX, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
+from .splitk_deal import CLUSTER_PIECES, Deal, cdiv, fixup_flag_floats  # noqa: F401
 
 MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills the ring
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
 MAX_WAVES = 4  # candidate grids: up to this many waves of CTAs
-MAX_FIXUP_CTAS = 132  # fixup deals: one resident wave (an owner waits for CTAs after it)
+MAX_FIXUP_CTAS = H200.sms  # fixup deals: one resident wave (an owner waits for CTAs after it)
 # The entries whose in-kernel fixup (an experiment: no registered entry deals with it) the GPU
 # tests run and CI compiles. Not the 256-wide single consumer (smallm, smallm:dsmem): with the
 # fixup it spills 8 bytes under NVRTC 13.0.
 FIXUP_ENTRIES = ("smallm:c2", "smallm:c2n128", "smallm:n128")
 FIXUP_SLOT_READS = 2  # fixup: the owner's slot reads, in slots (~a k-tile's worth of L2 bytes each)
 # The deal model's two measured constants (an entry may carry its own; docs/perf-notes.md,
-# item 21): this share of the SMs streaming at once draws (nearly) the full HBM bandwidth ...
-HBM_SATURATION = 0.65
-# ... and the fp32 pieces cost this many times their bytes' streaming time: 4, not the 2 of item
-# 21, since every shape whose deal moved from 2 to 4 measured as fast or faster (item 33: 64 x
-# 4096 x 4096 21.4 -> 20.1 us on 2 planes instead of 4, 192 x 2048 x 2048 14.3 -> 13.1 us)
+# item 21): the share of the SMs that, streaming at once, draws (nearly) the full HBM bandwidth
+# (cost_model.SPLITK_DEAL_HBM_SATURATION), and the fp32 pieces cost this many times their
+# bytes' streaming time: 4, not the 2 of item 21, since every shape whose deal moved from 2 to
+# 4 measured as fast or faster (item 33: 64 x 4096 x 4096 21.4 -> 20.1 us on 2 planes instead
+# of 4, 192 x 2048 x 2048 14.3 -> 13.1 us)
 WORKSPACE_COST = 4.0
 # clusters of P of this kernel resident at once on the H200 (cuOccupancyMaxActiveClusters):
 # clusters sit inside a GPC, so 4 and 8 fit 120 CTAs, not 128
@@ -69,13 +71,13 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 # straddled sectors cost (1000^3 13.0 -> 11.5 us fp16, 0.79 -> 0.90x cuBLAS; bf16 0.85 -> 0.96),
 # while on aligned rows the pair's coupling costs more than the halved fetch saves (1024^3 9.5
 # -> 9.9 us, 768^3 9.1-9.3 -> 9.6; docs/perf-notes.md item 51)
-LADDER_WAVE_TILES = 132
+LADDER_WAVE_TILES = H200.sms
 ALIGNED_K = 16
 REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of streaming at ~3.7 TB/s
 
 
 @dataclass(frozen=True)
-class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_launch.py
+class SmallM(SmallMArgs):  # the launch pieces (arguments, grids, workspace): smallm_args.py
     key: str
     bn: int = 256  # CTA tile columns (m64nBNk16)
     depth: int = 5  # operand ring stages
@@ -181,9 +183,9 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
 
     def smem_problem(self, static_smem: int = 0) -> str:
         total = self.dynamic_smem + static_smem
-        if total <= MAX_SMEM_PER_BLOCK:
+        if total <= H200.smem_per_block:
             return ""
-        return f"needs {total:,} bytes of shared memory, over the {MAX_SMEM_PER_BLOCK:,}-byte limit per block"
+        return f"needs {total:,} bytes of shared memory, over the {H200.smem_per_block:,}-byte limit per block"
 
     def smem_ai(self) -> float:
         return 2 * self.bm * self.bn * self.bk / self.stage_bytes
@@ -233,7 +235,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
         """Above max_m the family takes only problems too small for the ladder's 128 x 128
         tiles to fill one wave, read from 32-byte aligned rows unless B is N-major (the
         constants' comment)."""
-        tiles = _cdiv(M, 128) * _cdiv(N, 128)
+        tiles = cdiv(M, 128) * cdiv(N, 128)
         if tiles >= LADDER_WAVE_TILES:
             return [f"M={M} is over {self.max_m} and the ladder's 128x128 tiles fill the SMs ({tiles} tiles): "
                     "the small-M family is for decode-like shapes and problems under one wave"]
@@ -265,10 +267,10 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
     # -- the deal of work -------------------------------------------------------------------
     def tiles(self, M: int, N: int) -> tuple[int, int]:
         """(m_tiles, n_tiles) of C."""
-        return _cdiv(M, self.bm), _cdiv(N, self.bn)
+        return cdiv(M, self.bm), cdiv(N, self.bn)
 
     def k_tiles(self, K: int) -> int:
-        return _cdiv(K, self.bk)
+        return cdiv(K, self.bk)
 
     def make_deal(self, M: int, N: int, K: int, units: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
         """The deal of runs of `units` k-tiles (clipped to 1 .. all the work); multicast pairs
@@ -290,7 +292,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
             if splits != 1:
                 raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): splits must be 1")
             return self.deal(M, N, K, num_sms)
-        units = _cdiv(kt, min(splits, kt))
+        units = cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
         if self.fixup:  # the kernel sums split tiles itself: always a fixup deal, one wave at most
             return Deal.hybrid(d.tiles, kt, min(d.ctas, MAX_FIXUP_CTAS))
@@ -303,8 +305,8 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
         slots = num_sms
         if d.dsmem or d.mc > 1:  # clusters sit inside a GPC (measured capacity, scaled to this SM count)
             p = d.cluster[0]
-            slots = max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // 132 // p * p))
-        saturation = HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
+            slots = max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // H200.sms // p * p))
+        saturation = SPLITK_DEAL_HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
         sat = max(1, round(saturation * num_sms))
         run = d.run + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
         run += DSMEM_EXCHANGE_KT if d.dsmem else 0
@@ -333,11 +335,11 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
         kt = self.k_tiles(K)
         if self.multicast > 1:  # whole tiles, a cluster per group, as many clusters as fit at once
             p = self.multicast
-            return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // 132))
+            return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // H200.sms))
         total = m_tiles * n_tiles * kt
         shortest = min(kt, MIN_KT_PER_SPLIT)
-        runs = ({_cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
-                | {_cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)})  # equal runs over g CTAs
+        runs = ({cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
+                | {cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)})  # equal runs over g CTAs
         if self.fixup:  # one resident wave: whole tiles round by round, the rest stream-K
             deals = [Deal.hybrid(m_tiles * n_tiles, kt, g) for g in range(1, min(num_sms, MAX_FIXUP_CTAS) + 1)]
             deals = [d for d in deals if d.units >= shortest or not d.split_tiles]
@@ -368,7 +370,7 @@ class SmallM(SmallMLaunch):  # the launch (arguments, workspace, plan): smallm_l
 # The deal constants the two-consumer entries measured best with (item 21).
 TWO_CONSUMER_DEAL = dict(hbm_saturation=0.75, workspace_cost=1.5)
 
-# The family's entries, by key (steps.get_step looks here).
+# The family's entries, by key (keys.get_step looks here).
 FAMILIES: dict[str, SmallM] = {
     "smallm": SmallM("smallm"),
     "smallm:n128": SmallM("smallm:n128", bn=128, depth=8, variant="n128"),
@@ -415,21 +417,6 @@ def get_family(key: str = "smallm") -> SmallM:
         return FAMILIES[key]
     except KeyError:
         raise KeyError(f"unknown small-M configuration {key!r}; known: {', '.join(FAMILIES)}") from None
-
-
-def run_smallm(a, b, out=None, splits: int | None = None, *, family: str | SmallM = "smallm",
-               debug: bool = False, sync: bool = False):
-    """C = A @ B^T for a (M, K) and b (N, K) contiguous fp16/bf16 CUDA tensors, M <= 128, with
-    the small-M split-K kernel and its deterministic reduction. `splits`: the K split (default:
-    the family's rule). Returns `out` (allocated if None). The workspace comes from torch's
-    caching allocator on the current stream and is released once both launches are queued:
-    the allocator hands it out again only to work ordered after them on that stream."""
-    fam = family if isinstance(family, SmallM) else get_family(family)
-    p = fam.plan(a, b, out, splits=splits, debug=debug)
-    res = p()
-    if sync and not debug:
-        p.synchronize()
-    return res
 
 
 def with_fields(fam: SmallM, name: str, **fields) -> SmallM:

@@ -1,13 +1,12 @@
-"""The ladder: every step's `Step` (runtime/step.py, the type) by number, its named variants,
-and the lookups by key (`get_step`, `parse_steps`; runtime/stepkeys.py parses the keys).
-The Step type's names are re-exported here, where most callers import them from.
+"""The ladder: every step's `Step` (families/ladder_step.py, the type) by number, and its named
+variants. Lookups by key (`get_step`, `parse_steps`) are families/keys.py's, which parses the
+keys of every family.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from .step import (BARRIERS_PER_STAGE, CLUSTER_CLAIMS, EPI_CHUNK_COLS, MAX_SMEM_PER_BLOCK,  # noqa: F401
-                   MN_BLOCK, SASS_MEANING, ConfigError, ShapeError, Step, build)
+from .ladder_step import Step
 
 _TMA_CLAIMS = ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM")
 _PREFETCH = ("UTMACCTL.PF",)  # the tensor maps fetched at entry (steps 6 and up: gl_tma.cuh)
@@ -87,13 +86,6 @@ MODELLED_STEPS: dict[int, Step] = {}
 BASELINE = "1"
 
 
-def reads_mn(st) -> tuple[bool, bool]:
-    """(reads an M-major A in place, reads an N-major B in place): a Step with `mn_major`
-    both; a kernel family's entry as its `b_mn_major` says (B only)."""
-    both = bool(getattr(st, "mn_major", False))
-    return both, both or bool(getattr(st, "b_mn_major", False))
-
-
 def variant(step: Step, name: str, **fields) -> Step:
     """`step` with other field values (e.g. depth=4), named `name` (e.g. "d4")."""
     return dataclasses.replace(step, variant=name, **fields)
@@ -140,20 +132,3 @@ def all_steps(include_variants: bool = True) -> list[Step]:
     if include_variants:
         out += list(VARIANTS.values())
     return out
-
-
-def get_step(key, *, modelled: bool = False) -> Step:
-    """'7', 7, '7:d4' -> Step. Ad-hoc variants: 'N:d<depth>g<group>w<ctas per SM>', e.g.
-    '6:d6' or '6:g1' (tokens in any order; d for steps with a ring, g and w for persistent
-    steps). modelled: also the steps only the simulator models (MODELLED_STEPS).
-    'smallm', 'smallm:n128': the small-M family's entries (runtime/smallm.py), not Steps
-    but read the same way. An unknown key raises stepkeys.UnknownStep (a KeyError), which
-    says why; stepkeys is the parser."""
-    from .stepkeys import as_step
-    return as_step(key, modelled=modelled)
-
-
-def parse_steps(spec: str) -> list[Step]:
-    """'1-7,7:d4' -> steps (stepkeys.parse_step_spec)."""
-    from .stepkeys import parse_step_spec
-    return parse_step_spec(spec)

@@ -20,9 +20,14 @@ from collections import OrderedDict
 
 import torch
 
-from . import api, driver, launch, layout, smallm, staging
-from .staging import STAGE_COPY_ENTRY, Scratch  # noqa: F401  (STAGE_COPY_ENTRY: read here by the tests)
-from .steps import ShapeError, Step, reads_mn
+from ..cuda import device as cuda_device
+from ..cuda import driver
+from ..families.common import ShapeError, reads_mn
+from ..families.ladder_step import Step
+from ..families.smallm import REDUCE_THREADS, SmallM
+from ..families.splitk_deal import Deal
+from . import layout, runner, staging
+from .staging import Scratch
 
 MAX_TENSOR_MAPS = 1024  # encoded CUtensorMaps kept: a model reuses its weights and buffers
 MAPS_PER_CONFIG = 32  # pointer tuples remembered per configuration
@@ -38,43 +43,44 @@ _capturing = torch.cuda.is_current_stream_capturing
 class LRU:
     """A bounded mapping that forgets the least recently used entry. Lookups need no lock
     (a concurrent eviction only costs a rebuild); inserts take one. `misses` counts
-    lookups that found nothing (i.e. builds)."""
+    lookups that found nothing (i.e. builds). `entries` is the mapping itself, most recent
+    last: the per-call path reads it directly (a method call costs more than the lookup)."""
 
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
-        self._d: OrderedDict = OrderedDict()
+        self.entries: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self.misses = 0
 
     def get(self, key):
-        v = self._d.get(key)
+        v = self.entries.get(key)
         if v is None:
             self.misses += 1
             return None
         try:
-            self._d.move_to_end(key)
+            self.entries.move_to_end(key)
         except KeyError:  # evicted by another thread meanwhile: v is still valid
             pass
         return v
 
     def put(self, key, value):
         with self._lock:
-            self._d[key] = value
-            self._d.move_to_end(key)
-            while len(self._d) > self.maxsize:
-                self._d.popitem(last=False)
+            self.entries[key] = value
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.maxsize:
+                self.entries.popitem(last=False)
         return value
 
     def __len__(self):
-        return len(self._d)
+        return len(self.entries)
 
     def clear(self):
         with self._lock:
-            self._d.clear()
+            self.entries.clear()
             self.misses = 0
 
 
-_TMAPS = LRU(MAX_TENSOR_MAPS)
+TENSOR_MAPS = LRU(MAX_TENSOR_MAPS)
 
 
 def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols: int, bf16: bool = False,
@@ -82,9 +88,9 @@ def tensor_map(ptr: int, rows: int, cols: int, ld: int, box_rows: int, box_cols:
     """driver.TensorMap with these arguments, encoded once and kept in a bounded LRU: the
     `make_map` the fast path hands to `kernel_args`."""
     key = (ptr, rows, cols, ld, box_rows, box_cols, bf16, swizzle_128b)
-    m = _TMAPS.get(key)
+    m = TENSOR_MAPS.get(key)
     if m is None:
-        m = _TMAPS.put(key, driver.TensorMap(ptr, rows, cols, ld, box_rows, box_cols, bf16, swizzle_128b))
+        m = TENSOR_MAPS.put(key, driver.TensorMap(ptr, rows, cols, ld, box_rows, box_cols, bf16, swizzle_128b))
     return m
 
 
@@ -94,7 +100,7 @@ def operand_layouts(kind: str, a, b, mn_ok: tuple[bool, bool], M: int, N: int, K
                     ) -> tuple[layout.Operand, layout.Operand]:
     """How the kernel reads A (M x K) and B^T (N x K) of a validated call; kind "mm": b is
     (K, N), "nt": b is (N, K). mn_ok: the step reads an M-major A, an N-major B
-    (steps.reads_mn)."""
+    (common.reads_mn)."""
     folded = layout.fold_rows(a.shape, a.stride())
     if folded is None:
         a_op = layout.Operand(M, K, "K", layout.round_up(K, 8), False, "leading dimensions do not fold into rows")
@@ -132,21 +138,16 @@ def _capture_relaxed():
     if not torch.cuda.is_current_stream_capturing():
         yield
         return
-    cu = driver._cu()
-    old = driver.check(cu.cuThreadExchangeStreamCaptureMode(
-        cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED), "cuThreadExchangeStreamCaptureMode")
-    try:
+    with driver.capture_mode_relaxed():
         yield
-    finally:
-        driver.check(cu.cuThreadExchangeStreamCaptureMode(old), "cuThreadExchangeStreamCaptureMode")
 
 
-def _device_index(device) -> int:
+def device_index(device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
 @contextlib.contextmanager
-def _building(dev: int):
+def building(dev: int):
     """Where a configuration's kernel is loaded and its launch built: on its device, and
     allowed while a CUDA graph is captured."""
     with _capture_relaxed(), torch.cuda.device(dev):
@@ -154,20 +155,53 @@ def _building(dev: int):
 
 
 def prepare_kernel(st, dev: int, bf16: bool, defines: dict | None = None):
-    return launch.prepare(st, dev, bf16=bf16, extra_defines=defines or None)
+    return runner.prepare(st, dev, bf16=bf16, extra_defines=defines or None)
+
+
+# ---- the teaching steps' copying path ---------------------------------------------------
+
+def _aligned_contiguous(t, cols_multiple: int = 8):
+    """t as a contiguous, 16-byte aligned row-major matrix whose row length is a multiple
+    of `cols_multiple` elements (zero-padded); a copy only when needed."""
+    rows, cols = t.shape
+    pad = (-cols) % cols_multiple
+    if pad == 0 and t.is_contiguous() and t.data_ptr() % 16 == 0:
+        return t
+    out = torch.zeros((rows, cols + pad), dtype=t.dtype, device=t.device)
+    out[:, :cols].copy_(t)
+    return out
+
+
+def matmul_nt_copying(a, b, st: Step):
+    """C = a @ b.T with a strict step (e.g. the teaching steps 1-3, which read contiguous
+    operands with their own shape rules) on validated 2-D operands: copies into aligned,
+    padded buffers as that step needs, launched without validating again. Returns a
+    contiguous (M, N) tensor."""
+    M, K = a.shape
+    N = b.shape[0]
+    a2, b2 = _aligned_contiguous(a), _aligned_contiguous(b)
+    Kp = a2.shape[1]
+    Np = N + (-N) % 8
+    if not st.accepts(M, Np, Kp):
+        raise ShapeError(f"step {st.key} cannot run {M}x{N}x{K}: "
+                                + "; ".join(st.shape_problems(M, Np, Kp)))
+    if Np != N:  # C's row stride must be 16-byte aligned: compute into a padded buffer
+        b2 = torch.cat([b2, torch.zeros((Np - N, Kp), dtype=b2.dtype, device=b2.device)])
+    c = runner.run_checked(st, a2, b2)  # the call was validated once (fastpath.validate)
+    return c[:, :N].contiguous() if Np != N else c
 
 
 # ---- configurations ----------------------------------------------------------------------
 
 class Config:
     """A configuration without a fast launch: empty products, and the teaching steps (strict,
-    contiguous operands) through copies (api.matmul_nt_copying)."""
+    contiguous operands) through copies (matmul_nt_copying)."""
 
     def __init__(self, kind: str, a, b, out, st, lead: tuple, N: int, K: int):
         self.kind, self.step, self.lead, self.N, self.K = kind, st, lead, N, K
         self.M = M = int(torch.Size(lead).numel())
         self.dtype, self.device = a.dtype, a.device
-        self.dev = _device_index(a.device)
+        self.dev = device_index(a.device)
         self.shape, self.strides = layout.result_strides(lead, N)
         self.a, self.b = operand_layouts(kind, a, b, reads_mn(st), M, N, K)
         self.c = output_layout(out, M, N)
@@ -180,7 +214,7 @@ class Config:
             return res
         if K == 0:
             return res.zero_()
-        c = api.matmul_nt_copying(a.reshape(M, K), b.t() if self.kind == "mm" else b, self.step)
+        c = matmul_nt_copying(a.reshape(M, K), b.t() if self.kind == "mm" else b, self.step)
         return res.copy_(c.view(res.shape))
 
 
@@ -225,7 +259,7 @@ class _Fast(Config):
         is a plain copy (staging.stage_copy_launch); else torch's copies (`_stage_a/_b`)."""
         ops = [(name, staging.copy_geometry(op)) for name, op in (("a", self.a), ("b", self.b)) if not op.direct]
         if ops and all(geo is not None for _, geo in ops):
-            with _building(self.dev):
+            with building(self.dev):
                 self._copy = staging.stage_copy_launch(kernel, [geo for _, geo in ops])
             self._copy_ops = tuple(name for name, _ in ops)
 
@@ -304,10 +338,10 @@ class _Fast(Config):
         """The tensor-map addresses of a pointer triple: a small memo per configuration over
         the tensor-map LRU, so a call with known pointers costs one lookup (hits skip the
         recency update: an evicted triple is rebuilt from the LRU, not re-encoded)."""
-        got = self._maps._d.get((pa, pb, pc))
+        got = self._maps.entries.get((pa, pb, pc))
         if got is None:
             args = self._kernel_args(pa, pb, pc)
-            maps = tuple(args[i] for i in self.launch._map_slots)
+            maps = tuple(args[i] for i in self.launch.map_slots)
             got = self._maps.put((pa, pb, pc), (tuple(m.address() for m in maps), maps))
         return got[0]
 
@@ -341,9 +375,9 @@ class LadderConfig(_Fast):
         a_mn, b_mn = mn_flags(self.a, self.b)
         self.map_args = dict(bf16=self.bf16, a_mn=a_mn, b_mn=b_mn, lda=self.lda, ldb=self.ldb, ldc=self.c.ld)
         self.defines = st.layout_defines(a_mn, b_mn)
-        with _building(self.dev):
+        with building(self.dev):
             prep = prepare_kernel(st, self.dev, self.bf16, self.defines)
-            grid = launch.launch_grid(st, prep.kernel, self.M, N, self.dev)
+            grid = runner.launch_grid(st, prep.kernel, self.M, N, self.dev)
         self.sk_deal = st.stream_k_deal(self.M, N, K, grid[0])  # (0, 1) for steps without stream-K
         self.ws_floats = st.workspace_floats(grid[0]) if self.sk_deal[0] else 0
         template = st.kernel_args(0, 0, 0, self.M, N, K, make_map=driver.MapSlot, sk_tiles=self.sk_deal[0],
@@ -365,14 +399,14 @@ class LadderConfig(_Fast):
 
 
 class SmallMConfig(_Fast):
-    """The small-M split-K family (runtime/smallm.py): A K-major (else staged), B K-major or
+    """The small-M split-K family (families/smallm.py): A K-major (else staged), B K-major or
     a row-major (K, N) read in place or from an N-major copy (the GL_B_MN build), C written
     with row stride N rounded up to 8 (the kernel computes the padding columns too, as
     zeros: a fresh result owns them; else through a buffer), the deal of work fixed per
     configuration, the fp32 partials of split tiles in the configuration's per-stream
     scratch (`Scratch`), then the deterministic reduction (programmatic launch)."""
 
-    def __init__(self, kind: str, a, b, out, fam: smallm.SmallM, lead: tuple, N: int, K: int):
+    def __init__(self, kind: str, a, b, out, fam: SmallM, lead: tuple, N: int, K: int):
         super().__init__(kind, a, b, out, fam, lead, N, K)
         M, ldc = self.M, self.ldc
         if not (self.c.direct and self.c.ld == ldc):
@@ -382,15 +416,15 @@ class SmallMConfig(_Fast):
         self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb, ldc=ldc, b_mn=b_mn)
         self.defines = fam.layout_defines(b_mn=b_mn)
         template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.deal.units, make_map=driver.MapSlot, **self.map_args)
-        with _building(self.dev):
+        with building(self.dev):
             prep = prepare_kernel(fam, self.dev, self.bf16, self.defines)
-            reduce = smallm._reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
+            reduce = runner.reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
         self.launch = driver.ReusableLaunch(prep.kernel, self.deal.grid, (fam.threads, 1, 1), template,
                                             dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster)
         self._init_stage_copy(prep.kernel)
         self.reduce = None
         if reduce is not None:
-            self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, ldc), (smallm.REDUCE_THREADS, 1, 1),
+            self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, ldc), (REDUCE_THREADS, 1, 1),
                                                 fam.reduce_args(0, 0, M, ldc, K, self.deal.units), pdl=fam.pdl)
 
     @property
@@ -399,10 +433,10 @@ class SmallMConfig(_Fast):
         return layout.round_up(self.N, 8)
 
     @functools.cached_property
-    def deal(self) -> "smallm.Deal":
+    def deal(self) -> Deal:
         """The work's deal over the CTAs, fixed per configuration (first read while the base
         class sizes the scratch)."""
-        return self.step.deal(self.M, self.ldc, self.K, launch.num_sms(self.dev))
+        return self.step.deal(self.M, self.ldc, self.K, cuda_device.num_sms(self.dev))
 
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
         # as _Fast's, and K's alignment rule depends on how B is read (smallm.ALIGNED_K)

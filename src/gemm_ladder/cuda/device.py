@@ -1,0 +1,46 @@
+"""The device's facts, read from the device in one place (once per device index), and the H200
+defaults the models use when there is no GPU.
+
+The cost model, the small-M family's deal and the simulator are pure functions of these facts;
+they take the H200's figures (`H200`) unless a caller reads the device's (`num_sms`,
+`max_smem_per_block`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import driver
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What the models need of a GPU."""
+    sms: int  # streaming multiprocessors
+    smem_per_block: int  # the opt-in limit of dynamic + static shared memory per block, bytes
+    peak_tflops: float  # dense fp16/bf16 tensor-core peak
+    hbm_tbs: float  # HBM bandwidth, TB/s
+    source: str
+
+
+# The H200 SXM: 132 SMs, 227 KB of shared memory per block (opt-in), the datasheet's dense
+# fp16/bf16 peak and HBM3e bandwidth.
+H200 = DeviceFacts(sms=132, smem_per_block=232_448, peak_tflops=989.0, hbm_tbs=4.8, source="H200 SXM datasheet")
+
+_SMS: dict[int, int] = {}
+_SMEM: dict[int, int] = {}
+
+
+def num_sms(device_index: int) -> int:
+    """The device's SM count (read once per device)."""
+    if device_index not in _SMS:
+        import torch
+        _SMS[device_index] = torch.cuda.get_device_properties(device_index).multi_processor_count
+    return _SMS[device_index]
+
+
+def max_smem_per_block(device_index: int) -> int:
+    """The device's opt-in shared memory per block, in bytes (read once per device)."""
+    if device_index not in _SMEM:
+        driver.ensure_context(device_index)
+        _SMEM[device_index] = driver.device_attribute(device_index, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    return _SMEM[device_index]

@@ -1,0 +1,143 @@
+"""What users call: `matmul`, `matmul_nt`, `linear`, `Linear`, `warmup`, `cache_info`,
+`cache_clear` and `best_step` (the names `gemm_ladder` exports).
+
+matmul(a, b) computes a @ b like torch.matmul for fp16/bf16 CUDA tensors on a Hopper GPU;
+matmul_nt(a, b) computes a @ b.T, the layout every kernel reads natively (both operands
+K-major). A call runs the hot path (fastpath.py: validated once per configuration, then only
+launched), or, under torch.compile or when an input requires grad, the `gemm_ladder::matmul`
+custom op (torch_ops.py), which traces and differentiates. Which kernel runs is select.py's
+choice (`select.step_for`). Invalid input raises a clear error.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..families.common import reads_mn
+from ..families.keys import get_step
+from ..families.ladder_step import Step
+from . import fastconfig, fastpath, runner, select, torch_ops  # noqa: F401  (torch_ops registers the op)
+from .fastpath import call as _call
+from .select import best_step  # noqa: F401  (a public name of the library)
+
+_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+
+
+def _via_op(kind: str, a, b, out, step):
+    """The call through the custom op (torch_ops.py): traced by torch.compile, differentiated by autograd."""
+    key = None if step is None else (step if isinstance(step, str) else step.key)
+    res = torch.ops.gemm_ladder.matmul(a, b.t() if kind == "nt" else b, key)
+    if out is None:
+        return res
+    if _grad_enabled() and (a.requires_grad or b.requires_grad):
+        raise RuntimeError("matmul: out= does not support automatic differentiation (an input requires grad)")
+    return out.copy_(res)
+
+
+def matmul(a, b, out=None, *, step: Step | str | None = None):
+    """a @ b for a (..., M, K) and b (K, N), fp16/bf16 CUDA tensors; like torch.matmul.
+
+    Leading dimensions of `a` fold into M. Operands are read in place when the kernel can
+    (TMA: one contiguous dimension, 16-byte aligned pointer and stride; MN-major ones — a
+    row-major b, a transposed-view a — by a step with `mn_major`); `out` is written in
+    place when its row stride allows. The kernel is chosen per shape (select.step_for) unless
+    `step` names one. The result is row-major with its row stride rounded up to 8 elements
+    (contiguous when N is a multiple of 8)."""
+    if _compiling():
+        return _via_op("mm", a, b, out, step)
+    return _call("mm", a, b, out, step, _via_op)
+
+
+def matmul_nt(a, b, out=None, *, step: Step | str | None = None):
+    """C = a @ b.T for a (M, K) and b (N, K): both operands K-major, the kernels' native
+    layout. `out`, if given, is an (M, N) tensor of the same dtype (any strides)."""
+    if _compiling():
+        return _via_op("nt", a, b, out, step)
+    return _call("nt", a, b, out, step, _via_op)
+
+
+def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str | None = None,
+           mn_major: bool = True) -> None:
+    """Compile and load the kernels `matmul` may choose (every selection candidate, or `step`),
+    for each dtype, and the MN-major builds of steps that read them (unless mn_major=False),
+    so that a later first call — e.g. inside CUDA graph capture — does no JIT work."""
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+    if device.type != "cuda":
+        raise ValueError(f"warmup builds kernels for a CUDA device, not {device}")
+    runner.check_device(device)  # before the device's index: without CUDA that is torch's AssertionError
+    dev = fastconfig.device_index(device)
+    if step is not None:
+        kernels = [get_step(step) if isinstance(step, (str, int)) else step]
+    else:
+        kernels = [get_step(k) for k in select.candidate_keys(b_misaligned=True)]
+    with fastconfig.building(dev):
+        for st in kernels:
+            a_ok, b_ok = reads_mn(st) if mn_major else (False, False)
+            layouts = [(a_mn, b_mn) for a_mn in (False, True) for b_mn in (False, True)
+                       if (a_ok or not a_mn) and (b_ok or not b_mn)]
+            for dt in dtypes:
+                for a_mn, b_mn in layouts:
+                    defines = st.layout_defines(a_mn, b_mn) if hasattr(st, "layout_defines") else None
+                    fastconfig.prepare_kernel(st, dev, dt == torch.bfloat16, defines)
+
+
+def cache_info() -> dict:
+    """Sizes of the caches, and how many configurations / tensor maps were built."""
+    maps, configs = fastconfig.TENSOR_MAPS, fastpath.CONFIGS
+    return {"configs": len(configs), "configs_max": configs.maxsize, "configs_built": configs.misses,
+            "tensor_maps": len(maps), "tensor_maps_max": maps.maxsize, "tensor_maps_encoded": maps.misses}
+
+
+def cache_clear() -> None:
+    fastpath.CONFIGS.clear()
+    fastconfig.TENSOR_MAPS.clear()
+
+
+def linear(x, weight):
+    """x @ weight.T for x (..., in_features) and weight (out_features, in_features), like
+    torch.nn.functional.linear without bias. weight.T is a K-major view: read in place."""
+    return matmul(x, weight.t())
+
+
+class Linear(torch.nn.Module):
+    """torch.nn.Linear on the ladder's kernels: y = x @ weight.T (+ bias), any leading
+    dims, fp16/bf16 on a Hopper GPU. The weight is stored as nn.Linear stores it (state
+    dicts are interchangeable). The kernels have no bias epilogue: a bias, if asked for,
+    is one more elementwise add."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None, dtype=None):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = torch.nn.Parameter(torch.empty((out_features, in_features), **factory))
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(out_features, **factory))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # nn.Linear's initialisation
+        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+
+    @classmethod
+    def from_linear(cls, lin: torch.nn.Linear) -> "Linear":
+        """A Linear sharing `lin`'s parameters."""
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.in_features, new.out_features = lin.in_features, lin.out_features
+        new.weight = lin.weight
+        new.bias = lin.bias
+        return new
+
+    def forward(self, x):
+        y = linear(x, self.weight)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

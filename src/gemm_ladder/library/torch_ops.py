@@ -1,0 +1,49 @@
+"""torch integration: the `gemm_ladder::matmul` custom op.
+
+The op lets torch.compile trace a model that calls the kernels (its fake implementation
+gives the result's shape and strides without running anything) and lets autograd
+differentiate them (the backward products run on the same kernels). Its implementation is
+the hot path's raw path (fastpath.run). Eager calls without grad skip the op:
+`gemm_ladder.matmul` (api.py) goes straight to the fast path, whose per-call cost is lower
+than the dispatcher's.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import fastpath, layout
+
+
+@torch.library.custom_op("gemm_ladder::matmul", mutates_args=())
+def matmul_op(a: torch.Tensor, b: torch.Tensor, step: Optional[str] = None) -> torch.Tensor:
+    """a @ b for a (..., M, K) and b (K, N) on the ladder's kernels (step None: the library's choice per shape)."""
+    return fastpath.run("mm", a, b, None, step)
+
+
+@matmul_op.register_fake
+def _matmul_fake(a, b, step=None):
+    lead, N, _ = fastpath.check_call("mm", a, b)
+    shape, strides = layout.result_strides(lead, N)
+    return a.new_empty_strided(shape, strides)
+
+
+def _setup_context(ctx, inputs, output):
+    a, b, step = inputs
+    ctx.save_for_backward(a, b)
+    ctx.step = step
+
+
+def _backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = matmul_op(grad, b.t(), ctx.step)  # (..., M, N) @ (N, K)
+    if ctx.needs_input_grad[1]:
+        K, N = b.shape
+        grad_b = matmul_op(a.reshape(-1, K).t(), grad.reshape(-1, N), ctx.step)  # (K, M) @ (M, N)
+    return grad_a, grad_b, None
+
+
+matmul_op.register_autograd(_backward, setup_context=_setup_context)

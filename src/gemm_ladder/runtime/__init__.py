@@ -1,1 +1,0 @@
-"""Compile, load and launch the ladder's kernels: step registry, NVRTC JIT, driver, public API."""
