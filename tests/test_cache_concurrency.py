@@ -15,7 +15,7 @@ import pytest
 
 from gemm_ladder.cuda import jit
 
-SOURCE, ENTRY = "step1_naive.cu", "gemm_step1_naive"
+SOURCE, ENTRY = "ladder/step1_naive.cu", "gemm_step1_naive"
 DEFINES: dict = {}  # step 1 has no tile: nothing to configure
 
 
@@ -50,7 +50,7 @@ def _compile_after_barrier(kernel_dir, cache, barrier, results):
     os.environ[jit.CACHE_ENV] = cache
     barrier.wait()  # both processes start compiling together
     try:
-        k = jit.compile_kernel("step5_pipeline.cu", "gemm_step5_pipeline", _defines("5:d3"),
+        k = jit.compile_kernel("ladder/step5_pipeline.cu", "gemm_step5_pipeline", _defines("5:d3"),
                                kernel_dir=Path(kernel_dir))
         results.put(("ok", k.key, hashlib.sha256(k.cubin).hexdigest(), k.from_cache))
     except BaseException as e:  # reported to the parent, which fails the test with it
@@ -76,7 +76,7 @@ def test_two_processes_compile_the_same_kernel_at_once(kdir, tmp_path):
     assert _entries(cache) == [f"{key}.cubin", f"{key}.json"], "exactly one entry, no temporary files"
     assert _valid_entry(cache, key)
     os.environ[jit.CACHE_ENV] = str(cache)
-    again = jit.compile_kernel("step5_pipeline.cu", "gemm_step5_pipeline", _defines("5:d3"), kernel_dir=kdir)
+    again = jit.compile_kernel("ladder/step5_pipeline.cu", "gemm_step5_pipeline", _defines("5:d3"), kernel_dir=kdir)
     assert again.from_cache and hashlib.sha256(again.cubin).hexdigest() in shas
 
 
@@ -116,7 +116,7 @@ def _compile_twice_collecting_warnings(kdir):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = jit.compile_kernel(SOURCE, ENTRY, DEFINES, kernel_dir=kdir)
-        other = jit.compile_kernel("step4_tma.cu", "gemm_step4_tma", _defines("4"), kernel_dir=kdir)
+        other = jit.compile_kernel("ladder/step4_tma.cu", "gemm_step4_tma", _defines("4"), kernel_dir=kdir)
         again = jit.compile_kernel(SOURCE, ENTRY, DEFINES, kernel_dir=kdir)
     ours = [w for w in caught if "JIT cache" in str(w.message)]
     return first, other, again, ours

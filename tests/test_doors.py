@@ -98,8 +98,8 @@ def test_gpu_command_without_hopper_is_one_line_without_numpy_noise(tmp_path):
     (("report", "--steps", "4:d2"), ("step 4 has no variants",)),
     (("report", "--steps", "7:d0"), ("step 7:d0: d<depth> must be at least 1",)),
     (("report", "--steps", "6:d2g0"), ("g<group rows> must be at least 1",)),
-    (("report", "--steps", "9:b2"), ("is 0 or 1",)),
-    (("report", "--steps", "9:l2"), ("add b0 to leave it out",)),
+    (("report", "--steps", "gemm:128x256b2"), ("is 0 or 1",)),
+    (("report", "--steps", "gemm:128x256l2"), ("add b0 to leave it out",)),
     (("report", "--steps", "7:l2"), ("below the ring depth",)),
     (("report", "--dtype", "fp8"), ("unknown dtype 'fp8'", "fp16 or bf16")),
     (("bench", "--steps", "99"), ("no step 99",)),
@@ -174,7 +174,8 @@ def test_step_specs():
     assert as_step("6:d6g1").kernel_defines()["GL_DEPTH"] == 6
     # main's variants: named ones (cluster on/off) and ad-hoc tokens on the new steps
     assert as_step("8:c1").cluster == (1, 1, 1) and as_step("8").cluster == (2, 1, 1)
-    assert as_step("9:c1").cluster == (1, 1, 1) and as_step("10:c2").cluster == (2, 1, 1)
+    assert as_step("9:c1").cluster == (1, 1, 1) and as_step("10").cluster == (2, 1, 1)
+    assert as_step("10:c1").cluster == (1, 1, 1)
     assert (as_step("7:d4").depth, as_step("10:d3w2").ctas_per_sm) == (4, 2)
     assert keys.get_step("8:c1") is as_step("8:c1")  # one parser: get_step is keys.py's
     assert as_step("smallm").key == "smallm" and keys.get_step("smallm:n128") is as_step("smallm:n128")
@@ -190,7 +191,10 @@ def test_simulate_json_is_alone_on_stdout(capsys, tmp_path):
     code, out, err = run_main(capsys, "simulate", "--k-tiles", "4", "--json", "--out-dir", str(tmp_path))
     assert code == 0
     rows = json.loads(out)  # the whole of stdout
-    assert {r["step"] for r in rows} == {st.number for st in simulated_steps()}
+    assert [r["key"] for r in rows if not r["what_if"]] == [st.key for st in simulated_steps()]
+    # each what-if on the step it is shown on (a ladder step, or a gemm entry: borrow-no-sync)
+    assert {(r["what_if"], r["key"]) for r in rows if r["what_if"]} == \
+        {(w.name, as_step(w.default_step).key) for w in WHAT_IFS.values()}
     assert "simulate.html" in err
     code, out, _ = run_main(capsys, "simulate", "--step", "7", "--k-tiles", "4", "--out-dir", str(tmp_path))
     assert code == 0 and "[{" not in out and "busy" in out

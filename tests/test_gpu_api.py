@@ -32,10 +32,10 @@ def test_matmul_shapes(M, N, K, dtype_name):
     assert out.shape == (M, N) and out.dtype == dtype
     _close(out, _ref(a, b), dtype)
     cfg = fastpath.config_for("mm", a, b)
-    if N % 8 == 0 and N > 1:  # 16-byte row stride: in place (step 9's or the small-M family's GL_B_MN build)
+    if N % 8 == 0 and N > 1:  # 16-byte row stride: in place (the gemm family's or the small-M family's GL_B_MN build)
         assert cfg.b.direct and reads_mn(cfg.step)[1], (cfg.step.key, cfg.b.why)
     if (M, N, K) == (3000, 5000, 4000):  # b's rows of 10000 bytes are not whole 32-byte sectors
-        assert fastpath.b_rows_misaligned(cfg.b) and cfg.step.key == "9"  # the cluster multicasts B
+        assert fastpath.b_rows_misaligned(cfg.b) and cfg.step.key == "gemm:128x256c2"  # the cluster multicasts B
     out_nt = gemm_ladder.matmul_nt(a, bt)
     _close(out_nt, _ref(a, b), dtype)
 

@@ -171,7 +171,7 @@ def _small_m(st) -> bool:
 def test_small_m_reads_b_in_place_and_copies_an_m_major_a():
     """Decode-like shapes run the small-M family: a transposed-view b and a row-major b are
     both read in place (the latter by its GL_B_MN build); a transposed-view a (M-major, which
-    the family reads K-major only) is copied when the model prices the copy below 9:c1."""
+    the family reads K-major only) is copied when the model prices the copy below gemm:128x256."""
     torch = _torch()
     M, N, K = 16, 1024, 8192  # a long K: split (at 2048 a K-major b runs smallm:n32's whole tiles)
     a, w = rnd(M, K), rnd(N, K, seed=1)

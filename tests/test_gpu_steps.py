@@ -96,7 +96,7 @@ def test_cluster_launch_attribute(cluster):
     assert_matches(out, a, b)
 
 
-@pytest.mark.parametrize("key", ["9", "9:c1", "9:n232"])
+@pytest.mark.parametrize("key", ["gemm:128x256c2", "gemm:128x256", "gemm:128x232"])
 def test_borrowed_stage_repeatable(key):
     """Step 9's epilogue stages its first chunks in the operand stage the tile's last k-tile
     drained (perf-notes item 62). Many tiles per CTA and short K make many tile boundaries:

@@ -1,4 +1,4 @@
-"""Step 9 with stream-K (9:sk) on the GPU: split tiles summed in the kernel, correct against
+"""Step 9 with stream-K (gemm:128x256sk) on the GPU: split tiles summed in the kernel, correct against
 fp32 on poisoned outputs for every deal (none, the rule's, 2-4 pieces, a round more, every
 tile split), bit-identical over 20 runs of one plan, flags lowered after each launch; the debug
 build's flag waits bounded; the library's per-stream workspace under concurrent streams
@@ -13,7 +13,7 @@ from gpu_util import assert_matches, assert_repeatable, fresh, needs_gpu, run_ch
 from gemm_ladder.families import common, keys
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
-SK = keys.get_step("9:sk")
+SK = keys.get_step("gemm:128x256sk")
 _seed = itertools.count(7000)
 
 # ragged edges (M, N, K off the tile), few k-tiles (runs shorter than a tile), the suite's shapes
@@ -48,7 +48,7 @@ def test_stream_k_matches_reference_and_is_deterministic(shape, deal, dtype):
     p = runner.plan(SK, a, b, out, sk_tiles=sk, sk_ctas=sk_ctas)
     ws = p.tensors[3]
     assert (ws is not None) == (sk > 0)
-    assert_repeatable(p, out, a, b, what=f"9:sk {shape} {deal}")
+    assert_repeatable(p, out, a, b, what=f"gemm:128x256sk {shape} {deal}")
     if ws is not None:  # every flag lowered again by its last reader
         flags = ws[:SK.workspace_floats(p.launcher.grid[0]) - p.launcher.grid[0] * SK.bm * SK.bn].view(torch.int32)
         assert int(flags.abs().sum()) == 0
@@ -67,7 +67,7 @@ def test_split_tiles_out_of_range_is_a_clear_error():
     with pytest.raises(common.ConfigError, match="not P x sk_tiles"):
         runner.plan(SK, a, b, sk_tiles=3, sk_ctas=8)
     with pytest.raises(common.ConfigError, match="no stream-K"):
-        runner.plan("9:c1", a, b, sk_tiles=3)
+        runner.plan("gemm:128x256", a, b, sk_tiles=3)
 
 
 _DEBUG_CHILD = """
@@ -75,7 +75,7 @@ import torch
 from gemm_ladder.families import keys
 from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
-sk = keys.get_step("9:sk")
+sk = keys.get_step("gemm:128x256sk")
 for (M, N, K, tiles, ctas) in [(512, 11008, 4096, None, None), (2000, 3000, 4000, 60, 120),
                                (1000, 5000, 200, 28, 112), (3072, 3072, 3072, 24, 72)]:
     g = torch.Generator(device="cuda").manual_seed(M)
@@ -104,16 +104,16 @@ def test_library_stream_k_on_two_streams_at_once():
     M, N, K = 512, 11008, 4096
     a1, b1 = fresh(M, N, K, torch.float16, 11)
     a2, b2 = fresh(M, N, K, torch.float16, 12)
-    cfg = fastpath.config_for("nt", a1, b1, step="9:sk")
+    cfg = fastpath.config_for("nt", a1, b1, step="gemm:128x256sk")
     assert cfg.sk_deal[0] > 0
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
     outs1, outs2 = [], []
     torch.cuda.synchronize()
     for _ in range(10):
         with torch.cuda.stream(s1):
-            outs1.append(gemm_ladder.matmul_nt(a1, b1, step="9:sk"))
+            outs1.append(gemm_ladder.matmul_nt(a1, b1, step="gemm:128x256sk"))
         with torch.cuda.stream(s2):
-            outs2.append(gemm_ladder.matmul_nt(a2, b2, step="9:sk"))
+            outs2.append(gemm_ladder.matmul_nt(a2, b2, step="gemm:128x256sk"))
     torch.cuda.synchronize()
     for o in outs1:
         assert torch.equal(o, outs1[0])
@@ -132,11 +132,11 @@ def test_cuda_graph_of_stream_k():
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        gemm_ladder.matmul_nt(a, b, step="9:sk")
+        gemm_ladder.matmul_nt(a, b, step="gemm:128x256sk")
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        c = gemm_ladder.matmul_nt(a, b, step="9:sk")
+        c = gemm_ladder.matmul_nt(a, b, step="gemm:128x256sk")
     for i in range(3):
         a2, b2 = fresh(M, N, K, torch.float16, 30 + i)
         a.copy_(a2)
@@ -151,14 +151,14 @@ def test_cuda_graph_of_stream_k():
                          ids=["b-row-major", "a-transposed", "both"])
 def test_library_stream_k_reads_mn_major_operands(a_mn, b_mn):
     """The split wave with an N-major B (a row-major (K, N) b) or an M-major A (a transposed
-    view): the GL_A_MN / GL_B_MN builds of 9:sk, read in place."""
+    view): the GL_A_MN / GL_B_MN builds of gemm:128x256sk, read in place."""
     import torch
     M, N, K = 512, 11008, 4096
     a, b_nk = fresh(M, N, K, torch.float16, 41)
     a_in = a.t().contiguous().t() if a_mn else a  # (M, K) view of a (K, M) matrix
     b_in = b_nk.t().contiguous() if b_mn else b_nk.t()  # (K, N): row-major, or a view of (N, K)
-    cfg = fastpath.config_for("mm", a_in, b_in, step="9:sk")
+    cfg = fastpath.config_for("mm", a_in, b_in, step="gemm:128x256sk")
     assert cfg.sk_deal[0] > 0 and cfg.a.direct and cfg.b.direct
-    out = gemm_ladder.matmul(a_in, b_in, step="9:sk")
+    out = gemm_ladder.matmul(a_in, b_in, step="gemm:128x256sk")
     torch.cuda.synchronize()
     assert_matches(out, a, b_nk)

@@ -215,7 +215,7 @@ def test_every_step9_width_has_a_generated_wgmma():
     import re
     from pathlib import Path
     from gemm_ladder.families import ladder
-    text = (Path(ladder.__file__).parents[1] / "kernels" / "gl_wgmma_ops.cuh").read_text()
+    text = (Path(ladder.__file__).parents[1] / "kernels" / "common" / "gl_wgmma_ops.cuh").read_text()
     generated = {int(n) for n in re.findall(r"void wgmma_m64n(\d+)k16", text)}
     widths = {st.bn for st in ladder.all_steps() if st.number == 9}
     assert {176, 192, 224, 232, 240, 256} <= widths <= generated

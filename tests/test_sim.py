@@ -283,7 +283,7 @@ def test_one_what_if_table_serves_the_simulator_the_gpu_and_the_cli():
     from gemm_ladder.cli.commands import build_parser
     from gemm_ladder.cuda import jit
     from gemm_ladder.families.keys import get_step
-    headers = "".join(p.read_text() for p in jit.KERNEL_DIR.glob("*.cuh"))
+    headers = "".join(p.read_text() for p in jit.KERNEL_DIR.rglob("*.cuh"))
     for name, w in WHAT_IFS.items():
         assert params_for_step(w.default_step).key == w.default_step
         st = get_step(w.default_step)
@@ -512,4 +512,4 @@ def test_the_borrowed_stage_what_if_needs_a_borrowing_step():
         run_what_if("borrow-no-sync", step="9:b0")
     with pytest.raises(ValueError, match="borrowed stage"):
         run_what_if("borrow-no-sync", step=9, k_tiles=2)  # K under the ring depth: every chunk in the ring
-    assert run_what_if("borrow-no-sync", step="9:c1").verdict == "early_release"
+    assert run_what_if("borrow-no-sync", step="gemm:128x256").verdict == "early_release"

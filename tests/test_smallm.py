@@ -47,7 +47,7 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
 
 
 def test_kernel_takes_configuration_only_from_defines():
-    text = (jit.KERNEL_DIR / "smallm_splitk.cu").read_text()
+    text = (jit.KERNEL_DIR / "smallm" / "smallm_splitk.cu").read_text()
     fam = smallm.FAMILIES["smallm"]
     for name in re.findall(r"#\s*(?:ifndef|ifdef|if\s+!?\s*defined\s*\(?)\s*(GL_\w+)", text):
         assert name in fam.kernel_defines(), f"smallm_splitk.cu reads {name}, which the family never passes"

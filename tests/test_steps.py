@@ -58,12 +58,14 @@ def test_kernel_source_is_configured_only_by_the_step(st):
 
 
 def test_early_loads_only_without_a_cluster():
-    """Steps 8 and 9 start their first stages before the set-up only where no cluster couples the
-    CTAs (measured slower with one: docs/perf-notes.md, item 74); the other kernels have no switch."""
-    for key, early in (("8", 0), ("8:c1", 1), ("9", 0), ("9:c1", 1), ("9:n192", 1), ("9:sk", 0), ("8:d4", 0)):
+    """The production kernels start their first stages before the set-up only where no cluster
+    couples the CTAs (measured slower with one: docs/perf-notes.md, item 74); the ladder's
+    kernels have no switch (a lesson's step carries only its own move)."""
+    for key, early in (("gemm:128x256c2", 0), ("gemm:128x128", 1), ("gemm:128x256", 1), ("gemm:128x192", 1),
+                       ("gemm:128x256sk", 0)):
         st = keys.get_step(key)
         assert st.kernel_defines()["GL_EARLY_LOADS"] == early == int(st.cluster_m == 1 and not st.stream_k), key
-    for key in ("4", "6", "7", "7:d4", "10"):
+    for key in ("4", "6", "7", "7:d4", "8", "8:c1", "9", "9:c1", "10"):
         assert "GL_EARLY_LOADS" not in keys.get_step(key).kernel_defines(), key
 
 
@@ -110,7 +112,7 @@ def test_simulator_and_kernel_agree(st):
     assert p.num_consumers == d.get("GL_CONSUMERS", 1) and p.pingpong == st.pingpong
     assert p.cluster == d.get("GL_CLUSTER_M", 1)
     assert p.lockstep == (st.style == "lockstep") and not p.model_only
-    assert p.staging_stages == (st.consumers if st.pingpong else max(1, d.get("GL_EPI_STAGES", 0)))
+    assert p.staging_stages == max(1, d.get("GL_EPI_STAGES", 0)) * (st.consumers if st.pingpong else 1)
 
 
 def test_simulator_sizes_the_persistent_grid_from_the_sm_count():
@@ -181,6 +183,7 @@ def test_wgmma_groups_in_flight_token():
     st = keys.get_step("8:d6l2")
     assert st.mma_lag == 2 and st.depth == 6 and st.kernel_defines()["GL_MMA_LAG"] == 2
     assert keys.get_step("9").kernel_defines()["GL_MMA_LAG"] == 1
+    assert keys.get_step("gemm:128x256l2b0").kernel_defines()["GL_MMA_LAG"] == 2
     with pytest.raises(ValueError, match="below the ring depth"):
         keys.get_step("7:l2")  # step 7 runs a 2-deep ring
     with pytest.raises(ValueError, match="no l"):
@@ -188,27 +191,28 @@ def test_wgmma_groups_in_flight_token():
 
 
 def test_borrowed_stage_switch():
-    """`b<0|1>`: step 9's epilogue borrows the drained operand stage (perf-notes item 62); on by
-    default, a switch rather than a count, named variants take it too, and what cannot
-    combine with it says how to leave it out."""
-    st = keys.get_step("9")
+    """`b<0|1>`: the production kernel's epilogue borrows the drained operand stage (perf-notes
+    item 62); on by default, a switch rather than a count, every entry takes it, and what cannot
+    combine with it says how to leave it out. The ladder's step 9 has no switch."""
+    st = keys.get_step("gemm:128x256c2")
     assert st.borrow_stage and st.kernel_defines()["GL_EPI_BORROW"] == 1
     assert st.borrowed_chunks == 3  # the stage's A part holds one 128 x 64 chunk, its B part two
     assert st.kernel_defines()["GL_EPI_LENT"] == 3  # the kernel takes the count, and checks it fits
-    assert keys.get_step("9:n192").borrowed_chunks == 2 and keys.get_step("9:n176").borrowed_chunks == 2
-    off = keys.get_step("9:b0")
+    assert keys.get_step("gemm:128x192").borrowed_chunks == 2 and keys.get_step("gemm:128x176").borrowed_chunks == 2
+    off = keys.get_step("gemm:128x256c2b0")
     assert not off.borrow_stage and off.borrowed_chunks == 0 and off.kernel_defines()["GL_EPI_BORROW"] == 0
     assert off.kernel_defines()["GL_EPI_LENT"] == 0
-    n232 = keys.get_step("9:n232b0")
-    assert n232.bn == 232 and not n232.borrow_stage and n232.key == "9:n232b0"
+    n232 = keys.get_step("gemm:128x232b0")
+    assert n232.bn == 232 and not n232.borrow_stage and n232.key == "gemm:128x232b0"
     assert "GL_EPI_BORROW" not in keys.get_step("8").kernel_defines()
-    assert not keys.get_step("9:sk").borrow_stage  # stream-K pieces use the drained ring themselves
+    assert "GL_EPI_BORROW" not in keys.get_step("9").kernel_defines()
+    assert not keys.get_step("gemm:128x256sk").borrow_stage  # stream-K pieces use the drained ring themselves
     # the lent-chunk barriers are counted in the shared memory the kernel asks for
-    assert st.barriers == keys.get_step("9:b0").barriers + 2 and st.smem_problem() == ""
+    assert st.barriers == keys.get_step("gemm:128x256c2b0").barriers + 2 and st.smem_problem() == ""
     with pytest.raises(ValueError, match="0 or 1"):
-        keys.get_step("9:b2")
+        keys.get_step("gemm:128x256b2")
     with pytest.raises(ValueError, match="no b variant"):
-        keys.get_step("8:b1")
+        keys.get_step("9:b1")
     with pytest.raises(ValueError, match="add b0"):
-        keys.get_step("9:l2")
-    assert keys.get_step("9:l2b0").mma_lag == 2
+        keys.get_step("gemm:128x256l2")
+    assert keys.get_step("gemm:128x256l2b0").mma_lag == 2 and keys.get_step("9:l2").mma_lag == 2

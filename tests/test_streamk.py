@@ -1,4 +1,4 @@
-"""Step 9's stream-K variant (9:sk) without a GPU: the host's rule for how many tiles to
+"""Step 9's stream-K variant (gemm:128x256sk) without a GPU: the host's rule for how many tiles to
 split, the kernel's walk of segments (mirrored in fake_gpu.stream_k_segments) and the
 library's launch of it, emulated on the CPU."""
 import itertools
@@ -9,20 +9,20 @@ import torch
 import gemm_ladder
 from fake_gpu import FakeGpu, rnd, slice_of, stream_k_segments
 from gemm_ladder.cuda import device as cuda_device
-from gemm_ladder.families import ladder
+from gemm_ladder.families import gemm, ladder
 from gemm_ladder.families.keys import get_step
 from gemm_ladder.library import fastconfig
 
-SK = get_step("9:sk")
+SK = get_step("gemm:128x256sk")
 
 
 def test_stream_k_is_a_define_of_step_9_only():
     assert SK.kernel_defines()["GL_STREAM_K"] == 1 and SK.cluster == (1, 1, 1)
-    assert get_step("9").kernel_defines()["GL_STREAM_K"] == 0
-    assert get_step("9:c1").kernel_defines()["GL_STREAM_K"] == 0
+    assert get_step("gemm:128x256c2").kernel_defines()["GL_STREAM_K"] == 0
+    assert get_step("gemm:128x256").kernel_defines()["GL_STREAM_K"] == 0
     assert "GL_STREAM_K" not in get_step("8").kernel_defines()
     with pytest.raises(ValueError, match="stream-K needs"):
-        ladder.variant(ladder.STEPS[9], "bad", stream_k=True)  # step 9's cluster of 2
+        ladder.variant(gemm.ENTRIES["gemm:128x256c2"], "bad", stream_k=True)  # a cluster of 2
 
 
 def test_kernel_args_carry_the_workspace_and_split_tiles():
@@ -30,7 +30,7 @@ def test_kernel_args_carry_the_workspace_and_split_tiles():
     args = SK.kernel_args(0, 0, 0, 512, 11008, 4096, bf16=False, make_map=MapSlot, ws_ptr=1 << 20, sk_tiles=40,
                           sk_ctas=120)
     assert len(args) == 9 and args[6].value == 1 << 20 and args[7:] == [40, 120]
-    assert len(get_step("9:c1").kernel_args(0, 0, 0, 64, 64, 64, bf16=False, make_map=MapSlot)) == 6
+    assert len(get_step("gemm:128x256").kernel_args(0, 0, 0, 64, 64, 64, bf16=False, make_map=MapSlot)) == 6
 
 
 @pytest.mark.parametrize("M,N,K,expect", [
@@ -45,7 +45,7 @@ def test_kernel_args_carry_the_workspace_and_split_tiles():
 ])
 def test_split_rule(M, N, K, expect):
     assert SK.stream_k_deal(M, N, K, 132) == expect
-    assert get_step("9:c1").stream_k_deal(M, N, K, 132) == (0, 1)
+    assert get_step("gemm:128x256").stream_k_deal(M, N, K, 132) == (0, 1)
 
 
 def test_split_wave_model():
@@ -116,7 +116,7 @@ def test_library_launch_of_stream_k(gpu, monkeypatch, M, N, K, sms, dtype):
     a, b = rnd(M, K, dtype=dtype), rnd(K, N, dtype=dtype, seed=1)
     expect = SK.stream_k_deal(M, N, K, sms)
     for _ in range(2):  # the second call reuses the stream's workspace
-        c = gemm_ladder.matmul(a, b, step="9:sk")
+        c = gemm_ladder.matmul(a, b, step="gemm:128x256sk")
         ref = a.float() @ b.float()
         torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
         rec = gpu.launches[-1]
@@ -133,9 +133,9 @@ def test_a_workspace_per_stream(gpu, monkeypatch):
     monkeypatch.setattr(cuda_device, "num_sms", lambda dev: 8)
     monkeypatch.setattr(fastconfig, "_WORKSPACES", {})
     a, b = rnd(19 * 128, 2048), rnd(2048, 256, seed=1)
-    gemm_ladder.matmul(a, b, step="9:sk")
+    gemm_ladder.matmul(a, b, step="gemm:128x256sk")
     gpu.stream = 9
-    gemm_ladder.matmul(a, b, step="9:sk")
+    gemm_ladder.matmul(a, b, step="gemm:128x256sk")
     ws = fastconfig._WORKSPACES
     assert set(ws) == {(0, 7), (0, 9)} and ws[(0, 7)].data_ptr() != ws[(0, 9)].data_ptr()
     assert gpu.launches[-1].ws == ws[(0, 9)].data_ptr()

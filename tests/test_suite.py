@@ -172,13 +172,13 @@ def _cli(*args):
 def test_cli_explain():
     r = _cli("explain", "3000", "5000", "4000", "--dtype", "bf16")
     assert r.returncode == 0, r.stderr
-    assert "pick:" in r.stdout and "8:c1" in r.stdout
+    assert "pick:" in r.stdout and "gemm:128x128" in r.stdout
     # a row-major b: the 232-wide tile (K-major pick) takes no N-major B; the call's kernel is named
     r = _cli("explain", "2048", "11008", "4096")
-    assert r.returncode == 0 and "pick: 9:n232" in r.stdout and "matmul_nt(a, b) with b (N, K) runs: 9:n232" in r.stdout
+    assert r.returncode == 0 and "pick: gemm:128x232" in r.stdout and "matmul_nt(a, b) with b (N, K) runs: gemm:128x232" in r.stdout
     r = _cli("explain", "2048", "11008", "4096", "--b-row-major")
     assert r.returncode == 0, r.stderr
-    assert "off a 32-byte sector" in r.stdout and "matmul(a, b) with b row-major (K, N) runs: 9:c1" in r.stdout
+    assert "off a 32-byte sector" in r.stdout and "matmul(a, b) with b row-major (K, N) runs: gemm:128x256" in r.stdout
     r = _cli("explain", "127", "8191", "255", "--json")
     d = json.loads(r.stdout)
     assert d["pick"] and [c["padded"] for c in d["candidates"] if c["key"] == d["pick"]] == [True]

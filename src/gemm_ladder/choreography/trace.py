@@ -91,8 +91,6 @@ def _decode_block(block: int, recs: list[dict], step, t_zero: int, rank) -> dict
             name = EVENT_NAMES.get(kind, "?")
             bname = BARRIERS.get(bar)
             k = _signed16(k)
-            if step.pingpong and (bname in EPILOGUE_BARRIERS or name in EPILOGUE_EVENTS):
-                stage, k = k, 0  # each consumer's one-slot ring: the kernel passes its slot as k
             if name == "EV_WAIT_BEGIN":
                 open_wait = (t, bname, stage, phase, k)
             elif name == "EV_WAIT_END" and open_wait is not None:

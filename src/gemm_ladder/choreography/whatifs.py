@@ -28,7 +28,7 @@ class WhatIf:
         if self.needs in ("pair", "shared-empty") and step.style != "warp-specialized":
             return f"{self.name} needs a producer and a consumer; step {step.key} is {step.style}"
         if self.needs == "borrow" and not getattr(step, "borrow_stage", False):
-            return f"{self.name} breaks a rule of step 9's borrowed stage; step {step.key} does not borrow"
+            return f"{self.name} breaks a rule of the production kernel's borrowed stage; {step.key} does not borrow"
         return ""
 
 
@@ -74,7 +74,8 @@ WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
     WhatIf("local-tx",
            "2-CTA cluster: each CTA's expect_tx announces only the bytes its own producer issues (A + its B "
            "half), not the peer's multicast half (the course's expect_tx x CTA_GROUP left out)",
-           "8", {"GL_ABLATE_LOCAL_TX": 1},
+           # the peer's half of B: BN / 2 rows of BK elements, 2 bytes each (step 8: 64 x 64 x 2)
+           "8", {"GL_ABLATE_EXPECT_TX_DELTA": -8192},
            "a CTA's stage receives its A, its own half of B and the peer's half of B, but tma2mma expects "
            "only A and one half (24 KB of 32 KB): the phase completes when the first 24 KB have landed, so "
            "the consumer may read a B half that is still in flight, and the last 8 KB count against the "
@@ -91,13 +92,13 @@ WHAT_IFS: dict[str, WhatIf] = {w.name: w for w in (
            "a CUDA error when the hardware catches it, silent success when the timing is lucky (the GPU run "
            "slows the rank-1 consumer by 4 us per k-tile, so rank 0 finishes first).",
            needs="cluster", race=True),
-    # Step 9's borrowed stage (docs/perf-notes.md item 62). Model only: on the GPU the same
+    # The production kernel's borrowed stage (docs/perf-notes.md item 62). Model only: on the GPU the same
     # mistake (GL_ABLATE_BORROW_NO_SYNC) gave a wrong result in 1 of 30 runs at 6144^3, too rare
     # for a what-if that must end in an error within seconds.
     WhatIf("borrow-no-sync",
-           "step 9's borrowed stage: a consumer stages its chunks into the stage's B part without "
-           "waiting for the other consumer, whose last wgmma may still read that B tile",
-           "9", needs="borrow"),
+           "the production kernel's borrowed stage: a consumer stages its chunks into the stage's B part "
+           "without waiting for the other consumer, whose last wgmma may still read that B tile",
+           "gemm:128x256c2", needs="borrow"),
 )}
 
 

@@ -10,11 +10,11 @@ from .jit import KERNEL_DIR
 
 @lru_cache(maxsize=None)
 def enum_values(header: str, enum: str) -> dict[int, str]:
-    """`enum <enum> : unsigned { NAME = 1, ... };` in kernels/<header> -> {1: "NAME", ...}."""
-    text = (KERNEL_DIR / header).read_text()
+    """`enum <enum> : unsigned { NAME = 1, ... };` in kernels/common/<header> -> {1: "NAME", ...}."""
+    text = (KERNEL_DIR / "common" / header).read_text()
     found = re.search(r"enum\s+" + enum + r"\s*:\s*unsigned\s*\{(.*?)\};", text, re.S)
     if found is None:
-        raise LookupError(f"enum {enum} not found in kernels/{header}")
+        raise LookupError(f"enum {enum} not found in kernels/common/{header}")
     return {int(v): n for n, v in re.findall(r"(\w+)\s*=\s*(\d+)", found.group(1))}
 
 

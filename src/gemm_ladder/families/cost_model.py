@@ -21,10 +21,10 @@ cluster (CTAs along M sharing B), its consumers, whether its grid is persistent,
 
 B rows that are not whole 32-byte sectors (16-byte aligned, `rows_misaligned`: a K-major B
 with K = 8 mod 16, a row-major b with N = 8 mod 16) slow a compute-bound ladder kernel that
-fetches its own B tiles from L2 by MISALIGNED_B_COST, but not step 9, whose 2-CTA cluster
+fetches its own B tiles from L2 by MISALIGNED_B_COST, but not gemm:128x256c2, whose 2-CTA cluster
 multicasts B (each CTA fetches half of it): with `b_misaligned` such candidates are charged
 that cost when they need two waves or more (the choice, library/select.py, then considers
-step 9 too).
+gemm:128x256c2 too).
 
 An N-major B (a row-major b read in place, `b_mn`) travels in 64-wide blocks, which overhang
 a ladder tile whose width is not a multiple of 64: such a candidate is charged OVERHANG_B_COST,
@@ -55,10 +55,10 @@ COPY_LAUNCH_US = 6.0
 # read + written bytes on the H200 (4096 x 14336: ~370 us; docs/perf-notes.md item 29).
 TRANSPOSE_COPY_TBS = 0.6
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
-# Measured (docs/perf-notes.md, item 32): B rows at 16-byte but not 32-byte offsets cost 9:c1 and
-# 9:n192 9-29 % from 2048^2 to 8192^2 problems, N-major or K-major (each 128-byte box row of B
+# Measured (docs/perf-notes.md, item 32): B rows at 16-byte but not 32-byte offsets cost gemm:128x256 and
+# gemm:128x192 9-29 % from 2048^2 to 8192^2 problems, N-major or K-major (each 128-byte box row of B
 # touches five 32-byte sectors, and B is two thirds of the operand traffic from L2), ~1 % when
-# only A's rows are so, and step 9 with its multicast cluster 0-2 %. One cost for all: the low end.
+# only A's rows are so, and gemm:128x256c2 with its multicast cluster 0-2 %. One cost for all: the low end.
 MISALIGNED_B_COST = 0.15
 SECTOR_BYTES = 32
 # Measured (docs/perf-notes.md, items 35 and 57): an N-major B travels in whole 64-wide blocks, so

@@ -1,6 +1,7 @@
 """Kernel keys as people write them — '7', 7, '7:d4', '8:c1', '6:d6g1', '1-7,7:d4' or a Step —
-turned into Steps, and the keys of the kernel families beside the ladder ('smallm',
-'smallm:n128': families/smallm.py) into their entries. This is the one parser of keys
+turned into Steps, and the keys of the kernel families beside the ladder ('gemm:128x256',
+'gemm:128x256b0': families/gemm.py; 'smallm', 'smallm:n128': families/smallm.py) into their
+entries. This is the one parser of keys
 (`get_step`, `parse_steps`): a bad key gets one error that says what is wrong and lists the
 keys that exist."""
 from __future__ import annotations
@@ -9,7 +10,13 @@ import re
 
 from .ladder import MODELLED_STEPS, STEPS, VARIANTS, all_steps, variant
 from .ladder_step import Step
-from .smallm import FAMILIES, SmallM
+from .gemm import ENTRIES as GEMM_ENTRIES
+from .gemm import FAMILY as GEMM
+from .smallm import FAMILIES as SMALLM_ENTRIES
+from .smallm import SmallM
+
+# Every family entry beside the ladder's steps, by key.
+FAMILIES = {**GEMM_ENTRIES, **SMALLM_ENTRIES}
 
 # Ad-hoc variant tokens after "N:": the Step field each sets, how messages name it, and
 # the steps it applies to.
@@ -60,6 +67,29 @@ def _named_prefix(number: str, tail: str) -> tuple[Step | None, str]:
     return (best, tail[len(best.variant):]) if best is not None else (None, tail)
 
 
+def _gemm_with_tokens(key: str) -> Step:
+    """'gemm:<entry><tokens>', e.g. 'gemm:128x256b0': the entry with the tokens' fields."""
+    tail = key[len(GEMM) + 1:]
+    names = [e.variant for e in GEMM_ENTRIES.values() if tail.startswith(e.variant)]
+    if names:
+        st = GEMM_ENTRIES[f"{GEMM}:{max(names, key=len)}"]
+        rest = tail[len(st.variant):]
+        tokens = re.findall(r"([a-z])(\d+)", rest)
+        if rest and "".join(t + v for t, v in tokens) == rest and all(t in TOKENS and TOKENS[t][2](st)
+                                                                       for t, _ in tokens):
+            flag = [TOKENS[t][1] for t, v in tokens if t in SWITCHES and int(v) > 1]
+            if flag:
+                raise UnknownStep(f"{key}: {', '.join(flag)} is 0 or 1")
+            try:
+                return variant(st, tail, **{TOKENS[t][0]: (bool(int(v)) if t in SWITCHES else int(v))
+                                            for t, v in tokens})
+            except ValueError as e:
+                raise UnknownStep(str(e)) from None
+    takes = ", ".join(form for _, form, applies in TOKENS.values() if applies(next(iter(GEMM_ENTRIES.values()))))
+    raise UnknownStep(f"unknown kernel {key!r}: the {GEMM} family's entries are {', '.join(GEMM_ENTRIES)}, "
+                      f"each of which may be followed by {takes}")
+
+
 def _parse(key: str, bases: dict[int, Step]) -> Step:
     if key.isdigit() and int(key) in bases:
         return bases[int(key)]
@@ -67,6 +97,8 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
         return VARIANTS[key]
     if key in FAMILIES:
         return FAMILIES[key]
+    if key.startswith(GEMM + ":"):
+        return _gemm_with_tokens(key)
     m = re.fullmatch(r"(\d+)(?::(\w*))?", key)
     if not m:
         why = (f"{key!r} is not a step key (a step number, N:<variant> such as 7:d4, or a kernel family: "
@@ -136,8 +168,9 @@ def get_step(key, *, modelled: bool = False) -> Step:
     """'7', 7, '7:d4' -> Step. Ad-hoc variants: 'N:d<depth>g<group>w<ctas per SM>', e.g.
     '6:d6' or '6:g1' (tokens in any order; d for steps with a ring, g and w for persistent
     steps). modelled: also the steps only the simulator models (MODELLED_STEPS).
-    'smallm', 'smallm:n128': the small-M family's entries (families/smallm.py), not Steps
-    but read the same way. An unknown key raises UnknownStep (a KeyError), which says why."""
+    'gemm:128x256', ...: the production family's entries (families/gemm.py), Steps keyed by
+    their tile; 'smallm', 'smallm:n128': the small-M family's entries (families/smallm.py), not
+    Steps but read the same way. An unknown key raises UnknownStep (a KeyError), which says why."""
     return as_step(key, modelled=modelled)
 
 

@@ -122,11 +122,9 @@ class Step:
 
     @property
     def epilogue_slots(self) -> int:
-        """C staging buffers: epi_stages chunks, or one whole tile when epi_stages is 0 (one
-        per consumer when they take tiles in turns)."""
-        if self.pingpong:
-            return self.consumers
-        return max(1, self.epi_stages)
+        """C staging buffers: epi_stages chunks, or one whole tile when epi_stages is 0; when
+        the consumers take tiles in turns, that many for each of them."""
+        return max(1, self.epi_stages) * (self.consumers if self.pingpong else 1)
 
     @property
     def barriers(self) -> int:
@@ -159,7 +157,7 @@ class Step:
     def staging_bytes(self) -> int:
         if self.epi_stages == 0:
             return self.epilogue_slots * self.bm * self.bn * 2
-        return self.epi_stages * self.bm * EPI_CHUNK_COLS * 2
+        return self.epilogue_slots * self.bm * EPI_CHUNK_COLS * 2
 
     @property
     def dynamic_smem(self) -> int:

@@ -62,7 +62,7 @@ DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluste
 # (K a multiple of 16): 1000^3 and 1016^3 measured 0.70x cuBLAS on its 64 x 128 tile against
 # 1008^3 0.86x and 1024^3 0.92x, 256 x 4104 x 4104 0.59x against 256 x 4000 x 4000 0.97x
 # (docs/perf-notes.md, item 28). Not for an N-major B (a row-major (K, N) b read in place): the
-# ladder's kernels that read it so are step 9's 192-wide tiles, which the family beats there on
+# production kernels that read it so are gemm:128x192's tiles, which the family beats there on
 # such rows (1000^3 0.72 -> 0.77, 256 x 4088 x 4088 0.66 -> 0.78; one probed shape lost, 2000 x
 # 1000 x 1000 0.86 -> 0.82; docs/perf-notes.md, item 42)
 # MULTICAST_NICHE: the multicast pairs (smallm:n128m2) take only problems above 128 rows and
@@ -87,7 +87,7 @@ class SmallM(SmallMArgs):  # the launch pieces (arguments, grids, workspace): sm
                       "units dealt in equal runs to a one-wave grid (stream-K), split tiles' fp32 pieces to a "
                       "workspace, a second kernel sums them in order; TMA producer warp + wgmma consumer "
                       "warpgroups, setmaxnreg 40/232")
-    source: str = "smallm_splitk.cu"
+    source: str = "smallm/smallm_splitk.cu"
     entry: str = "gemm_smallm_splitk"
     reduce_entry: str = "gemm_smallm_reduce"
     consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)

@@ -1,4 +1,4 @@
-"""Stream-K for step 9 (the 9:sk variant, GL_STREAM_K): the host's side of the deal.
+"""Stream-K for the production GEMM (the gemm:128x256sk entry, GL_STREAM_K): the host's side of the deal.
 
 The last `sk_tiles` tiles of a persistent step's order (the remainder of a ragged last wave)
 are not dealt whole: each is split into P pieces of equal k-ranges, computed by P CTAs after

@@ -1,13 +1,13 @@
 """Which kernel for (M, N, K, dtype): the library's one choice, priced by the cost model
 (families/cost_model.py), not a table of tuned shapes.
 
-`choose` scores every candidate (CANDIDATES: ladder steps and the small-M family's entries, by
-key; adding a kernel family is one entry) with the cost model. Where B's rows are not whole
-32-byte sectors and the best candidate is charged for it, step 9 joins the candidates
-(MISALIGNED_B_CANDIDATES). Scores within TIE of the best are treated as equal (the model is
+`choose` scores every candidate (CANDIDATES: the production GEMM family's and the small-M
+family's entries, by key; adding a kernel family is one entry) with the cost model. Where B's
+rows are not whole 32-byte sectors and the best candidate is charged for it, gemm:128x256c2
+(the 2-CTA cluster) joins the candidates (MISALIGNED_B_CANDIDATES). Scores within TIE of the best are treated as equal (the model is
 not finer than that); among those a candidate running the same tile with the same traffic as
 another but with fewer MMA warpgroups drops out (measured, the small-M family's two consumers
-on 128 x 128, `smallm:c2n128`, against 8:c1's one in a single wave: 512 x 4096 x 4096 0.98
+on 128 x 128, `smallm:c2n128`, against gemm:128x128's one in a single wave: 512 x 4096² 0.98
 against 0.94-0.95, 128 x 11008 x 4096 0.96 against 0.92, docs/perf-notes.md item 41); then
 the pick is the candidate moving the fewest operand bytes from L2 into shared memory
 (`operand_bytes`: each CTA reads its A and B tiles once per k-tile, a cluster reads its
@@ -17,7 +17,7 @@ library pads it to, and the choice says so.
 
 The rule (`step_for`), computed once per configuration:
 1. the selection's pick for the shape: `pick(M, N, K, dtype, SMs)` (memoized), among
-   CANDIDATES (ladder steps 9:c1, 7:d4 and the small-M family's entries);
+   CANDIDATES (the gemm family's entries and the small-M family's);
 2. the small-M family takes the shapes it accepts with N and K rounded up to 8 (TMA
    zero-fills the K edge and B's rows past N; the result's rows are N rounded up to 8 long,
    and the kernel writes the padding columns as zeros; above 128 rows, K-major rows that are
@@ -28,27 +28,27 @@ The rule (`step_for`), computed once per configuration:
    MN-major copy (a plain copy) when TMA cannot take its strides or address — by a kernel
    that reads it so (`common.reads_mn`: a Step with `mn_major` reads both, the small-M
    family an N-major `b` only). If the pick is a ladder step that does not, the best
-   candidate that does (9:c1) runs instead when it accepts the shape; else the operand is
+   candidate that does (gemm:128x256) runs instead when it accepts the shape; else the operand is
    copied K-major. The small-M family with an M-major `a` keeps the shape, `a` copied, when
    the selection's model (cost_model.score) prices its time plus the copy (COPY_LAUNCH_US for the
    extra torch kernel's host work and launch, plus the operand read and written once at the
    measured rate of a transposing copy, TRANSPOSE_COPY_TBS) below the other candidate's time;
    else that candidate reads it in place. E.g. 16x4096x4096 with a transposed-view a: the
-   copy of 128 KB costs ~6.4 us against 9:c1's 58 us -> copy. A row-major `b` at decode
+   copy of 128 KB costs ~6.4 us against gemm:128x256's 58 us -> copy. A row-major `b` at decode
    shapes is read in place by the family (its GL_B_MN build): copying it cost ~10x the GEMM
    (16 x 4096 x 14336: 416 against 42 us for torch.matmul, docs/perf-notes.md item 29).
 4. B rows that are not whole 32-byte sectors (`b_misaligned`, from the row stride the
    kernel reads B with: a row-major b of N = 8 mod 16 columns, a K-major b of K = 8 mod 16)
-   slow the kernels that fetch B alone, not step 9, whose cluster multicasts it: the
-   selection charges them (cost_model.MISALIGNED_B_COST) and considers step 9 too. E.g.
-   3000x5000x4000 with a row-major b (rows of 10000 bytes): 9:n192 235 us, step 9 184 us
+   slow the kernels that fetch B alone, not gemm:128x256c2, whose cluster multicasts it: the
+   selection charges them (cost_model.MISALIGNED_B_COST) and considers gemm:128x256c2 too. E.g.
+   3000x5000x4000 with a row-major b (rows of 10000 bytes): gemm:128x192 235 us, gemm:128x256c2 184 us
    (docs/perf-notes.md, item 32).
-5. An N-major `b` on a tile width that is not a multiple of 64 (9:n176, 9:n224, 9:n240) travels
+5. An N-major `b` on a tile width that is not a multiple of 64 (gemm:128x176, gemm:128x224, gemm:128x240) travels
    in whole 64-wide blocks that overhang the tile: the selection charges it
    (cost_model.OVERHANG_B_COST; measured 0-14 % slower than the same width reading B K-major, docs/
    perf-notes.md items 35 and 57), so such a width runs only where its waves gain more (512 x
-   14336 x 4096: 9:n224 1.10 x cuBLAS against 9:c1's 1.00). A width whose tiles do not start at
-   32-byte offsets (9:n232) does not take an N-major `b` (25-45 % slower).
+   14336 x 4096: gemm:128x224 1.10 x cuBLAS against gemm:128x256's 1.00). A width whose tiles do not start at
+   32-byte offsets (gemm:128x232) does not take an N-major `b` (25-45 % slower).
 `step=` forces a step; MN-major operands go to it directly when it reads them so
 (`common.reads_mn`), else they are copied.
 """
@@ -66,17 +66,18 @@ from ..families.keys import get_step
 from ..families.ladder_step import Step
 from .layout import round_up
 
-# Candidate kernels, in order of preference on a tie. A key that is not (yet) in the step
-# registry is listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md,
-# entries 6-9): the 2-CTA multicast costs more than the L2 traffic it saves (step 8 below
-# 8:c1, step 9 at or below 9:c1), so the candidates are the cluster-free variants, which
-# the model's traffic tie-break would otherwise pass over. 8:c1 (128 x 128, depth 5) stands
-# for its geometry: measured 1-6 % ahead of 7:d4 at every M = 128 .. 2048 suite shape (item 21).
-CANDIDATES: list[str] = ["9:c1", "8:c1", "9:n240", "9:n232", "9:n224", "9:n192", "9:n176",
-                         "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128", "smallm:c2", "smallm:c2n64",
-                         "smallm:n64s", "smallm:n64", "smallm:n32"]
+# Candidate kernels, in order of preference on a tie. A key that is not (yet) registered is
+# listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md, entries 6-9):
+# the 2-CTA multicast costs more than the L2 traffic it saves (the cluster kernels at or below
+# their cluster-free forms), so the candidates are cluster-free, which the model's traffic
+# tie-break would otherwise pass over. gemm:128x128 (one consumer, depth 5) stands for its
+# geometry: measured 1-6 % ahead of ladder step 7 at depth 4 at every M = 128 .. 2048 suite
+# shape (item 21).
+CANDIDATES: list[str] = ["gemm:128x256", "gemm:128x128", "gemm:128x240", "gemm:128x232", "gemm:128x224",
+                         "gemm:128x192", "gemm:128x176", "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128",
+                         "smallm:c2", "smallm:c2n64", "smallm:n64s", "smallm:n64", "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
-MISALIGNED_B_CANDIDATES: list[str] = ["9"]  # joins the candidates where B's rows slow the others
+MISALIGNED_B_CANDIDATES: list[str] = ["gemm:128x256c2"]  # joins the candidates where B's rows slow the others
 
 
 @dataclass
@@ -121,7 +122,7 @@ def _candidate_steps(candidates) -> list[tuple[str, Step | None]]:
 
 
 def candidate_keys(b_misaligned: bool = False) -> list[str]:
-    """The default candidates; with B rows that are not whole sectors, step 9 too."""
+    """The default candidates; with B rows that are not whole sectors, gemm:128x256c2 too."""
     return CANDIDATES + (MISALIGNED_B_CANDIDATES if b_misaligned else [])
 
 

@@ -193,7 +193,7 @@ def consumer(e: Engine, cta: int, ci: int) -> Iterator:
     chunk by chunk into the CTA's staging ring (shared by the consumers: each stages its rows
     and arrives). Ping-pong (step 10): consumer ci takes tiles ci, ci + n, ...; it starts a
     mainloop when the other has issued its last wgmma (the turn barriers), skips the other's
-    k-tiles in the ring, and stages whole tiles into its own slot."""
+    k-tiles in the ring, and stages its tiles chunk by chunk into its own epilogue ring."""
     p = e.p
     lane = e.lane(cta, f"consumer{ci}")
     st = PipelineState(p.depth, 0, 0)
@@ -202,7 +202,8 @@ def consumer(e: Engine, cta: int, ci: int) -> Iterator:
         for _ in range(ci * p.k_tiles):
             st.advance()
         turn = PipelineState(1, 0, 1 if ci == 0 else 0)   # consumer 0 goes first
-        acc = PipelineState(1, 0, 1)
+        slots = p.staging_stages // n                      # each consumer's own epilogue ring
+        acc = PipelineState(slots, 0, 1)
         tiles = range(ci, p.tiles_per_cta, n)
     else:
         acc = PipelineState(p.staging_stages, 0, 1)
@@ -236,7 +237,7 @@ def consumer(e: Engine, cta: int, ci: int) -> Iterator:
                                     label=f"epilogue tile {tile} chunk {ch}: registers -> borrowed stage {borrowed}"))
                 e.arrive(e.bar(cta, "lent_full", ch), lane)
                 continue
-            a = ci if p.pingpong else acc.stage
+            a = ci * slots + acc.stage if p.pingpong else acc.stage
             yield ("wait", e.bar(cta, "ld2mma", a), acc.phase, f"wait ld2mma[{a}] parity {acc.phase}")
             t0 = e.now
             yield ("sleep", p.epilogue_chunk_time)
@@ -254,8 +255,9 @@ def writeback(e: Engine, cta: int) -> Iterator:
     the slot (cp.async.bulk.wait_group.read), and free the slot."""
     p = e.p
     lane = e.lane(cta, "writeback")
-    if p.pingpong:
-        states = [PipelineState(1, 0, 0) for _ in range(p.num_consumers)]
+    slots = p.staging_stages // p.num_consumers if p.pingpong else p.staging_stages
+    if p.pingpong:  # a ring per consumer
+        states = [PipelineState(slots, 0, 0) for _ in range(p.num_consumers)]
     else:
         states = [PipelineState(p.staging_stages, 0, 0)]
     lent = p.lent_chunks
@@ -280,7 +282,7 @@ def writeback(e: Engine, cta: int) -> Iterator:
             for c in peers:
                 e.arrive(e.bar(c, "mma2tma", stage), lane, n=n)
         for ch in range(lent, p.chunks):
-            a = (tile % p.num_consumers) if p.pingpong else st.stage
+            a = (tile % p.num_consumers) * slots + st.stage if p.pingpong else st.stage
             yield ("wait", e.bar(cta, "mma2ld", a), st.phase, f"wait mma2ld[{a}] parity {st.phase}")
             yield ("sleep", p.issue_ns)
             t0 = e.now

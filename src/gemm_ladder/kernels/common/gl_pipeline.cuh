@@ -93,9 +93,10 @@ struct Pipeline {
     u64* empty;
     Tracer& tr;
     u32 tx_bytes;
+    u32 first;  // the index of this ring's stage 0 among its kind (rings in an array: traces, debug reports)
     // Producer: wait until the stage is free; with TX, announce the bytes that will land in it.
     GL_DEVICE void producer_acquire(const State& st, u32 k = 0) const {
-      traced_wait(&empty[st.stage], EMPTY, st.stage, st.phase, k, tr);
+      traced_wait(&empty[st.stage], EMPTY, first + st.stage, st.phase, k, tr);
       if constexpr (TX) mbar_arrive_expect_tx(&full[st.stage], expected_tx(tx_bytes));
     }
     // Producer, on the first lap of a fresh ring (no consumer has had the stage yet, so there is
@@ -109,10 +110,10 @@ struct Pipeline {
     GL_DEVICE void producer_commit(const State& st, u32 k = 0) const {
       static_assert(!TX, "the copy engine's bytes complete a TMA stage");
       mbar_arrive(&full[st.stage]);
-      tr.event(EV_ARRIVE, FULL, st.stage, st.phase, k);
+      tr.event(EV_ARRIVE, FULL, first + st.stage, st.phase, k);
     }
     GL_DEVICE void consumer_wait(const State& st, u32 k = 0) const {
-      traced_wait(&full[st.stage], FULL, st.stage, st.phase, k, tr);
+      traced_wait(&full[st.stage], FULL, first + st.stage, st.phase, k, tr);
     }
     GL_DEVICE void consumer_release(const State& st, u32 k = 0) const { consumer_release_for(st, 1, k); }
     // Release on behalf of `arrivals` consumer threads at once (a role that kept the stage
@@ -128,10 +129,12 @@ struct Pipeline {
           else mbar_arrive_cluster_n(map_to_cta(&empty[st.stage], r), arrivals);
         }
       }
-      tr.event(EV_ARRIVE, EMPTY, st.stage, st.phase, k);
+      tr.event(EV_ARRIVE, EMPTY, first + st.stage, st.phase, k);
     }
   };
-  GL_DEVICE Port bind(Tracer& tr, u32 tx_bytes = 0) { return Port{full, empty, tr, tx_bytes}; }
+  // A role's view of the ring. tx_bytes: what a stage delivers (TX rings); first: this ring's
+  // place among rings of one kind (ping-pong's per-consumer epilogue rings), for traces and reports.
+  GL_DEVICE Port bind(Tracer& tr, u32 tx_bytes = 0, u32 first = 0) { return Port{full, empty, tr, tx_bytes, first}; }
 };
 // The epilogue's ring: the consumers' threads stage accumulators, the writeback stores them.
 template <int SLOTS>

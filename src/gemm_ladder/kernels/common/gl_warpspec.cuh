@@ -113,11 +113,11 @@ template <class Port, class State, class Stage>
 GL_DEVICE void stage_and_commit(const Port& epi, const State& st, u32 named_barrier, bool leader, u32 k, int tile,
                                 Stage stage) {
   epi.producer_acquire(st, k);
-  epi.tr.event(EV_EPI_BEGIN, 0, st.stage, st.phase, k, tile);
+  epi.tr.event(EV_EPI_BEGIN, 0, epi.first + st.stage, st.phase, k, tile);
   stage();
   fence_proxy_async_smem();  // each writer, before the hand-over
   named_barrier_sync(named_barrier, 128);
-  epi.tr.event(EV_EPI_END, 0, st.stage, st.phase, k, tile);
+  epi.tr.event(EV_EPI_END, 0, epi.first + st.stage, st.phase, k, tile);
   if (leader) epi.producer_commit(st, k);
 }
 
@@ -129,8 +129,8 @@ GL_DEVICE void store_staged(const Port& epi, const State& st, const CUtensorMap*
   epi.consumer_wait(st, k);
   tma_store_tile<ROWS, COLS>(map, staging, x, y);
   tma_store_commit();
-  epi.tr.event(EV_STORE_ISSUE, 0, st.stage, st.phase, k, tile);
+  epi.tr.event(EV_STORE_ISSUE, 0, epi.first + st.stage, st.phase, k, tile);
   tma_store_wait_read<0>();
-  epi.tr.event(EV_STORE_DONE, 0, st.stage, st.phase, k, tile);
+  epi.tr.event(EV_STORE_DONE, 0, epi.first + st.stage, st.phase, k, tile);
   epi.consumer_release(st, k);
 }

@@ -79,20 +79,20 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
       tr.finish();
     } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
-      // ping-pong: tile i belongs to consumer i % 2; the tiles go out in order, in pairs, so
-      // each ring's state stays in a register of its own.
-      auto chunk_st0 = EpiloguePipe::State::consumer(), chunk_st1 = EpiloguePipe::State::consumer();
-      auto store_tile = [&](int w, auto& chunk_st, int ct) {
-        const auto epi = s.epi[w].bind(tr);
+      // ping-pong: tile i belongs to consumer i % 2; both rings advance alike, CHUNKS slots per
+      // pair of tiles, so one state serves both.
+      auto chunk_st = EpiloguePipe::State::consumer();  // drains the epilogue rings
+      int w = 0;
+      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
         const auto t = tiles.at(ct, BM, BN);
+        const auto epi = s.epi[w].bind(tr, 0, w * EPI_STAGES);  // traces name slot w * EPI_STAGES + s
+        auto st = chunk_st;
         for (int c = 0; c < CHUNKS; ++c) {  // one 64x64 chunk at a time
-          store_staged<BM, EPI_N>(epi, chunk_st, &tmap_c, s.C[w][chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
-          chunk_st.advance();
+          store_staged<BM, EPI_N>(epi, st, &tmap_c, s.C[w][st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
+          st.advance();
         }
-      };
-      for (int ct = tiles.first(); tiles.valid(ct); ct += CONSUMERS * tiles.stride()) {
-        store_tile(0, chunk_st0, ct);
-        if (tiles.valid(ct + tiles.stride())) store_tile(1, chunk_st1, ct + tiles.stride());
+        if (w == CONSUMERS - 1) chunk_st = st;
+        w = w == CONSUMERS - 1 ? 0 : w + 1;
       }
       tma_store_wait_exit();
       tr.finish();
@@ -103,7 +103,7 @@ gemm_step10_pingpong(const __grid_constant__ CUtensorMap tmap_a, const __grid_co
     const bool wg_leader = threadIdx.x % 128 == 0;
     Tracer tr(ROLE_CONSUMER, 1 + cw, wg_leader);
     const auto ops = s.ops.bind(tr);  // cluster: releases reach both
-    const auto epi = s.epi[cw].bind(tr);
+    const auto epi = s.epi[cw].bind(tr, 0, cw * EPI_STAGES);
     auto turn = s.order.member(cw, tr);  // ping-pong: consumer 0's first turn is free
     const bool warp_leader = lane_idx() == 0;
     auto st = OperandPipe::State::consumer();
