@@ -1,7 +1,8 @@
 """Compile every kernel strictly (no spills, no wgmma serialization warnings, no compiler warnings), with the
-NVRTC this Python finds: every ladder step and variant and every small-M family entry, fp16
-and bf16, plus the debug (bounded waits) and trace builds and the builds for MN-major operands
-(an M-major A, an N-major B) of the kernels that read them. Needs no GPU and no torch:
+NVRTC this Python finds: every ladder step and variant, every gemm family entry (the library's
+kernels) and every small-M family entry, fp16 and bf16, plus the debug (bounded waits) and
+trace builds and the builds for MN-major operands (an M-major A, an N-major B) of the kernels
+that read them. Needs no GPU and no torch:
 
     PYTHONPATH=src python scripts/compile_all.py
 
@@ -19,14 +20,14 @@ FRONT_END_WARNING = re.compile(r"warning #\d+")
 
 def main() -> int:
     from cuda.bindings import nvrtc
-    from gemm_ladder.families import common, ladder
+    from gemm_ladder.families import common, gemm, ladder
     from gemm_ladder.families.smallm import FAMILIES, FIXUP_ENTRIES, with_fields
 
     _, major, minor = nvrtc.nvrtcVersion()
     # the family's in-kernel fixup builds the GPU tests run too (a debug build of one once
     # spilled under 13.0 alone)
     fixups = [with_fields(FAMILIES[k], "fixup", fixup=True) for k in FIXUP_ENTRIES]
-    targets = list(ladder.all_steps()) + list(FAMILIES.values()) + fixups
+    targets = list(ladder.all_steps()) + gemm.all_entries() + list(FAMILIES.values()) + fixups
     failures = []
     for st in targets:
         a_ok, b_ok = common.reads_mn(st)

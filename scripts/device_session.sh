@@ -2,7 +2,8 @@
 # A device session's work in few calls. Timing stages run one after another, alone on the
 # GPU; correctness stages (PARALLEL=1) run side by side, since none of them times anything.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 at 8192³ and 2048³), suite, api,
+#   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
+#                8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
 #                (tile-order group heights), cublas (cuBLAS's kernel names), trace, energy (each
 #                level's traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
@@ -52,11 +53,11 @@ $PY -c "import torch, cuda.bindings, sys; print('torch', torch.__version__, 'cud
 if has bench; then
   timeout 300 $PY -m gemm_ladder bench --json "$W/bench.json" 2>&1 | tee "$W/bench.log"
   note "bench fp16: rc=$?"
-  timeout 240 $PY -m gemm_ladder bench --steps 4-10,7:d4,8:c1,9:c1 --dtype bf16 --json "$W/bench_bf16.json" 2>&1 \
-    | tee "$W/bench_bf16.log"
+  timeout 240 $PY -m gemm_ladder bench --steps 4-10,7:d4,8:c1,9:c1,gemm:128x128 --library --dtype bf16 \
+    --json "$W/bench_bf16.json" 2>&1 | tee "$W/bench_bf16.log"
   note "bench bf16: rc=$?"
-  timeout 240 $PY -m gemm_ladder bench --steps 7:d4,8,8:c1,9,9:c1,10 --sizes 8192,2048 --json "$W/bench_sizes.json" 2>&1 \
-    | tee "$W/bench_sizes.log"
+  timeout 240 $PY -m gemm_ladder bench --steps 7:d4,8,9,10,gemm:128x128 --library --sizes 8192,2048 \
+    --json "$W/bench_sizes.json" 2>&1 | tee "$W/bench_sizes.log"
   note "bench 8192/2048: rc=$?"
 fi
 if has suite; then
@@ -77,19 +78,21 @@ if has smallm; then
   note "smallm bench: rc=$?"
 fi
 if has sweep; then
-  timeout 300 $PY -m gemm_ladder bench --steps 9:c1,7:d4 --sizes 1024,3000x5000x4000,16x4096x4096 \
+  timeout 300 $PY -m gemm_ladder bench --steps gemm:128x256,7:d4 --sizes 1024,3000x5000x4000,16x4096x4096 \
     --json "$W/sweep.json" 2>&1 | tee "$W/sweep.log"
   note "sweep: rc=$?"
 fi
 if has probe; then  # kernel experiments straight from their defines (scripts/probe_kernels.py)
-  timeout 480 $PY scripts/probe_kernels.py --keys "${PROBE_KEYS:-9,9:c1,9:g16,9:c1g16,8:d5,8:d5g16}" \
-    --debug-keys "${PROBE_DEBUG_KEYS:-9:g16}" --sizes "${PROBE_SIZES:-4096,2048,8192}" \
+  timeout 480 $PY scripts/probe_kernels.py \
+    --keys "${PROBE_KEYS:-gemm:128x256c2,gemm:128x256,gemm:128x256c2g8,gemm:128x256g8,8:d5,8:d5g8}" \
+    --debug-keys "${PROBE_DEBUG_KEYS:-gemm:128x256c2g8}" --sizes "${PROBE_SIZES:-4096,2048,8192}" \
     --json "$W/probe.json" 2>&1 | tee "$W/probe.log"
   note "probe: rc=$?"
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
-  timeout 240 $PY -m gemm_ladder bench --steps "${GROUP_STEPS:-8,8:g8,9,9:g8,8:c1,8:c1g8}" --sizes 4096 \
-    --json "$W/groups.json" 2>&1 | tee "$W/groups.log"
+  timeout 240 $PY -m gemm_ladder bench \
+    --steps "${GROUP_STEPS:-8,8:g8,gemm:128x256c2,gemm:128x256c2g8,gemm:128x128,gemm:128x128g8}" \
+    --sizes 4096 --json "$W/groups.json" 2>&1 | tee "$W/groups.log"
   note "groups: rc=$?"
 fi
 if has cublas; then  # which kernels cuBLAS runs (tile, cluster, split/stream-K from the names)
@@ -113,7 +116,7 @@ fi
 
 # ---- correctness stages: side by side when PARALLEL=1 -------------------------------------
 run_check() {
-  for s in ${CHECK_STEPS:-8 9 10 8:c1 9:c1 10:c2}; do
+  for s in ${CHECK_STEPS:-8 9 10 8:c1 9:c1 10:c1 gemm:128x128 gemm:128x256 gemm:128x256c2}; do
     timeout 300 $PY -m gemm_ladder check --debug --steps "$s" --sizes 256x384x192,1000x1000x1000,4096 >> "$W/check.log" 2>&1
     note "check $s (debug build): rc=$?"
   done

@@ -2,7 +2,7 @@
 correctness in child processes (a deadlock becomes an error), poisoned-output checks at edge
 shapes, repeated runs (a moving result is a race), then timing interleaved with cuBLAS.
 
-    PYTHONPATH=src python scripts/probe_kernels.py [--keys 7:d4,8,9] [--json out.json]
+    PYTHONPATH=src python scripts/probe_kernels.py [--keys 7:d4,8,9,gemm:128x256] [--json out.json]
 
 Used to bring up a new kernel before its Step entry exists; each configuration below names
 its file, entry, threads, defines and cluster.
@@ -18,54 +18,76 @@ import time
 
 
 def _smem(depth, bm, bn, bk, staging, barriers):
-    return 1024 + depth * (bm + bn) * bk * 2 + staging + 8 * barriers
+    bn_smem = -(-bn // 64) * 64  # a stage keeps whole 64-wide blocks of B (the family's stage_bytes)
+    return 1024 + depth * (bm + bn_smem) * bk * 2 + staging + 8 * barriers
 
 
-def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi, pingpong=False, extra=None):
-    staging = bm * bn * 2 if epi == 0 else epi * bm * 64 * 2
-    barriers = 2 * depth + 2 * max(1, epi)
-    if pingpong:  # a staging tile, an epilogue ring and a turn barrier per consumer
-        staging, barriers = consumers * bm * bn * 2, 2 * depth + 3 * consumers
-    if "step9" in src:  # its borrowed-stage barrier array keeps one entry when nothing is lent
-        barriers += 1
-    # The switches the kernels gained after this table was written, at their plain settings
-    # (one wgmma group in flight, no borrowed stage); GL_EXP_* / `extra` override them.
-    d = dict(GL_BM=bm, GL_BN=bn, GL_BK=64, GL_DEPTH=depth, GL_GROUP_M=8, GL_CLUSTER_M=cluster,
-             GL_CONSUMERS=consumers, GL_EPI_STAGES=epi, GL_STREAM_K=0, GL_MMA_LAG=1, GL_EPI_BORROW=0,
-             GL_EPI_LENT=0, GL_DYNAMIC_SMEM=_smem(depth, bm, bn, 64, staging, barriers))
+def _cfg(src, entry, threads, bm, bn, depth, cluster, consumers, epi, pingpong=False, extra=None, group=16,
+         family=None):
+    """One kernel's defines. family: the gemm family's own switches (stream-K, borrowed stage,
+    early loads), which its kernels require and the ladder's do not take."""
+    slots = max(1, epi) * (consumers if pingpong else 1)  # ping-pong: an epilogue ring per consumer
+    staging = slots * bm * (bn if epi == 0 else 64) * 2
+    barriers = 2 * depth + 2 * slots + (consumers if pingpong else 0)  # ping-pong: a turn barrier each
+    fam = dict(family or {})
+    if "GL_EPI_BORROW" in fam:  # the borrowed stage's barriers: one per lent chunk, at least one
+        barriers += max(1, fam["GL_EPI_LENT"])
+    # Every switch a kernel requires, at its plain setting (one wgmma group in flight);
+    # GL_EXP_* / `extra` override them.
+    d = dict(GL_BM=bm, GL_BN=bn, GL_BK=64, GL_DEPTH=depth, GL_GROUP_M=group, GL_CLUSTER_M=cluster,
+             GL_CONSUMERS=consumers, GL_EPI_STAGES=epi, GL_MMA_LAG=1, **fam,
+             GL_DYNAMIC_SMEM=_smem(depth, bm, bn, 64, staging, barriers))
     d.update(extra or {})  # experiment switches (GL_EXP_*)
     return dict(src=src, entry=entry, threads=threads, defines=d, cluster=cluster, bm=bm, bn=bn)
 
 
+_S7 = ("ladder/step7_warp_specialized.cu", "gemm_step7_warp_specialized", 256, 128, 128)
+_S8 = ("ladder/step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128)
+_S9 = ("ladder/step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256)
+_S10 = ("ladder/step10_pingpong.cu", "gemm_step10_pingpong", 384, 64, 256)
+_G2 = ("gemm/gemm_two_consumers.cu", "gemm_two_consumers", 384, 128, 256)
+_G1 = ("gemm/gemm_one_consumer.cu", "gemm_one_consumer", 256, 128, 128)
+
+
+def _two_consumers(cluster, lent=3):
+    """The gemm family's two-consumer switches: the borrowed stage (lent chunks; 0: none), early
+    loads without a cluster, no stream-K."""
+    return dict(GL_STREAM_K=0, GL_EPI_BORROW=int(lent > 0), GL_EPI_LENT=lent, GL_EARLY_LOADS=int(cluster == 1))
+
+
 CONFIGS = {
-    "7:d4": _cfg("step7_warp_specialized.cu", "gemm_step7_warp_specialized", 256, 128, 128, 4, 1, 1, 0),
-    "8": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 4, 2, 1, 0),
-    "8:c1": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 4, 1, 1, 0),
-    "9": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 2, 2, 2),
-    "8:d6": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 6, 2, 1, 0),
-    "8:d5": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 5, 2, 1, 0),
-    "7:d6": _cfg("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 6, 1, 1, 0),
-    "9:d3e4": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 3, 2, 2, 4),
-    "9:c1d3e4": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 3, 1, 2, 4),
-    "10": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 4, 2, 2, 0, True),
-    "10:d5": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 5, 2, 2, 0, True),
-    "10:c1d5": _cfg("step10_pingpong.cu", "gemm_step10_pingpong", 384, 128, 128, 5, 1, 2, 0, True),
-    "9:c1": _cfg("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4, 1, 2, 2),
+    # the ladder's kernels at the course's configurations, and their cluster-free ablations
+    "7:d4": _cfg(*_S7, 4, 1, 1, 0, group=8),
+    "8": _cfg(*_S8, 4, 2, 1, 0),
+    "8:c1": _cfg(*_S8, 4, 1, 1, 0),
+    "9": _cfg(*_S9, 4, 2, 2, 2),
+    "9:c1": _cfg(*_S9, 4, 1, 2, 2),
+    "10": _cfg(*_S10, 4, 2, 2, 2, True),
+    "10:c1": _cfg(*_S10, 4, 1, 2, 2, True),
+    # the library's kernels (families/gemm.py) at their entries' configurations
+    "gemm:128x256": _cfg(*_G2, 4, 1, 2, 2, family=_two_consumers(1)),
+    "gemm:128x256c2": _cfg(*_G2, 4, 2, 2, 2, family=_two_consumers(2)),
+    "gemm:128x128": _cfg(*_G1, 5, 1, 1, 0, family={"GL_EARLY_LOADS": 1}),
+    # ring depths
+    "8:d6": _cfg(*_S8, 6, 2, 1, 0),
+    "8:d5": _cfg(*_S8, 5, 2, 1, 0),
+    "gemm:128x128d6": _cfg(*_G1, 6, 1, 1, 0, family={"GL_EARLY_LOADS": 1}),
+    "10:d5": _cfg(*_S10, 5, 2, 2, 2, True),
+    "10:c1d5": _cfg(*_S10, 5, 1, 2, 2, True),
 }
 # Experiments at commit 3893c19 (kernel switches since removed, the outcome was neutral:
 # benchmarks/results/experiments/*_probe_release_scale0_3893c19.*): one release arrive per
 # consumer warpgroup (GL_EXP_RELEASE_WG) and a first wgmma with scale-d 0 (GL_EXP_SCALE0).
-_S9 = ("step9_multi_consumer.cu", "gemm_step9_multi_consumer", 384, 128, 256, 4)
-_S8 = ("step8_cluster.cu", "gemm_step8_cluster", 256, 128, 128, 5)
-# Tile-order group heights (g: tile rows per group) and full-tile staging at depth 3 (d3e4).
-_S9D3 = _S9[:5] + (3,)
+# Tile-order group heights (g: tile rows per group) and full-tile staging at depth 3 (d3e4:
+# four chunk slots, no borrowed stage) on the library's two-consumer kernel.
 CONFIGS.update({
-    "9:g4": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 4}),
-    "9:g16": _cfg(*_S9, 2, 2, 2, extra={"GL_GROUP_M": 16}),
-    "9:c1g4": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 4}),
-    "9:c1g16": _cfg(*_S9, 1, 2, 2, extra={"GL_GROUP_M": 16}),
-    "9:c1d3e4g16": _cfg(*_S9D3, 1, 2, 4, extra={"GL_GROUP_M": 16}),
-    "8:d5g16": _cfg(*_S8, 2, 1, 0, extra={"GL_GROUP_M": 16}),
+    "gemm:128x256c2g4": _cfg(*_G2, 4, 2, 2, 2, group=4, family=_two_consumers(2)),
+    "gemm:128x256c2g8": _cfg(*_G2, 4, 2, 2, 2, group=8, family=_two_consumers(2)),
+    "gemm:128x256g4": _cfg(*_G2, 4, 1, 2, 2, group=4, family=_two_consumers(1)),
+    "gemm:128x256g8": _cfg(*_G2, 4, 1, 2, 2, group=8, family=_two_consumers(1)),
+    "gemm:128x256c2d3e4": _cfg(*_G2, 3, 2, 2, 4, family=_two_consumers(2, lent=0)),
+    "gemm:128x256d3e4": _cfg(*_G2, 3, 1, 2, 4, family=_two_consumers(1, lent=0)),
+    "8:d5g8": _cfg(*_S8, 5, 2, 1, 0, group=8),
 })
 # The exit-wait experiment of perf-notes item 34 (GL_EXP_EXIT_WAIT_ALL) ran at 5a65efa, since removed.
 # The epilogue experiments of perf-notes item 31 (direct stores, no-epilogue bounds, stores
@@ -135,7 +157,7 @@ def correctness(key, bf16, shapes, repeats=0, extra=None):
     return ok_all, lines
 
 
-def layouts(step_key="9", sizes=(4096,), reps=40):
+def layouts(step_key="gemm:128x256c2", sizes=(4096,), reps=40):
     """MN-major operands through the registry step: correctness (poisoned, fresh data) at edge
     shapes, then time K-major vs N-major B vs M-major A, interleaved with cuBLAS on the same
     storage (torch.matmul reads a row-major (K, N) b natively)."""
@@ -213,14 +235,14 @@ def child(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--keys", default="7:d4,8,9,8:c1,9:c1")
+    ap.add_argument("--keys", default="7:d4,8,9,gemm:128x128,gemm:128x256")
     ap.add_argument("--json", default=None)
     ap.add_argument("--debug-keys", default=None, help="keys checked with debug builds (default: --keys)")
     ap.add_argument("--child", default=None)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--sizes", default="4096,8192,2048")
     ap.add_argument("--repeats", type=int, default=100)
-    ap.add_argument("--layouts", action="store_true", help="only the MN-major operand checks of step 9")
+    ap.add_argument("--layouts", action="store_true", help="only the MN-major operand checks of gemm:128x256c2")
     args = ap.parse_args()
     if args.child:
         return child(args)

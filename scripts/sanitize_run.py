@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The program compute-sanitizer watches (scripts/sanitize.sh), and the reader of its logs.
 
-Run mode: every ladder step's strict run_step, every kernel family beside the ladder (the
-small-M split-K family, through matmul_nt(step=key), at its own decode-like shapes, one of
-them long enough in K to split and run the reduction kernel), and matmul, at each given
+Run mode: every ladder step's and gemm family entry's strict run_step, the small-M split-K
+family (through matmul_nt(step=key), at its own decode-like shapes, one of them long enough
+in K to split and run the reduction kernel), and matmul, at each given
 shape the target accepts, once per dtype. Inputs are made on the host and copied over (initialized memory
 for initcheck); the reference is computed on the host (no cuBLAS kernels in the log). Each
 case is framed by BEGIN/END lines and synchronized before END, so the sanitizer's reports
@@ -46,11 +46,13 @@ def parse_shapes(spec: str) -> list[tuple[int, int, int]]:
 
 def plan(step_spec: str, shapes, with_matmul: bool, tool: str, family_shapes=()):
     """[(target, step or family entry or None, shape)]; steps 2-3 get their one-tile edge
-    shape too; families ('smallm', ...) run at family_shapes."""
+    shape too; the gemm family's entries (Steps) run at the steps' shapes, the small-M family's
+    ('smallm', ...) at family_shapes."""
     import gemm_ladder
+    from gemm_ladder.families.gemm import ENTRIES as GEMM_ENTRIES
     from gemm_ladder.families.smallm import FAMILIES
-    keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS) + list(FAMILIES) \
-        if step_spec == "all" else [k.strip() for k in step_spec.split(",") if k.strip()]
+    keys = ([str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS) + list(GEMM_ENTRIES) + list(FAMILIES)
+            if step_spec == "all" else [k.strip() for k in step_spec.split(",") if k.strip()])
     cases = []
     for key in keys:
         st = gemm_ladder.get_step(key)

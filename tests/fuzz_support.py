@@ -44,9 +44,11 @@ RUN_STEP_B = "nt"  # run_step takes b as the (N, K) row-major matrix B^T
 
 
 def step_keys() -> list[str]:
-    """Every ladder step and variant, e.g. ['1', ..., '7', '7:d3', '7:d4', '5:d2', '6:d2']."""
+    """Every ladder step and variant and every production GEMM entry, e.g. ['1', ..., '7',
+    '7:d3', ..., 'gemm:128x256', ...]."""
     import gemm_ladder
-    return [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS)
+    from gemm_ladder.families.gemm import ENTRIES
+    return [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS) + list(ENTRIES)
 
 
 def get_step(key: str):

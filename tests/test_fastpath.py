@@ -161,7 +161,7 @@ def test_mn_major_operands_go_direct_to_a_step_with_mn_major(gpu):
     assert_product(gemm_ladder.matmul(a_t, b, step="7:d4"), a_t, b)  # a step without mn_major: copies
     rec = gpu.launches[-1]
     assert rec.maps[0].ptr != a_t.data_ptr() and rec.maps[1].ptr != b.data_ptr() and rec.defines == {}
-    assert_product(gemm_ladder.matmul(a_t, b, step="9"), a_t, b)  # forced step 9 (cluster 2): in place
+    assert_product(gemm_ladder.matmul(a_t, b, step="gemm:128x256c2"), a_t, b)  # forced, cluster 2: in place
     rec = gpu.launches[-1]
     assert (rec.maps[0].ptr, rec.maps[1].ptr) == (a_t.data_ptr(), b.data_ptr()) and rec.grid[0] % 2 == 0
     assert rec.maps[1].box == (64, 64)  # an N-major B map is the same with and without the cluster
@@ -178,9 +178,9 @@ def test_selection_per_shape(gpu):
     assert_product(gemm_ladder.matmul_nt(a, w), a, w.T)
     assert gpu.prepared[-1][0] == "smallm:n128m2" == select.step_for(192, 48, 40).key == select.pick(192, 48, 40)
     assert gpu.launches[-1].cluster == (2, 1, 1)
-    a, w = rnd(2048, 40), rnd(1024, 40, seed=3)  # 128 ladder tiles in one wave; the pairs would need two rounds
+    a, w = rnd(2048, 40), rnd(1024, 40, seed=3)  # 128 tiles of 128 x 128 in one wave; the pairs would need two rounds
     assert_product(gemm_ladder.matmul_nt(a, w), a, w.T)
-    assert gpu.prepared[-1][0] == "8:c1" == select.step_for(2048, 1024, 40).key == select.pick(2048, 1024, 40)
+    assert gpu.prepared[-1][0] == "gemm:128x128" == select.step_for(2048, 1024, 40).key == select.pick(2048, 1024, 40)
     x, w2 = rnd(3, 8192), rnd(40, 8192, seed=2)  # decode-like, a long K: the small-M family splits it
     assert_product(gemm_ladder.matmul_nt(x, w2), x, w2.T)
     key = gpu.prepared[-1][0]
@@ -292,8 +292,8 @@ def test_row_major_b_with_odd_n_is_staged_n_major(gpu):
     out = torch.full((127, 199), float("nan")).half()
     assert gemm_ladder.matmul(x, b, out=out) is out
     assert_product(out, x, b)
-    xt = rnd(255, 127, seed=4).T  # an M-major a in rows of 254 bytes: step 9 reads a copy M-major
-    res = gemm_ladder.matmul(xt, b, step="9:c1")
+    xt = rnd(255, 127, seed=4).T  # an M-major a in rows of 254 bytes: gemm:128x256 reads a copy M-major
+    res = gemm_ladder.matmul(xt, b, step="gemm:128x256")
     assert_product(res, xt, b)
     rec = gpu.launches[-1]
     assert rec.defines == {"GL_A_MN": 1, "GL_B_MN": 1}
@@ -312,10 +312,10 @@ def test_row_major_b_with_odd_n_is_staged_n_major(gpu):
 def test_tiny_shapes_read_mn_major_in_place(gpu):
     """The copy's fixed cost (cost_model.COPY_LAUNCH_US) outweighs the small-M kernel's gain at tiny
     shapes: a transposed-view a at 128^3 is read in place by a step that reads it M-major
-    (9:c1 or 9:n192, whichever the model prefers), not copied for the family (issue 9)."""
+    (a gemm family width, whichever the model prefers), not copied for the family (issue 9)."""
     assert _small_m(select.step_for(128, 128, 128).key)
     mn = select.step_for(128, 128, 128, a_mn=True).key
-    assert mn in ("9:c1", "9:n192", "9:n176")
+    assert mn in ("gemm:128x256", "gemm:128x192", "gemm:128x176")
     assert select._copy_loses(get_step(select.step_for(128, 128, 128).key), get_step(mn), 128, 128, 128, 132,
                            True, False)
     xt, w = rnd(128, 128).T, rnd(128, 128, seed=1)  # a transposed view: M-major a
@@ -517,11 +517,12 @@ def test_bench_api_plumbing(gpu, monkeypatch):
     monkeypatch.setattr(bench_api.bench, "Bench", FakeBench)
     monkeypatch.setattr(bench_api.runner, "plan", FakePlan)
     rows = bench_api.device_rows([(1024, 3152, 40)], "bfloat16", log=lambda m: None)
-    # a kernel row per step the calls run: K-major b -> 9:n232, row-major b -> 9:c1 (mn_major; the
-    # 232-wide tiles start off 32-byte sectors in an N-major B, api rule 5)
+    # a kernel row per step the calls run: K-major b -> gemm:128x232, row-major b -> gemm:128x256
+    # (mn_major; the 232-wide tiles start off 32-byte sectors in an N-major B, api rule 5)
     assert [(r["call"], r["step"]) for r in rows] == [
-        ("kernel (launch.plan)", "9:n232"), ("kernel (launch.plan)", "9:c1"), (bench_api.CALLS[0], "9:n232"),
-        (bench_api.CALLS[1], "9:c1"), (bench_api.CALLS[2], "9:n232")]
+        ("kernel (launch.plan)", "gemm:128x232"), ("kernel (launch.plan)", "gemm:128x256"),
+        (bench_api.CALLS[0], "gemm:128x232"), (bench_api.CALLS[1], "gemm:128x256"),
+        (bench_api.CALLS[2], "gemm:128x232")]
     assert all(r["ok"] and r["ratio_to_cublas"] == pytest.approx(0.9) for r in rows), rows
     # call rows: three-way interleave, the kernel's time from that same run
     assert FakeBench.calls == [2, 2] * 2 + [3, 3] * 3
@@ -632,18 +633,19 @@ def test_reusable_launch_sets_stream_maps_and_pointers(monkeypatch):
 
 def test_misaligned_b_rows_choose_the_multicast_cluster(monkeypatch):
     """A row-major b whose rows are not whole 32-byte sectors (N = 5000: 10000-byte rows) is
-    read in place by step 9, whose cluster multicasts B (cost_model.MISALIGNED_B_COST); the same
+    read in place by gemm:128x256c2, whose cluster multicasts B (cost_model.MISALIGNED_B_COST); the same
     problem with aligned rows, or with only a's rows so, keeps the selection's pick."""
     gpu = FakeGpu(monkeypatch, emulate=False)  # the choice only: no product computed
     a, b = torch.zeros(3000, 4000, dtype=torch.float16), torch.zeros(4000, 5000, dtype=torch.float16)
     a_op, b_op = fastconfig.operand_layouts("mm", a, b, (True, True), 3000, 5000, 4000)
     assert fastpath.b_rows_misaligned(b_op) and not fastpath.b_rows_misaligned(a_op)
     gemm_ladder.matmul(a, b)
-    assert gpu.prepared[-1][0] == "9" == select.step_for(3000, 5000, 4000, b_mn=True, b_misaligned=True).key
+    assert gpu.prepared[-1][0] == "gemm:128x256c2" == select.step_for(3000, 5000, 4000, b_mn=True,
+                                                                       b_misaligned=True).key
     assert gpu.prepared[-1][3] == {"GL_B_MN": 1} and gpu.launches_counted == 1  # b read N-major, in place
     b16 = torch.zeros(4000, 5008, dtype=torch.float16)[:, :5000]  # the same values' shape in aligned rows
     gemm_ladder.matmul(a, b16)
-    assert gpu.prepared[-1][0] == select.step_for(3000, 5000, 4000, b_mn=True).key != "9"
+    assert gpu.prepared[-1][0] == select.step_for(3000, 5000, 4000, b_mn=True).key != "gemm:128x256c2"
     bt = torch.zeros(5000, 4008, dtype=torch.float16)[:, :4000]  # b.T K-major in rows of 4008: misaligned too
     _, bt_op = fastconfig.operand_layouts("nt", a, bt, (True, True), 3000, 5000, 4000)
     assert bt_op.major == "K" and fastpath.b_rows_misaligned(bt_op)
@@ -701,9 +703,9 @@ def test_split_k_partials_are_kept_per_stream(gpu):
 
 def test_unaligned_rows_above_128_rows_go_to_the_multicast_pairs_or_an_n_major_b(gpu):
     """smallm.ALIGNED_K keeps the family's single CTAs off K-major rows that are not whole
-    32-byte sectors above 128 rows (8:c1 is faster there); the multicast pairs take them, each
+    32-byte sectors above 128 rows (gemm:128x128 is faster there); the multicast pairs take them, each
     CTA fetching half of B (MULTICAST_NICHE, docs/perf-notes.md item 51). With a row-major b
-    the ladder's alternative is step 9's 192-wide tile, which the family beats on such rows
+    the alternative is the gemm family's 192-wide tile, which the family beats on such rows
     (item 42)."""
     fam, pairs = smallm.FAMILIES["smallm:n128"], smallm.FAMILIES["smallm:n128m2"]
     assert not fam.accepts(1000, 1000, 1000) and fam.accepts(1000, 1000, 1000, b_mn=True)

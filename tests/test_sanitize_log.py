@@ -26,7 +26,8 @@ def test_plan_covers_every_step_at_two_shapes_and_matmul(san):
         per.setdefault(target, []).append(shape)
         if st is not None:
             assert st.accepts(*shape)
-    keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS)
+    from gemm_ladder.families.gemm import ENTRIES
+    keys = [str(k) for k in gemm_ladder.STEPS] + list(gemm_ladder.VARIANTS) + list(ENTRIES)
     assert set(per) == {f"step:{k}" for k in keys} | {f"family:{k}" for k in FAMILIES} | {"matmul"}
     assert all(len(v) >= 2 for v in per.values()), per
     # the family's cases include one whose pieces go through the workspace (so the reduction

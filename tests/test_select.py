@@ -32,16 +32,18 @@ LADDER = [S7, S8, S9]
 
 @dataclasses.dataclass(frozen=True)
 class SmallM(Step):
-    """A swap-A/B, split-K kernel that takes only M <= 64 (the small-M family's contract)."""
+    """A swap-A/B kernel with K split 4 ways that takes only M <= 64 (the small-M family's
+    contract): a new family answers the protocol's questions (families/protocol.py)."""
 
-    def shape_problems(self, M, N, K):
+    def facts(self):
+        return dataclasses.replace(super().facts(), swap_ab=True, split_k=4)
+
+    def shape_problems(self, M, N, K, *, b_mn=False):
         return super().shape_problems(M, N, K) + ([f"M={M} > 64"] if M > 64 else [])
 
 
 SWAP = SmallM(**{**{f.name: getattr(S7, f.name) for f in dataclasses.fields(S7)},
                  "number": 11, "bn": 64, "variant": ""})
-object.__setattr__(SWAP, "style", "swap_ab")
-object.__setattr__(SWAP, "split_k", 4)
 
 
 def test_operand_traffic_model_at_4096():
@@ -57,14 +59,12 @@ def test_operand_traffic_model_at_4096():
 
 
 def test_facts_read_from_the_step():
-    f9 = cost_model.facts(S9)
+    f9 = S9.facts()
     assert (f9.bm, f9.bn, f9.cluster_m, f9.consumers, f9.persistent) == (128, 256, 2, 2, True)
-    f7 = cost_model.facts(S7)
+    f7 = S7.facts()
     assert (f7.cluster_m, f7.consumers) == (1, 1)
-    # a Step that carries its cluster as a field (shape tuple or count) is read the same way
-    with_field = dataclasses.replace(S7)
-    object.__setattr__(with_field, "cluster", (2, 1, 1))
-    assert cost_model.facts(with_field).cluster_m == 2
+    # the cluster along M is the launch's cluster shape (a Step's field)
+    assert dataclasses.replace(S7, cluster=(2, 1, 1)).facts().cluster_m == 2
 
 
 def test_wave_and_tile_efficiency():
@@ -116,7 +116,7 @@ def test_adding_a_family_is_a_registry_entry(monkeypatch):
     assert small.pick.key == "11"
     swap = [s for s in small.scores if s.key == "11"][0]
     assert swap.tiles == 32 * 4  # 4096 / 128 swapped rows, 16 / 64 columns, split 4 ways
-    assert cost_model.facts(SWAP).swap_ab
+    assert SWAP.facts().swap_ab
     big = select.choose(4096, 4096, 4096)
     assert big.pick.key == "9"
     assert not [s for s in big.scores if s.key == "11"][0].accepted
@@ -138,59 +138,62 @@ def test_default_candidates_pick_a_registered_step():
 
 
 def test_misaligned_b_rows_go_to_the_multicast_cluster():
-    """B rows that are not whole 32-byte sectors cost the kernels fetching B alone (9:c1,
-    9:n192: 9-29 % measured) and not step 9, whose cluster multicasts B (perf-notes item 32):
-    with b_misaligned the model charges the former and considers step 9."""
+    """B rows that are not whole 32-byte sectors cost the kernels fetching B alone (gemm:128x256,
+    gemm:128x192: 9-29 % measured) and not gemm:128x256c2, whose cluster multicasts B (perf-notes
+    item 32): with b_misaligned the model charges the former and considers gemm:128x256c2."""
     assert cost_model.rows_misaligned(5000) and cost_model.rows_misaligned(4008) and cost_model.rows_misaligned(1000)
     assert not any(cost_model.rows_misaligned(n) for n in (4000, 4096, 16, 5008))
     aligned = select.choose(3000, 5000, 4000)
-    assert aligned.pick.key != "9" and "9" not in [s.key for s in aligned.scores]
+    assert aligned.pick.key != "gemm:128x256c2" and "gemm:128x256c2" not in [s.key for s in aligned.scores]
     mis = select.choose(3000, 5000, 4000, b_misaligned=True)
-    assert mis.pick.key == "9" and select.pick(3000, 5000, 4000, b_misaligned=True) == "9"
+    assert mis.pick.key == "gemm:128x256c2" and select.pick(3000, 5000, 4000, b_misaligned=True) == "gemm:128x256c2"
     by_key = {s.key: s for s in mis.scores}
     base = {s.key: s for s in aligned.scores}
-    for key in ("9:c1", "9:n192"):  # charged, and saying why
+    for key in ("gemm:128x256", "gemm:128x192"):  # charged, and saying why
         assert by_key[key].score_us == pytest.approx(base[key].score_us * (1 + cost_model.MISALIGNED_B_COST))
         assert "32-byte sectors" in by_key[key].why
-    assert "32-byte sectors" not in by_key["9"].why  # the multicast kernel is not
-    assert select.choose(8192, 8200, 8192, b_misaligned=True).pick.key == "9"
+    assert "32-byte sectors" not in by_key["gemm:128x256c2"].why  # the multicast kernel is not
+    assert select.choose(8192, 8200, 8192, b_misaligned=True).pick.key == "gemm:128x256c2"
     # one wave or a memory-bound shape: nothing charged, the pick stays
     for shape in [(1000, 1000, 1000), (16, 4104, 4096), (128, 4104, 4096)]:
         assert select.choose(*shape, b_misaligned=True).pick.key == select.choose(*shape).pick.key, shape
-    # 2048 x 2056: a narrower tile's better wave outweighs the charge (measured: 9:n192 46.8 against
-    # step 9's 52.2 us); read from a row-major b (N-major), as 2056 columns are misaligned,
-    # 9:n176 is left out (api rule 5) and 9:n192 runs (measured 45.6 against 9:n176's 46.5 us)
-    assert select.choose(2048, 2056, 2048, b_misaligned=True).pick.key in ("9:n192", "9:n176")
-    assert select.step_for(2048, 2056, 2048, b_mn=True, b_misaligned=True).key == "9:n192"
+    # 2048 x 2056: a narrower tile's better wave outweighs the charge (measured: gemm:128x192 46.8
+    # against gemm:128x256c2's 52.2 us); read from a row-major b (N-major), as 2056 columns are
+    # misaligned, gemm:128x176 is left out (api rule 5) and gemm:128x192 runs (measured 45.6
+    # against gemm:128x176's 46.5 us)
+    assert select.choose(2048, 2056, 2048, b_misaligned=True).pick.key in ("gemm:128x192", "gemm:128x176")
+    assert select.step_for(2048, 2056, 2048, b_mn=True, b_misaligned=True).key == "gemm:128x192"
 
 
 def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
-    """8:c1 (one consumer) and smallm:c2n128 (two) run 128 x 128 tiles with the same traffic and
-    tie in the model; measured, two issuers win in one wave, so the tie goes to them. Entries
-    with other tiles keep the old tie-break (n128's 64 x 128 against c2n64's 128 x 64)."""
+    """gemm:128x128 (one consumer) and smallm:c2n128 (two) run 128 x 128 tiles with the same
+    traffic and tie in the model; measured, two issuers win in one wave, so the tie goes to them.
+    Entries with other tiles keep the old tie-break (n128's 64 x 128 against c2n64's 128 x 64)."""
     ch = select.choose(512, 4096, 4096)
     tied = {s.key: s for s in ch.scores if s.accepted and s.score_us <= ch.pick.score_us * (1 + select.TIE)}
-    assert {"8:c1", "smallm:c2n128"} <= set(tied) and tied["8:c1"].l2_bytes == tied["smallm:c2n128"].l2_bytes
-    assert ch.pick.key == "smallm:c2n128" and tied["smallm:c2n128"].consumers == 2 and tied["8:c1"].consumers == 1
+    one, two = "gemm:128x128", "smallm:c2n128"
+    assert {one, two} <= set(tied) and tied[one].l2_bytes == tied[two].l2_bytes
+    assert ch.pick.key == two and tied[two].consumers == 2 and tied[one].consumers == 1
     assert select.choose(1024, 1024, 1024).pick.key == "smallm:n128"
     # K = 1000 keeps the family's single CTAs out; its multicast pairs take such rows
     assert select.choose(1000, 1000, 1000).pick.key == "smallm:n128m2"
     # a multicast deal of two rounds is scored as two waves (2000 x 1000 x 1000: 128 pairs on 66 clusters)
     pairs = next(s for s in select.choose(2000, 1000, 1000).scores if s.key == "smallm:n128m2")
-    assert pairs.waves == 2 and pairs.wave_eff <= 1 and select.pick(2000, 1000, 1000) == "8:c1"
+    assert pairs.waves == 2 and pairs.wave_eff <= 1 and select.pick(2000, 1000, 1000) == "gemm:128x128"
 
 
 def test_the_width_that_fills_the_waves():
-    """Step 9's widths between 192 and 256 (perf-notes item 55): 3000 x 5000 is 648 tiles of
-    128 x 192 (five rounds of 132 CTAs) or 528 of 128 x 232 (four full rounds; measured 0.98
-    against 0.92 x cuBLAS), 512 x 14336 is 224 tiles of 128 x 256 (1.7 waves) or 256 of 128 x 224
-    (1.94; measured 1.11 against 1.00)."""
+    """The gemm family's widths between 192 and 256 (perf-notes item 55): 3000 x 5000 is 648
+    tiles of 128 x 192 (five rounds of 132 CTAs) or 528 of 128 x 232 (four full rounds; measured
+    0.98 against 0.92 x cuBLAS), 512 x 14336 is 224 tiles of 128 x 256 (1.7 waves) or 256 of
+    128 x 224 (1.94; measured 1.11 against 1.00)."""
     ch = select.choose(3000, 5000, 4000)
     by_key = {s.key: s for s in ch.scores}
-    assert ch.pick.key == "9:n232" and by_key["9:n232"].tiles == 528 and by_key["9:n232"].wave_eff == 1.0
-    assert by_key["9:n192"].tiles == 648 and by_key["9:n192"].waves == 5
-    assert select.choose(512, 14336, 4096).pick.key == "9:n224"
-    assert select.choose(4096, 4096, 4096).pick.key == "9:c1"  # 256 wide still fills 4096^2 best
+    assert ch.pick.key == "gemm:128x232"
+    assert by_key["gemm:128x232"].tiles == 528 and by_key["gemm:128x232"].wave_eff == 1.0
+    assert by_key["gemm:128x192"].tiles == 648 and by_key["gemm:128x192"].waves == 5
+    assert select.choose(512, 14336, 4096).pick.key == "gemm:128x224"
+    assert select.choose(4096, 4096, 4096).pick.key == "gemm:128x256"  # 256 wide still fills 4096^2 best
 
 
 def test_an_n_major_b_overhanging_the_tile():
@@ -199,23 +202,26 @@ def test_an_n_major_b_overhanging_the_tile():
     32-byte sectors (232: 464 bytes) is not offered (measured 25-45 % slower, perf-notes item 57)."""
     k_major = {s.key: s for s in select.choose(512, 14336, 4096).scores}
     n_major = {s.key: s for s in select.choose(512, 14336, 4096, b_mn=True).scores}
-    assert n_major["9:n224"].overhang and "overhang" in n_major["9:n224"].why
-    assert n_major["9:n224"].score_us == pytest.approx(k_major["9:n224"].score_us * (1 + cost_model.OVERHANG_B_COST))
-    assert not n_major["9:c1"].overhang and n_major["9:c1"].score_us == pytest.approx(k_major["9:c1"].score_us)
-    assert not n_major["9:n232"].accepted and "32-byte sector" in n_major["9:n232"].why
-    # measured with a row-major b: 9:n224 1.10 x cuBLAS at 512 x 14336 x 4096 (9:c1 1.00); at 2048 x
-    # 11008 x 4096 9:c1 0.95, 9:n240 0.95, 9:n224 0.88, 9:n232 0.69
-    assert select.step_for(512, 14336, 4096, b_mn=True).key == "9:n224"
-    assert select.step_for(2048, 11008, 4096, b_mn=True).key == "9:c1"
-    assert select.pick(2048, 11008, 4096) == "9:n232"  # K-major it runs the 232-wide tile
+    assert n_major["gemm:128x224"].overhang and "overhang" in n_major["gemm:128x224"].why
+    assert n_major["gemm:128x224"].score_us == pytest.approx(
+        k_major["gemm:128x224"].score_us * (1 + cost_model.OVERHANG_B_COST))
+    assert not n_major["gemm:128x256"].overhang
+    assert n_major["gemm:128x256"].score_us == pytest.approx(k_major["gemm:128x256"].score_us)
+    assert not n_major["gemm:128x232"].accepted and "32-byte sector" in n_major["gemm:128x232"].why
+    # measured with a row-major b: gemm:128x224 1.10 x cuBLAS at 512 x 14336 x 4096 (gemm:128x256
+    # 1.00); at 2048 x 11008 x 4096 gemm:128x256 0.95, gemm:128x240 0.95, gemm:128x224 0.88,
+    # gemm:128x232 0.69
+    assert select.step_for(512, 14336, 4096, b_mn=True).key == "gemm:128x224"
+    assert select.step_for(2048, 11008, 4096, b_mn=True).key == "gemm:128x256"
+    assert select.pick(2048, 11008, 4096) == "gemm:128x232"  # K-major it runs the 232-wide tile
 
 
-def test_every_step9_width_has_a_generated_wgmma():
+def test_every_gemm_width_has_a_generated_wgmma():
     """A width the registry offers has its m64nNk16 wrapper in the generated header."""
     import re
     from pathlib import Path
-    from gemm_ladder.families import ladder
-    text = (Path(ladder.__file__).parents[1] / "kernels" / "common" / "gl_wgmma_ops.cuh").read_text()
+    from gemm_ladder.families import gemm
+    text = (Path(gemm.__file__).parents[1] / "kernels" / "common" / "gl_wgmma_ops.cuh").read_text()
     generated = {int(n) for n in re.findall(r"void wgmma_m64n(\d+)k16", text)}
-    widths = {st.bn for st in ladder.all_steps() if st.number == 9}
+    widths = {st.bn for st in gemm.all_entries()}
     assert {176, 192, 224, 232, 240, 256} <= widths <= generated

@@ -492,14 +492,14 @@ def test_exposed_stall_is_the_wait_while_the_tensor_core_idles():
 
 
 def test_the_borrowed_stage_is_modelled_from_the_step():
-    """Step 9 stages its first chunks in the drained operand stage (Step.borrow_stage): the
-    model takes the count from the Step, hands the stage back from the writeback, and has it
-    only where the kernel has it (K of at least `depth` k-tiles)."""
-    p = params_for_step(9, size=(4096, 4096, 4096))
+    """gemm:128x256c2 stages its first chunks in the drained operand stage (Step.borrow_stage):
+    the model takes the count from the Step, hands the stage back from the writeback, and has
+    it only where the kernel has it (K of at least `depth` k-tiles)."""
+    p = params_for_step("gemm:128x256c2", size=(4096, 4096, 4096))
     assert p.borrowed_chunks == 3 and p.lent_chunks == 3
-    assert params_for_step(9, size=(1024, 1024, 192)).lent_chunks == 0
-    assert params_for_step("9:b0", size=(4096, 4096, 4096)).lent_chunks == 0
-    on, off = simulate(p), simulate(params_for_step("9:b0", size=(4096, 4096, 4096)))
+    assert params_for_step("gemm:128x256c2", size=(1024, 1024, 192)).lent_chunks == 0
+    assert params_for_step("gemm:128x256c2b0", size=(4096, 4096, 4096)).lent_chunks == 0
+    on, off = simulate(p), simulate(params_for_step("gemm:128x256c2b0", size=(4096, 4096, 4096)))
     assert on.ok and off.ok
     handed_back = [s for s in on.timeline.spans if "for the consumers" in s.label]
     assert handed_back and all(lane_role(s.lane) == "writeback" for s in handed_back)
@@ -509,7 +509,8 @@ def test_the_borrowed_stage_is_modelled_from_the_step():
 
 def test_the_borrowed_stage_what_if_needs_a_borrowing_step():
     with pytest.raises(ValueError, match="borrowed stage"):
-        run_what_if("borrow-no-sync", step="9:b0")
+        run_what_if("borrow-no-sync", step="gemm:128x256c2b0")
     with pytest.raises(ValueError, match="borrowed stage"):
-        run_what_if("borrow-no-sync", step=9, k_tiles=2)  # K under the ring depth: every chunk in the ring
+        # K under the ring depth: every chunk in the ring
+        run_what_if("borrow-no-sync", step="gemm:128x256c2", k_tiles=2)
     assert run_what_if("borrow-no-sync", step="gemm:128x256").verdict == "early_release"

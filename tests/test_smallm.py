@@ -319,7 +319,7 @@ def test_selection_reads_the_entry():
     """The cost model (families/cost_model.py) reads a candidate's geometry from its registry
     entry; the split is per shape (deal), not a field."""
     from gemm_ladder.library import select
-    f = cost_model.facts(keys.get_step("smallm"))
+    f = keys.get_step("smallm").facts()
     assert (f.bm, f.bn, f.bk, f.cluster_m, f.persistent, f.swap_ab) == (64, 256, 64, 1, False, False)
 
 

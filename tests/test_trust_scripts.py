@@ -63,6 +63,6 @@ def test_probe_script_configurations_still_compile():
     finally:
         sys.path.pop(0)
     from gemm_ladder.cuda import jit
-    for key in ("7:d4", "8", "9", "10"):  # one configuration per kernel file
+    for key in ("7:d4", "8", "9", "10", "gemm:128x256", "gemm:128x128"):  # one configuration per kernel file
         c = probe_kernels.CONFIGS[key]
         assert jit.compile_kernel(c["src"], c["entry"], c["defines"]).report.spill_bytes == 0, key

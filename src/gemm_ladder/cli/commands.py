@@ -99,12 +99,13 @@ def cmd_bench(args) -> int:
         return cli_main(args, console, out, json_path)
     from ..measure import bench
     args.dtype = args.dtype or "float16"
+    library_row = args.library or args.steps is None  # the default ladder ends at the library's kernel
     args.steps = args.steps if args.steps is not None else parse_step_spec(DEFAULT_BENCH)
     args.sizes = args.sizes or [(4096, 4096, 4096)]
     doors.say_compiling(args.steps, args.dtype == "bfloat16")
     with doors.progress() as progress:
         result = bench.run(args.steps, args.sizes, dtype=args.dtype, reps=args.reps, budget_s=args.budget,
-                           progress=progress)
+                           progress=progress, library_row=library_row)
     result["command"] = " ".join(["gemm-ladder"] + sys.argv[1:])
     print_ladder(result, console)
     path = bench.write_json(result, json_path or bench.default_json_path(out, result))
@@ -217,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", parents=outp, help="the ladder (or with --suite a shape suite) vs cuBLAS: table, JSON, figures (GPU)")
     b.add_argument("--steps", type=doors.step_list, help=f"{_HELP_STEPS} (default {DEFAULT_BENCH})")
+    b.add_argument("--library", action="store_true", help="end the ladder with the library's kernel for each size "
+                   "(on by default without --steps)")
     b.add_argument("--sizes", type=parse_sizes, help=f"{_HELP_SIZES} (default 4096; with --api 4096,8192)")
     b.add_argument("--dtype", type=doors.dtype_or_both, help=f"{_HELP_DTYPE} (default fp16); with --suite or --api "
                    "also both (their default)")

@@ -48,7 +48,6 @@ def build(source: str, entry: str, defines: dict, *, bf16: bool = False, extra_d
 
 
 def reads_mn(st) -> tuple[bool, bool]:
-    """(reads an M-major A in place, reads an N-major B in place): a Step with `mn_major`
-    both; a kernel family's entry as its `b_mn_major` says (B only)."""
-    both = bool(getattr(st, "mn_major", False))
-    return both, both or bool(getattr(st, "b_mn_major", False))
+    """(reads an M-major A in place, reads an N-major B in place): the kernel's answer
+    (families/protocol.py); neither for no kernel (an empty product)."""
+    return st.reads_mn() if st is not None else (False, False)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from ..cuda.device import H200
 from .common import MN_BLOCK
 from .ladder_step import Step
+from .protocol import KernelFamily
 
 # Two measured constants of two models, each the share of the SMs that, streaming at once,
 # draws (nearly) the full HBM bandwidth. The wave model's (`score`), fitted on the ladder's
@@ -90,47 +91,6 @@ class Device:
     source: str = H200.source
 
 
-@dataclass(frozen=True)
-class Facts:
-    """A step's geometry as the model sees it (read from the Step)."""
-    bm: int
-    bn: int
-    bk: int
-    cluster_m: int
-    consumers: int
-    persistent: bool
-    ctas_per_sm: int
-    swap_ab: bool
-    split_k: int
-
-
-def step_defines(step: Step) -> dict:
-    """The step's compile-time configuration, whichever way the Step spells it."""
-    kd = getattr(step, "kernel_defines", None)
-    return dict(kd()) if callable(kd) else dict(getattr(step, "defines", {}) or {})
-
-
-def _cluster_m(step: Step) -> int:
-    """CTAs along M sharing one B tile: the Step's cluster_m, else its cluster shape's
-    first extent, else its GL_CLUSTER_M define."""
-    if getattr(step, "cluster_m", None):
-        return int(step.cluster_m)
-    c = getattr(step, "cluster", None)
-    if isinstance(c, (tuple, list)):
-        return max(1, int(c[0]))
-    if c:
-        return int(c)
-    return int(step_defines(step).get("GL_CLUSTER_M", 1))
-
-
-def facts(step: Step) -> Facts:
-    style = str(getattr(step, "style", "") or "")
-    return Facts(bm=step.bm, bn=step.bn, bk=step.bk, cluster_m=_cluster_m(step),
-                 consumers=int(getattr(step, "consumers", 0) or step_defines(step).get("GL_CONSUMERS", 1)),
-                 persistent=bool(step.persistent), ctas_per_sm=int(getattr(step, "ctas_per_sm", 1) or 1),
-                 swap_ab="swap" in style, split_k=int(getattr(step, "split_k", 0) or 1))
-
-
 def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -140,12 +100,12 @@ def compulsory_bytes(M: int, N: int, K: int, elem: int = ELEMENT_BYTES) -> int:
     return elem * (M * K + N * K + M * N)
 
 
-def operand_bytes(step: Step, M: int, N: int, K: int, elem: int = ELEMENT_BYTES) -> int:
+def operand_bytes(step: KernelFamily, M: int, N: int, K: int, elem: int = ELEMENT_BYTES) -> int:
     """Bytes the step's CTAs load as operand tiles over the whole problem, plus C once:
     each CTA reads its A and B tiles once per k-tile, and a cluster along M reads the B tile
     it shares once. With no L2 reuse between clusters this is the HBM traffic; it is the
     traffic L2 must deliver in any case."""
-    f = facts(step)
+    f = step.facts()
     if f.swap_ab:
         M, N = N, M
     Kp = _ceil(K, f.bk) * f.bk
@@ -191,12 +151,10 @@ def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
     return M, N + (-N) % 8, K + (-K) % 8
 
 
-def _problems(step, shape: tuple[int, int, int], b_mn: bool) -> list[str]:
-    """Why `step` does not take the shape; the small-M family's answer depends on whether B
-    is read N-major (smallm.SmallM.large_m_problems), a ladder Step's does not."""
-    if b_mn and not isinstance(step, Step):
-        return step.shape_problems(*shape, b_mn=True)
-    return step.shape_problems(*shape)
+def _problems(step: KernelFamily, shape: tuple[int, int, int], b_mn: bool) -> list[str]:
+    """Why `step` does not take the shape (the small-M family's answer depends on whether B
+    is read N-major: smallm.SmallM.large_m_problems)."""
+    return step.shape_problems(*shape, b_mn=b_mn)
 
 
 def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misaligned: bool = False,
@@ -215,11 +173,10 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
             return s
         s.padded = True
     s.accepted, s.shape = True, shape
-    f = facts(step)
+    f = step.facts()
     s.consumers, s.tile = f.consumers, (f.bm, f.bn)
-    deal = None
-    if callable(getattr(step, "deal", None)):  # a split-K family deals out its work per shape
-        deal = step.deal(*shape, dev.sms)
+    deal = step.deal(*shape, dev.sms)  # a split-K family deals out its work per shape
+    if deal is not None:
         f = dataclasses.replace(f, split_k=deal.splits)
     m, n, k = shape
     if f.swap_ab:  # the small dimension becomes the MMA's N
@@ -235,8 +192,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     s.wave_eff = s.tiles / (s.waves * s.slots)
     area = s.tiles // f.split_k * cm_rows * f.bn
     work = s.tiles  # in tile-sized pieces: what fills the waves
-    sk_tiles, sk_ctas = step.stream_k_deal(*shape, min(s.slots, s.tiles)) if getattr(step, "stream_k", False) \
-        else (0, 1)
+    sk_tiles, sk_ctas = step.stream_k_deal(*shape, min(s.slots, s.tiles)) if f.stream_k else (0, 1)
     if sk_tiles:  # the last wave's tiles in P pieces: a piece plus its fixup
         kt = _ceil(k, f.bk)
         rounds = (s.tiles - sk_tiles) / s.slots + step.stream_k_last_wave(kt, sk_ctas // sk_tiles) / kt
@@ -269,7 +225,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
     s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff)
     if deal is not None and deal.planes:  # the second launch, a fixed cost (~4 % at 1 x 14336 x 4096)
-        s.score_us += getattr(step, "split_overhead_bytes", 0.0) / (dev.hbm_tbs * 1e12) * 1e6
+        s.score_us += step.split_overhead_bytes / (dev.hbm_tbs * 1e12) * 1e6
     s.l2_bytes = operand_bytes(step, *shape)
     s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
     s.slowed = slowed = (b_misaligned and isinstance(step, Step) and f.cluster_m == 1 and s.bound == "compute"

@@ -16,6 +16,7 @@ from ..cuda import driver, jit
 from ..cuda.device import H200
 from . import streamk
 from .common import CLUSTER_CLAIMS, EPI_CHUNK_COLS, MN_BLOCK, ConfigError, build
+from .protocol import Facts, KernelFamily
 
 # The opt-in limit of dynamic + static shared memory per block on H100/H200 (227 KB).
 MAX_SMEM_PER_BLOCK = H200.smem_per_block
@@ -26,7 +27,7 @@ BARRIERS_PER_STAGE = {"naive": 0, "lockstep": 1, "warp-specialized": 2}
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(KernelFamily):
     number: int
     name: str
     forced_move: str  # what it removes
@@ -270,9 +271,16 @@ class Step:
     def workspace_floats(self, ctas: int) -> int:
         return streamk.workspace_floats(self, ctas)
 
-    @staticmethod
-    def layout_defines(a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
-        """Per-call layout switches (like GL_BF16), for steps with `mn_major`."""
+    # -- the protocol's questions (families/protocol.py) --------------------------------------
+    def facts(self) -> Facts:
+        return Facts(bm=self.bm, bn=self.bn, bk=self.bk, cluster_m=self.cluster_m, consumers=self.consumers,
+                     persistent=self.persistent, ctas_per_sm=self.ctas_per_sm, stream_k=bool(self.stream_k))
+
+    def reads_mn(self) -> tuple[bool, bool]:
+        return self.mn_major, self.mn_major
+
+    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        """Per-call layout switches (like GL_BF16), for kernels with `mn_major`."""
         return {k: 1 for k, on in (("GL_A_MN", a_mn), ("GL_B_MN", b_mn)) if on}
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
@@ -284,8 +292,8 @@ class Step:
                      use_cache=use_cache, strict=strict)
 
     # -- shapes -----------------------------------------------------------------------------
-    def shape_problems(self, M: int, N: int, K: int) -> list[str]:
-        """Why this step cannot take (M, N, K); empty if it can."""
+    def shape_problems(self, M: int, N: int, K: int, *, b_mn: bool = False) -> list[str]:
+        """Why this step cannot take (M, N, K); empty if it can (either major order of B alike)."""
         p = []
         if min(M, N, K) < 1:
             p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
@@ -304,9 +312,6 @@ class Step:
         if max(M, N) >= 2**31 or K >= 2**31:
             p.append("dimensions must be < 2^31")
         return p
-
-    def accepts(self, M: int, N: int, K: int) -> bool:
-        return not self.shape_problems(M, N, K)
 
     def tiles(self, M: int, N: int) -> int:
         return -(-M // self.bm) * -(-N // self.bn)

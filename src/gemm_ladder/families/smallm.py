@@ -32,6 +32,7 @@ from ..cuda import jit
 from ..cuda.device import H200
 from .common import CLUSTER_CLAIMS, MN_BLOCK, ConfigError, build
 from .cost_model import SPLITK_DEAL_HBM_SATURATION
+from .protocol import Facts, KernelFamily
 # the family's names, read from here (smallm.Deal, smallm.REDUCE_THREADS, ...)
 from .smallm_args import C_BOX, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
 from .splitk_deal import CLUSTER_PIECES, Deal, cdiv, fixup_flag_floats  # noqa: F401
@@ -77,7 +78,7 @@ REDUCE_OVERHEAD_BYTES = 13e6  # the second launch's fixed cost: ~3.5 us of strea
 
 
 @dataclass(frozen=True)
-class SmallM(SmallMArgs):  # the launch pieces (arguments, grids, workspace): smallm_args.py
+class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, workspace): smallm_args.py
     key: str
     bn: int = 256  # CTA tile columns (m64nBNk16)
     depth: int = 5  # operand ring stages
@@ -261,8 +262,14 @@ class SmallM(SmallMArgs):  # the launch pieces (arguments, grids, workspace): sm
                     f"measured faster than {self.key}'s whole tiles"]
         return []
 
-    def accepts(self, M: int, N: int, K: int, *, b_mn: bool = False) -> bool:
-        return not self.shape_problems(M, N, K, b_mn=b_mn)
+    # -- the protocol's questions (families/protocol.py) --------------------------------------
+    def facts(self) -> Facts:
+        """The tile; the split of K comes from the deal (`deal`), per shape."""
+        return Facts(bm=self.bm, bn=self.bn, bk=self.bk, cluster_m=self.cluster_m, consumers=self.consumers,
+                     persistent=self.persistent, ctas_per_sm=1)
+
+    def reads_mn(self) -> tuple[bool, bool]:
+        return False, self.b_mn_major  # A (the activations) always K-major
 
     # -- the deal of work -------------------------------------------------------------------
     def tiles(self, M: int, N: int) -> tuple[int, int]:

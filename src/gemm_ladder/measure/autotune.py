@@ -35,7 +35,7 @@ def fingerprint(keys: list[str]) -> str:
     h = hashlib.sha256()
     for key in sorted(keys):
         st = get_step(key)
-        h.update(f"{key}\0{st.source}\0{sorted(cost_model.step_defines(st).items())}\0".encode())
+        h.update(f"{key}\0{st.source}\0{sorted(st.kernel_defines().items())}\0".encode())
         h.update((jit.KERNEL_DIR / st.source).read_bytes())
         for name, text in jit.headers_for(st.source).items():
             h.update(name.encode() + b"\0" + text.encode())

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from ..families.ladder import BASELINE
 from ..families.ladder_step import Step
-from ..library import runner
+from ..cuda import device as cuda_device
+from ..library import runner, select
 from .accuracy import check_output, tolerance
 from .bandwidth import measure_copy
 from .gpuinfo import Nvml
@@ -83,6 +84,7 @@ class Row(Measured):
     dtype: str
     speedup_over_step1: float = math.nan
     smem_ai: float = math.nan
+    library: bool = False  # the library's kernel for the size (the table's last row)
 
 
 class Bench:
@@ -128,8 +130,10 @@ class Bench:
 
 def run(steps: list[Step], sizes: list[tuple[int, int, int]], *, dtype: str = "float16",
         reps: int = 50, min_reps: int = 3, budget_s: float = 2.0, device_index: int = 0,
-        progress=None, log=print) -> dict:
-    """Benchmark `steps` at each size. Returns the JSON-able result dict."""
+        progress=None, log=print, library_row: bool = False) -> dict:
+    """Benchmark `steps` at each size. Returns the JSON-able result dict. library_row: after
+    the steps, the kernel the library chooses for the size (library/select.py), so the climb
+    ends at the library's figure (its row's `library` is true)."""
     import torch
     torch_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
     runner.check_device(torch.device(f"cuda:{device_index}"))
@@ -149,15 +153,19 @@ def run(steps: list[Step], sizes: list[tuple[int, int, int]], *, dtype: str = "f
                    "reference": "fp32 torch.matmul (TF32 off)", "tolerance(max,rel)": tolerance(dtype)},
         "rows": [],
     }
-    task = progress.add_task("ladder", total=len(steps) * len(sizes)) if progress else None
+    task = progress.add_task("ladder", total=(len(steps) + library_row) * len(sizes)) if progress else None
     for (M, N, K) in sizes:
         a, b = bench.inputs(M, N, K, torch_dtype)
         ref = torch.matmul(a.float(), b.float().T)
         c_cublas = torch.empty((M, N), dtype=torch_dtype, device=a.device)
         cublas = lambda: torch.matmul(a, b.T, out=c_cublas)  # noqa: E731
         step1_ms = None
-        for st in steps:
+        lib = [select.step_for(M, N, K, dtype, cuda_device.num_sms(device_index))] if library_row else []
+        for st in steps + lib:
             row = Row(st.key, st.label, st.forced_move, M, N, K, dtype, smem_ai=st.smem_ai())
+            if lib and st is lib[0]:
+                row.label, row.forced_move = f"library: {st.key}", "the library's kernel for the shape"
+                row.library = True
             if progress:
                 progress.update(task, description=f"{M}x{N}x{K} step {st.key}")
             try:
