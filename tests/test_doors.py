@@ -103,6 +103,7 @@ def test_gpu_command_without_hopper_is_one_line_without_numpy_noise(tmp_path):
     (("report", "--steps", "gemm:128x256l2"), ("add b0 to leave it out",)),
     (("report", "--steps", "7:l2"), ("below the ring depth",)),
     (("report", "--dtype", "fp8"), ("unknown dtype 'fp8'", "fp16 or bf16")),
+    (("bench", "--api", "--library"), ("--library ends the ladder",)),
     (("bench", "--steps", "99"), ("no step 99",)),
     (("bench", "--sizes", "1x2"), ("bad size '1x2'", "MxNxK")),
     (("bench", "--sizes", "0"), ("bad size '0'",)),

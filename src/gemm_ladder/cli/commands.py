@@ -81,6 +81,9 @@ def cmd_bench(args) -> int:
             raise CliError("--call times a shape suite through the library: give --suite NAME")
         if args.autotune:
             raise CliError("--autotune times candidate kernels; --call times the library's own choice")
+    if args.library and (args.api or args.suite):
+        raise CliError("--library ends the ladder with the library's kernel; --api and --suite measure the library "
+                       "already")
     if args.api:
         _check_api_flags(args)
     elif args.dtype == "both" and not args.suite:
