@@ -6,11 +6,11 @@ import pytest
 from gemm_ladder.choreography.whatifs import WHAT_IFS
 from gemm_ladder.cuda import jit
 from gemm_ladder.families import keys, ladder_step
-from gemm_ladder.families import ladder
+from gemm_ladder.families import gemm, ladder
 from gemm_ladder.families.smallm import FAMILIES
 from gemm_ladder.measure import sass
 
-ALL = ladder.all_steps()
+ALL = ladder.all_steps() + gemm.all_entries()  # the ladder and the production kernels
 IDS = [st.key for st in ALL]
 TMA = [st for st in ALL if st.uses_tma]
 RINGS = [st for st in ALL if st.has_ring]

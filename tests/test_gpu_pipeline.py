@@ -3,6 +3,7 @@ role, barrier, stage and phase within seconds; the measured trace decodes."""
 import pytest
 
 from gemm_ladder.choreography.whatifs import WHAT_IFS
+from gemm_ladder.families.gemm import all_entries
 from gemm_ladder.families.ladder import all_steps
 from gpu_util import needs_gpu
 from gemm_ladder.families import keys
@@ -55,7 +56,7 @@ def test_cluster_what_ifs_end_within_seconds(name):
     assert res["wall_seconds"] < 60, res
 
 
-@pytest.mark.parametrize("key", [st.key for st in all_steps() if st.uses_tma])
+@pytest.mark.parametrize("key", [st.key for st in all_steps() + all_entries() if st.uses_tma])
 def test_trace_decodes(key):
     from gemm_ladder.choreography import trace
     from gemm_ladder.choreography.timeline import kpis, lane_role

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from gemm_ladder.families import ladder
+from gemm_ladder.families import gemm, ladder
 from gemm_ladder.library.runner import run_step
 from gemm_ladder.library.select import best_step
 from gpu_util import assert_matches, fresh, needs_gpu
@@ -30,7 +30,8 @@ def _cases(st):
     return [(st.key, s) for s in shapes if st.accepts(*s)]
 
 
-CASES = [c for st in ladder.all_steps() for c in _cases(st)]
+KERNELS = ladder.all_steps() + gemm.all_entries()  # the ladder and the library's production kernels
+CASES = [c for st in KERNELS for c in _cases(st)]
 
 
 @pytest.mark.parametrize("key,shape", CASES, ids=[f"step{k}-{'x'.join(map(str, s))}" for k, s in CASES])
@@ -59,7 +60,8 @@ def test_step_bf16(key):
         assert_matches(out, a, b)
 
 
-@pytest.mark.parametrize("key", [st.key for st in ladder.all_steps(include_variants=False) if st.uses_tma])
+@pytest.mark.parametrize("key", [st.key for st in ladder.all_steps(include_variants=False) + gemm.all_entries()
+                                 if st.uses_tma])
 def test_repeatable(key):
     """The same inputs give bit-identical outputs run after run (a moving error is a race)."""
     import torch

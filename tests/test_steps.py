@@ -12,9 +12,9 @@ import pytest
 
 from gemm_ladder.choreography.sim import params_for_step, simulate_step, simulated_steps
 from gemm_ladder.cuda import jit
-from gemm_ladder.families import common, keys, ladder
+from gemm_ladder.families import common, gemm, keys, ladder
 
-KERNEL_STEPS = ladder.all_steps()
+KERNEL_STEPS = ladder.all_steps() + gemm.all_entries()  # every Step-shaped kernel
 TMA_STEPS = [st for st in KERNEL_STEPS if st.uses_tma]
 SRC = Path(__file__).resolve().parents[1] / "src" / "gemm_ladder"
 # switches that are not a step's configuration: debug, tracing, ablations, element type
