@@ -27,7 +27,7 @@ class WhatIf:
             return f"{self.name} breaks a rule of the 2-CTA cluster; step {step.key} has no cluster"
         if self.needs in ("pair", "shared-empty") and step.style != "warp-specialized":
             return f"{self.name} needs a producer and a consumer; step {step.key} is {step.style}"
-        if self.needs == "borrow" and not getattr(step, "borrow_stage", False):
+        if self.needs == "borrow" and not step.borrow_stage:
             return f"{self.name} breaks a rule of the production kernel's borrowed stage; {step.key} does not borrow"
         return ""
 

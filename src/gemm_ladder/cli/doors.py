@@ -204,7 +204,7 @@ def say_compiling(steps, bf16: bool = False) -> None:
     todo = 0
     try:
         for st in steps:
-            if getattr(st, "model_only", False) or not getattr(st, "source", ""):
+            if st.model_only or not st.source:
                 continue
             defines = dict(st.kernel_defines(), **({"GL_BF16": 1} if bf16 else {}))  # as step.build sets them
             todo += not (jit.cache_dir() / f"{jit.cache_key(st.source, jit.build_options(defines))}.json").is_file()

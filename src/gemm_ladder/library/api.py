@@ -79,7 +79,7 @@ def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str
                        if (a_ok or not a_mn) and (b_ok or not b_mn)]
             for dt in dtypes:
                 for a_mn, b_mn in layouts:
-                    defines = st.layout_defines(a_mn, b_mn) if hasattr(st, "layout_defines") else None
+                    defines = st.layout_defines(a_mn, b_mn)
                     fastconfig.prepare_kernel(st, dev, dt == torch.bfloat16, defines)
 
 

@@ -133,12 +133,11 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
     B is read N-major (what the small-M family takes depends on it)."""
     ch = Choice(M, N, K, dtype, device)
     for key, st in _candidate_steps(candidate_keys(b_misaligned) if candidates is None else candidates):
-        if st is None or getattr(st, "model_only", False):
+        if st is None or st.model_only:
             ch.scores.append(Score(key, available=False, why="not in the step registry" if st is None
                                    else "model only: no kernel yet"))
             continue
-        dtypes = getattr(st, "dtypes", ("float16", "bfloat16"))
-        if dtype not in dtypes:
+        if dtype not in st.dtypes:
             ch.scores.append(Score(key, st.label, why=f"does not support {dtype}"))
             continue
         ch.scores.append(score(st, M, N, K, device, b_misaligned, b_mn))
