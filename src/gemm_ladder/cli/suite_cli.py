@@ -187,7 +187,25 @@ def cmd_explain(args) -> int:
         call = "matmul(a, b) with b row-major (K, N)" if b_mn else "matmul_nt(a, b) with b (N, K)"
         run = select.step_for(args.M, args.N, args.K, args.dtype, sms, b_mn=b_mn, b_misaligned=mis)
         console.print(f"{call} runs: {run.key}")
+        console.print(f"predicted: {ch.pick.predicted_us:.1f} us for {ch.pick.key} (the model's time: docs/suite.md)",
+                      markup=False, highlight=False)
+    if args.measured:
+        print_measured(args.M, args.N, args.K, args.dtype, console)
     return 0 if ch.pick else 1
+
+
+def print_measured(M: int, N: int, K: int, dtype: str, console) -> None:
+    """The newest cost-model record's row for the shape: predicted beside measured."""
+    from ..measure import costmodel
+    row, path = costmodel.measured_row(M, N, K, dtype)
+    if path is None:
+        console.print("measured: no cost-model record here (a checkout's benchmarks/results holds them)",
+                      markup=False, highlight=False)
+    elif row is None:
+        console.print(f"measured: {path.name} does not hold {M}x{N}x{K} {dtype}", markup=False, highlight=False)
+    else:
+        console.print(f"measured: {row['measured_kernel']} {row['measured_us']:.1f} us, predicted {row['predicted_us']:.1f}"
+                      f" us ({row['error']:+.0%}, {row['fitted_on']}; {path.name})", markup=False, highlight=False)
 
 
 def cmd_plot(args) -> int:
@@ -239,6 +257,8 @@ def add_parsers(sub, dtype_type) -> None:
                    help="B given as a row-major (K, N) matrix, as matmul(a, b) takes it (read N-major in place); "
                         "default: a contiguous (N, K) b, as matmul_nt(a, b) takes it")
     e.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    e.add_argument("--measured", action="store_true", help="beside the pick's predicted time, the time measured "
+                   "on the H200 when the newest cost-model record holds the shape (benchmarks/results)")
     e.set_defaults(fn=cmd_explain)
 
     p = sub.add_parser("plot", help="roofline and ladder bar chart from results JSON (no GPU needed)")

@@ -20,11 +20,14 @@ class DeviceFacts:
     peak_tflops: float  # dense fp16/bf16 tensor-core peak
     hbm_tbs: float  # HBM bandwidth, TB/s
     source: str
+    copy_tbs: float = 0.0  # measured: a device-to-device copy's bytes read + written per second, TB/s
 
 
 # The H200 SXM: 132 SMs, 227 KB of shared memory per block (opt-in), the datasheet's dense
-# fp16/bf16 peak and HBM3e bandwidth.
-H200 = DeviceFacts(sms=132, smem_per_block=232_448, peak_tflops=989.0, hbm_tbs=4.8, source="H200 SXM datasheet")
+# fp16/bf16 peak and HBM3e bandwidth; the copy rate measured beside every suite run
+# (benchmarks/results/2026-12-03_h200_suite_all_e7560a9.json: 4.25 TB/s).
+H200 = DeviceFacts(sms=132, smem_per_block=232_448, peak_tflops=989.0, hbm_tbs=4.8, source="H200 SXM datasheet",
+                   copy_tbs=4.25)
 
 _SMS: dict[int, int] = {}
 _SMEM: dict[int, int] = {}

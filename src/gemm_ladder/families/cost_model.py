@@ -89,6 +89,16 @@ class Device:
     peak_tflops: float = H200.peak_tflops
     hbm_tbs: float = H200.hbm_tbs
     source: str = H200.source
+    copy_tbs: float = H200.copy_tbs  # measured copy rate: what the prediction streams at
+
+
+# The model's prediction of a kernel's time (Score.predicted_us), beside its score. The score
+# ranks candidates by their roofline terms alone; the prediction adds what those leave out,
+# two constants fitted once on the suite's 16 squares at e7560a9 and checked on its other 122
+# rows, held out (scripts/costmodel_record.py, docs/perf-notes.md item 78), and streams at the
+# measured copy rate instead of the datasheet's. Neither changes a pick.
+LAUNCH_US = 6.0  # a call's fixed cost: launch, the ring's first fill, the last tile's store (256^3 runs in 6.1 us)
+TENSOR_EFFICIENCY = 0.755  # the tensor-core rate sustained, as a share of the datasheet peak (clock, issue gaps)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -144,6 +154,7 @@ class Score:
     overhang: bool = False  # charged OVERHANG_B_COST
     consumers: int = 1  # MMA warpgroups per CTA
     tile: tuple[int, int] = (0, 0)  # (bm, bn)
+    predicted_us: float = math.nan  # the model's prediction of the kernel's time (LAUNCH_US ...)
 
 
 def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
@@ -235,6 +246,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     if overhang:  # an N-major B's 64-wide blocks overhang the tile
         s.score_us *= 1 + OVERHANG_B_COST
         s.overhang = True
+    s.predicted_us = predict_us(s, dev)
     s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "
              f"{s.tiles} tiles of {cm_rows if deal is None else f.bm}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
@@ -246,6 +258,16 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
              + (f"; an N-major B's 64-wide blocks overhang the {f.bn}-wide tile: +{OVERHANG_B_COST:.0%}"
                 if overhang else ""))
     return s
+
+
+def predict_us(s: Score, dev: Device) -> float:
+    """The kernel's time as the model predicts it: the score's roofline terms at the sustained
+    tensor-core rate and the measured copy rate (the score's charges scaled alike), plus the
+    fixed cost of a call."""
+    base = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff)
+    rates = max(s.t_compute_us / s.wave_eff / TENSOR_EFFICIENCY,
+                s.t_memory_us * dev.hbm_tbs / (dev.copy_tbs or dev.hbm_tbs) / s.mem_wave_eff)
+    return LAUNCH_US + s.score_us * rates / base if base > 0 else LAUNCH_US
 
 
 def describe_deal(deal) -> str:

@@ -61,6 +61,7 @@ class SuiteRow(Measured):
     padded: bool = False
     selection: str = ""
     model_us: float = math.nan
+    predicted_us: float = math.nan  # the model's prediction of the pick's time (cost_model.predict_us)
     gbs: float = math.nan  # (A + B + C once) / time
     cublas_gbs: float = math.nan
     hbm_copy_fraction: float = math.nan  # gbs / measured copy bandwidth
@@ -89,6 +90,7 @@ def measure_shape(bench: Bench, shape: suites_mod.Shape, dtype: str, device: cos
     try:
         choice = select.choose(M, N, K, dtype, device=device, b_misaligned=cost_model.contiguous_b_misaligned(N, K))
         row.selection, row.model_us = choice.reason, (choice.pick.score_us if choice.pick else math.nan)
+        row.predicted_us = choice.pick.predicted_us if choice.pick else math.nan
         st = choice.step  # raises when nothing takes the shape
         pick = choice.pick
         row.heuristic = st.key

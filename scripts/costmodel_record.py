@@ -1,0 +1,50 @@
+"""Write the cost model's record: its predicted time for the kernel it picks on every shape of
+a kernel-path suite record, beside the measured time (measure/costmodel.py).
+
+    PYTHONPATH=src python scripts/costmodel_record.py benchmarks/results/<date>_h200_suite_all_<commit>.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gemm_ladder.families import cost_model
+from gemm_ladder.measure import costmodel
+from gemm_ladder.measure.bench import git_commit
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("suite", help="a kernel-path suite record (bench --suite all)")
+    ap.add_argument("--out", help="the record's path (default: beside the suite record, costmodel_<its commit>)")
+    args = ap.parse_args()
+    suite_path = Path(args.suite)
+    try:
+        suite = json.loads(suite_path.read_text())
+    except (OSError, ValueError) as e:
+        print(f"costmodel_record: cannot read {suite_path}: {e}", file=sys.stderr)
+        return 2
+    if suite.get("call", "kernel") != "kernel":
+        print(f"costmodel_record: {suite_path} times the library's call; give a kernel-path suite record",
+              file=sys.stderr)
+        return 2
+    rows = costmodel.rows_from_suite(suite)
+    record = {"kind": "gemm-ladder cost model vs suite", "suite": suite_path.name, "suite_commit": suite["commit"],
+              "model_commit": git_commit(), "fitted_on": costmodel.FITTED_ON,
+              "constants": {"LAUNCH_US": cost_model.LAUNCH_US, "TENSOR_EFFICIENCY": cost_model.TENSOR_EFFICIENCY,
+                            "copy_tbs": cost_model.Device().copy_tbs},
+              "summary": costmodel.summary(rows), "rows": rows}
+    date = suite_path.name[:10]
+    out = Path(args.out) if args.out else suite_path.with_name(f"{date}_h200_costmodel_{suite['commit'][:7]}.json")
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    s = record["summary"]
+    print(f"{out}: {s['all']['rows']} rows; held out: worst {s['held_out']['worst']:+.1%}, geomean |error| "
+          f"{s['held_out']['geomean_abs_error']:.1%}, {s['held_out']['over_25pct']} over 25 %; fitted: worst "
+          f"{s['fitted']['worst']:+.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
