@@ -6,7 +6,10 @@ A shape is C[M, N] = A[M, K] @ B[N, K]^T. Suites:
            (hidden, MLP width) pair the MLP up (N = width, K = hidden) and down (N = hidden,
            K = width) projections, and the attention projections N = K = hidden
   odd      primes, dimensions that are not multiples of 8, a short K
-  all      the three, without duplicates
+  longk    small M with a narrow N and a long K: too few output tiles to fill the SMs
+           unless K is split (M in 16 .. 256, N in 512 .. 2048, K in 4096 .. 16384)
+  smallsq  small squares between the suite's squares, odd sizes included (320 .. 2047)
+  all      every suite, without duplicates
 """
 from __future__ import annotations
 
@@ -44,6 +47,12 @@ ODD = (
 )
 
 
+LONGK_M = (16, 64, 128, 256)
+LONGK_N = (512, 1024, 2048)
+LONGK_K = (4096, 8192, 16384)
+SMALL_SQUARES = (320, 384, 511, 640, 768, 896, 1000, 1023, 1280, 1536, 1537, 1792, 2047)
+
+
 def squares() -> list[Shape]:
     return [Shape(n, n, n, "squares", f"{n}^3") for n in SQUARES]
 
@@ -61,7 +70,15 @@ def odd() -> list[Shape]:
     return [Shape(m, n, k, "odd", label) for m, n, k, label in ODD]
 
 
-SUITES = {"squares": squares, "llm": llm, "odd": odd}
+def longk() -> list[Shape]:
+    return [Shape(m, n, k, "longk", f"long K, narrow N: M={m}") for m in LONGK_M for n in LONGK_N for k in LONGK_K]
+
+
+def smallsq() -> list[Shape]:
+    return [Shape(n, n, n, "smallsq", f"{n}^3") for n in SMALL_SQUARES]
+
+
+SUITES = {"squares": squares, "llm": llm, "odd": odd, "longk": longk, "smallsq": smallsq}
 
 
 def get_suite(name: str) -> list[Shape]:
