@@ -216,3 +216,5 @@ def test_borrowed_stage_switch():
     with pytest.raises(ValueError, match="add b0"):
         keys.get_step("gemm:128x256l2")
     assert keys.get_step("gemm:128x256l2b0").mma_lag == 2 and keys.get_step("9:l2").mma_lag == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        keys.get_step("gemm:128x256w0")  # the gemm family's tokens follow the ladder's rules

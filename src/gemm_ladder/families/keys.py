@@ -67,6 +67,21 @@ def _named_prefix(number: str, tail: str) -> tuple[Step | None, str]:
     return (best, tail[len(best.variant):]) if best is not None else (None, tail)
 
 
+def _with_tokens(st: Step, key: str, name: str, tokens: list[tuple[str, str]]) -> Step:
+    """`st` with the fields its tokens set, named `name`; counts at least 1, switches 0 or 1,
+    and a combination the Step refuses (e.g. l2 on a 2-deep ring) is a bad key too."""
+    zero = [TOKENS[t][1] for t, v in tokens if t not in SWITCHES and int(v) < 1]
+    if zero:
+        raise UnknownStep(f"step {key}: {', '.join(zero)} must be at least 1")
+    flag = [TOKENS[t][1] for t, v in tokens if t in SWITCHES and int(v) > 1]
+    if flag:
+        raise UnknownStep(f"step {key}: {', '.join(flag)} is 0 or 1")
+    try:
+        return variant(st, name, **{TOKENS[t][0]: (bool(int(v)) if t in SWITCHES else int(v)) for t, v in tokens})
+    except ValueError as e:
+        raise UnknownStep(str(e)) from None
+
+
 def _gemm_with_tokens(key: str) -> Step:
     """'gemm:<entry><tokens>', e.g. 'gemm:128x256b0': the entry with the tokens' fields."""
     tail = key[len(GEMM) + 1:]
@@ -77,14 +92,7 @@ def _gemm_with_tokens(key: str) -> Step:
         tokens = re.findall(r"([a-z])(\d+)", rest)
         if rest and "".join(t + v for t, v in tokens) == rest and all(t in TOKENS and TOKENS[t][2](st)
                                                                        for t, _ in tokens):
-            flag = [TOKENS[t][1] for t, v in tokens if t in SWITCHES and int(v) > 1]
-            if flag:
-                raise UnknownStep(f"{key}: {', '.join(flag)} is 0 or 1")
-            try:
-                return variant(st, tail, **{TOKENS[t][0]: (bool(int(v)) if t in SWITCHES else int(v))
-                                            for t, v in tokens})
-            except ValueError as e:
-                raise UnknownStep(str(e)) from None
+            return _with_tokens(st, key, tail, tokens)
     takes = ", ".join(form for _, form, applies in TOKENS.values() if applies(next(iter(GEMM_ENTRIES.values()))))
     raise UnknownStep(f"unknown kernel {key!r}: the {GEMM} family's entries are {', '.join(GEMM_ENTRIES)}, "
                       f"each of which may be followed by {takes}")
@@ -119,17 +127,7 @@ def _parse(key: str, bases: dict[int, Step]) -> Step:
         elif not tail or "".join(t + v for t, v in tokens) != tail:
             why = f"{key!r} is not a variant of step {st.number}: {_variants_of(st)}"
         else:
-            zero = [TOKENS[t][1] for t, v in tokens if t not in SWITCHES and int(v) < 1]
-            if zero:
-                raise UnknownStep(f"step {key}: {', '.join(zero)} must be at least 1")
-            flag = [TOKENS[t][1] for t, v in tokens if t in SWITCHES and int(v) > 1]
-            if flag:
-                raise UnknownStep(f"step {key}: {', '.join(flag)} is 0 or 1")
-            try:  # a combination the Step refuses (e.g. l2 on a 2-deep ring) is a bad key too
-                return variant(st, (st.variant + tail) if named is not None else tail,
-                               **{TOKENS[t][0]: (bool(int(v)) if t in SWITCHES else int(v)) for t, v in tokens})
-            except ValueError as e:
-                raise UnknownStep(str(e)) from None
+            return _with_tokens(st, key, (st.variant + tail) if named is not None else tail, tokens)
     raise UnknownStep(f"unknown step: {why}; known steps: {known_keys(bases is not STEPS)}")
 
 
