@@ -45,6 +45,20 @@ def main() -> int:
                 # the front end's warnings too (e.g. a division by zero in a branch a build leaves dead)
                 failures += [f"{st.key} bf16={bf16} {extra}: {w}" for w in dict.fromkeys(k.report.warnings)
                              if FRONT_END_WARNING.search(w)]
+    from gemm_ladder.families import fp8  # every call variant of the fp8 family, and its instrumented builds
+    for e in fp8.all_entries():
+        variants = [fp8.Variant(mode, out, bias=(out == "float32" and e.step != 11)) for mode in e.modes
+                    for out in e.outs]
+        for v, extra in [(v, {}) for v in variants] + [(variants[0], {"GL_DEBUG_WAITS": 1}),
+                                                        (variants[0], {"GL_TRACE": 1})]:
+            try:
+                k = e.compile(variant=v, extra_defines=extra, use_cache=False, strict=True)
+            except Exception as ex:
+                failures.append(f"{e.key} {v} {extra}: {str(ex).splitlines()[0]}")
+                continue
+            failures += [f"{e.key} {v} {extra}: {w}" for w in dict.fromkeys(k.report.warnings)
+                         if FRONT_END_WARNING.search(w)]
+        targets.append(e)
     print(f"NVRTC {major}.{minor}: {len(targets)} kernels, {len(failures)} failed builds")
     for f in failures:
         print("  " + f)

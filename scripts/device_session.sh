@@ -2,7 +2,7 @@
 # A device session's work in few calls. Timing stages run one after another, alone on the
 # GPU; correctness stages (PARALLEL=1) run side by side, since none of them times anything.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   timing:      bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
+#   timing:      fp8 (the fp8 family vs torch._scaled_mm), bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
 #                8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
 #                (tile-order group heights), cublas (cuBLAS's kernel names), trace, energy (each
@@ -103,6 +103,11 @@ if has energy; then  # ncu's traffic per level beside the power probe (docs/perf
   COMMIT=${GEMM_LADDER_COMMIT:-unknown} OUT="$W" timeout 540 bash benchmarks/probes/energy/run_energy.sh 2>&1 \
     | tee "$W/energy.log"
   note "energy: rc=$?"
+fi
+if has fp8; then  # the fp8 family against torch._scaled_mm (FP8_SIZES: a subset, e.g. 4096,2048x28672x4096)
+  timeout "${FP8_TIMEOUT:-420}" $PY -m gemm_ladder bench --fp8 ${FP8_SIZES:+--sizes "$FP8_SIZES"} \
+    --json "$W/fp8.json" 2>&1 | tee "$W/fp8.log"
+  note "fp8 bench: rc=$?"
 fi
 if has trace; then  # one archive per step: a step's records alone can be several MB
   for s in ${TRACE_STEPS:-7:d4 8 9 10}; do

@@ -5,6 +5,7 @@
     c = gemm_ladder.matmul_nt(a, b)     # a @ b.T (both operands K-major, no copy)
     y = gemm_ladder.linear(x, w)        # x @ w.T, like torch.nn.functional.linear without bias
     layer = gemm_ladder.Linear(4096, 4096, device="cuda", dtype=torch.float16)
+    c = gemm_ladder.scaled_mm(a8, w8.t(), sa, sw)  # fp8, like torch._scaled_mm (quantize_fp8)
 """
 __version__ = "0.1.0"
 
@@ -16,6 +17,7 @@ from .library.select import best_step  # noqa: E402
 # The torch-facing names load torch (and register the gemm_ladder::matmul op) on first
 # use, so the CLI's torch-free commands stay quick to start.
 _LAZY = {name: "library.api" for name in ("matmul", "matmul_nt", "warmup", "linear", "Linear")}
+_LAZY.update({name: "library.fp8_api" for name in ("scaled_mm", "quantize_fp8", "dequantize_fp8", "Fp8Linear")})
 
 
 def __getattr__(name):
@@ -27,5 +29,6 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["matmul", "matmul_nt", "linear", "Linear", "warmup", "best_step", "get_step", "STEPS", "VARIANTS",
+__all__ = ["matmul", "matmul_nt", "linear", "Linear", "warmup", "scaled_mm", "quantize_fp8", "dequantize_fp8",
+           "Fp8Linear", "best_step", "get_step", "STEPS", "VARIANTS",
            "ShapeError", "__version__"]

@@ -81,6 +81,14 @@ def cmd_bench(args) -> int:
             raise CliError("--call times a shape suite through the library: give --suite NAME")
         if args.autotune:
             raise CliError("--autotune times candidate kernels; --call times the library's own choice")
+    if getattr(args, "fp8", False):
+        if args.api or args.suite or args.library or args.steps is not None:
+            raise CliError("--fp8 is its own benchmark (the fp8 family against torch._scaled_mm): give it alone "
+                           "(with --sizes, --reps, --budget, --json, --out-dir)")
+        doors.require_hopper("`gemm-ladder report` and `gemm-ladder simulate` need none")
+        from ..measure.bench_fp8 import cli_main
+        return cli_main(args, _console(), doors.out_dir(args.out_dir),
+                        doors.out_file(args.json) if args.json else None)
     if args.library and (args.api or args.suite):
         raise CliError("--library ends the ladder with the library's kernel; --api and --suite measure the library "
                        "already")
@@ -228,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "also both (their default)")
     b.add_argument("--api", action="store_true", help="the library as a caller sees it: host us per call, "
                    "matmul/matmul_nt vs cuBLAS beside the kernel (JSON <date>_<gpu>_api_<commit>.json)")
+    b.add_argument("--fp8", action="store_true", help="the fp8 family (scaled_mm, step 11) against torch._scaled_mm: "
+                   "squares and LLM projection shapes, every scale mode (JSON <date>_h200_fp8_<commit>.json)")
     b.add_argument("--reps", type=doors.number(int, 1, 100_000), default=50, help="timed calls per step at most (slow steps use fewer)")
     b.add_argument("--budget", type=seconds, default=2.0, help="seconds of timed calls per step at most")
     b.add_argument("--json", metavar="FILE", help="exact JSON output path (default: a dated name under --out-dir)")

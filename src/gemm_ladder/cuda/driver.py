@@ -132,30 +132,37 @@ def load(compiled: CompiledKernel, device_index: int, dynamic_smem: int = 0) -> 
 
 class TensorMap:
     """A 2-D TMA descriptor (cuTensorMapEncodeTiled) over a row-major matrix of 16-bit
-    elements, 128B-swizzled: box = (box_rows, box_cols) with box_cols * 2 <= 128 bytes.
+    elements (or `element` "u8" / "f32": the fp8 family's operands and fp32 output),
+    128B-swizzled: box = (box_rows, box_cols) with box_cols * element bytes <= 128.
     L2 promotion 256 B, or 128 B when rows are not whole 32-byte sectors: a box row of 128 bytes
     then straddles two lines, and promoting each to 256 B fetches four times the bytes used
     (measured: 3000 x 5000 x 4008 on 9:n192 284 -> 244 us, 256 x 4104 x 4104 on smallm:n128
     41 -> 37 us; aligned rows unchanged within 1 %; docs/perf-notes.md, item 30)."""
 
     def __init__(self, ptr: int, rows: int, cols: int, row_stride_elems: int, box_rows: int,
-                 box_cols: int, bf16: bool = False, swizzle_128b: bool = True):
+                 box_cols: int, bf16: bool = False, swizzle_128b: bool = True, element: str | None = None):
         cu = _cu()
-        if ptr % 16 or (row_stride_elems * 2) % 16:
+        types = cu.CUtensorMapDataType
+        if element is None:
+            element = "bf16" if bf16 else "f16"
+        dtype, size = {"f16": (types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2),
+                       "bf16": (types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2),
+                       "u8": (types.CU_TENSOR_MAP_DATA_TYPE_UINT8, 1),
+                       "f32": (types.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4)}[element]
+        row_bytes = row_stride_elems * size
+        if ptr % 16 or row_bytes % 16:
             raise ValueError("TMA needs a 16-byte aligned base address and row stride")
-        dtype = (cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if bf16
-                 else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16)
         swizzle = (cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzle_128b
                    else cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE)
         self.map = check(cu.cuTensorMapEncodeTiled(
             dtype, 2, ptr,
             [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],  # innermost dimension first
-            [cu.cuuint64_t(row_stride_elems * 2)],       # byte strides of the outer dimensions
+            [cu.cuuint64_t(row_bytes)],                  # byte strides of the outer dimensions
             [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)],
             [cu.cuuint32_t(1), cu.cuuint32_t(1)],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             swizzle,
-            (cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B if (row_stride_elems * 2) % 32 == 0
+            (cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B if row_bytes % 32 == 0
              else cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B),
             cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         ), "cuTensorMapEncodeTiled")

@@ -8,6 +8,7 @@ from ..cuda import jit
 # SASS instruction classes (prefixes of opcodes in `cuobjdump --dump-sass`) and what they mean.
 SASS_MEANING = {
     "HGMMA": "wgmma (warpgroup tensor-core MMA)",
+    "QGMMA": "wgmma on fp8 operands (e4m3/e5m2)",
     "HMMA": "mma.sync (warp tensor-core MMA)",
     "FFMA": "fp32 fused multiply-add (CUDA cores)",
     "UTMALDG": "TMA tensor load (cp.async.bulk.tensor global->shared)",

@@ -12,6 +12,8 @@ SWITCHES: dict[str, str] = {
     "GL_BF16": "A, B and C in bf16 instead of fp16",
     "GL_A_MN": "A read M-major (a row-major (K, M) matrix), by the kernels that take it",
     "GL_B_MN": "B read N-major (a row-major (K, N) matrix), by the kernels that take it",
+    "GL_FP8_A_E5M2": "the fp8 family's A in e5m2 instead of e4m3",
+    "GL_FP8_B_E5M2": "the fp8 family's B in e5m2 instead of e4m3",
     "GL_TRACE": "in-kernel event tracing (gl_trace.cuh)",
     "GL_DEBUG_WAITS": "bounded mbarrier waits that name who was stuck where, then trap (gl_mbarrier.cuh)",
     "GL_WAIT_TIMEOUT_NS": "how long a debug wait waits before it reports (default 1 s)",

@@ -67,3 +67,49 @@ class Nvml:
         except Exception:
             pass
         return out
+
+
+class Sampler:
+    """NVML samples taken on a thread *during* a timed loop (a sample after it describes a card
+    already idling): `with Sampler(nvml) as s: ...` then `s.summary()` — medians of SM clock
+    and power, the peak temperature, every throttle reason seen, the sample count."""
+
+    def __init__(self, nvml: Nvml, period_s: float = 0.05):
+        self.nvml, self.period_s = nvml, period_s
+        self.samples: list[dict] = []
+        self._stop = None
+        self._thread = None
+
+    def __enter__(self):
+        import threading
+        self._stop = threading.Event()
+
+        def loop():
+            while not self._stop.is_set():
+                if s := self.nvml.sample():
+                    self.samples.append(s)
+                self._stop.wait(self.period_s)
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+    def summary(self) -> dict:
+        import statistics
+        if not self.samples:
+            return {}
+        out = {"samples": len(self.samples)}
+        for key in ("sm_clock_mhz", "power_w"):
+            xs = [s[key] for s in self.samples if key in s]
+            if xs:
+                out[key] = statistics.median(xs)
+        temps = [s["temp_c"] for s in self.samples if "temp_c" in s]
+        if temps:
+            out["temp_c_max"] = max(temps)
+        out["throttle"] = sorted({r for s in self.samples for r in s.get("throttle", [])})
+        return out

@@ -134,7 +134,7 @@ def instructions(sass: str) -> list[tuple[int, str]]:
 
 def mma_loop_full_waits(sass: str) -> int | None:
     """How many `WARPGROUP.DEPBAR.LE gsb0, 0x0` (wait for ALL wgmma groups) sit inside the
-    innermost loop that issues HGMMA, or None if no loop issues HGMMA.
+    innermost loop that issues HGMMA (or QGMMA, on fp8), or None if no loop issues them.
 
     A pipelined k-loop keeps one wgmma group in flight (wait_group 1); a full wait inside
     it means ptxas serialized the MMAs (e.g. when accumulators are read or written on a
@@ -148,7 +148,7 @@ def mma_loop_full_waits(sass: str) -> int | None:
             if target < addr:
                 loops.append((target, addr))
     body = lambda lo, hi: [t for a, t in ins if lo <= a <= hi]  # noqa: E731
-    mma_loops = [(lo, hi) for lo, hi in loops if any(t.startswith("HGMMA") for t in body(lo, hi))]
+    mma_loops = [(lo, hi) for lo, hi in loops if any(t.startswith(("HGMMA", "QGMMA")) for t in body(lo, hi))]
     if not mma_loops:
         return None
     lo, hi = min(mma_loops, key=lambda iv: iv[1] - iv[0])

@@ -18,6 +18,13 @@
 #ifndef GL_B_MN
 #define GL_B_MN 0
 #endif
+// fp8 operand formats (the fp8 family): A, B in e5m2 instead of e4m3 (gl_wgmma_fp8_ops.cuh).
+#ifndef GL_FP8_A_E5M2
+#define GL_FP8_A_E5M2 0
+#endif
+#ifndef GL_FP8_B_E5M2
+#define GL_FP8_B_E5M2 0
+#endif
 // In-kernel event tracing (gl_trace.cuh).
 #ifndef GL_TRACE
 #define GL_TRACE 0

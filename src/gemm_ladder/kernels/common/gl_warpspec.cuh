@@ -15,8 +15,9 @@
 // Producer: one stage of K-major operands for the tile at (m0, n0), k-tile kt. A: this CTA's
 // BM rows. B: with a cluster, this CTA loads only its BN / CLUSTER_M-row slice and multicasts
 // it to the same offset of every CTA (whose full barriers each expect the whole B tile).
-template <int BM, int BN, int BK, int CLUSTER_M>
-GL_DEVICE void load_stage(u16* A, u16* B, const CUtensorMap* ta, const CUtensorMap* tb, u64* full, int kt,
+// T: the element (u16 for fp16/bf16, u8 for fp8); BK counts elements.
+template <int BM, int BN, int BK, int CLUSTER_M, class T = u16>
+GL_DEVICE void load_stage(T* A, T* B, const CUtensorMap* ta, const CUtensorMap* tb, u64* full, int kt,
                           int m0, int n0, int rank) {
   constexpr int SLICE = BN / CLUSTER_M;
   tma_load_2d(A, ta, full, kt * BK, m0);

@@ -1,0 +1,234 @@
+"""The fp8 family: C = (A @ B^T) scaled, A (M, K) and B (N, K) in fp8, both K-major (Hopper's
+fp8 wgmma has no transpose), fp32 accumulation, the scales applied in the epilogue or while
+promoting (kernels/fp8/fp8_scales.cuh). Its kernels: the ladder's step 11 (the lesson: step 9 on
+fp8 operands, one scale per tensor) and the library's `fp8/fp8_gemm.cu` (every scale mode,
+promotion, fp32 output, bias).
+
+An entry owns its configuration and its launch (DeepGEMM's shape): the defines its kernel is
+built with, the per-call variant (scale mode, output type, bias, operand formats), its tensor
+maps and its grid. library/fp8_runner.py chooses an entry and launches it.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+from ..cuda import driver, jit
+from ..cuda.device import H200
+from .common import ConfigError, build
+from .protocol import Facts, KernelFamily
+
+FAMILY = "fp8"
+SCALE_MODES = ("tensor", "row", "block")
+OUT_TYPES = ("bfloat16", "float16", "float32")
+_SCALE_DEFINE = {"tensor": 0, "row": 1, "block": 2}
+_OUT_DEFINE = {"bfloat16": 0, "float16": 1, "float32": 2}
+OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+BK = 128  # fp8 elements per k-tile: one 128-byte swizzle row
+SCALE_BLOCK = 128  # the block scales' k-block and B's n-block
+_CLAIMS = ("QGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG", "UTMACCTL.PF")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One call's build: the scale mode, the output type, a bias, and which operand is e5m2."""
+    mode: str = "tensor"
+    out: str = "bfloat16"
+    bias: bool = False
+    a_e5m2: bool = False
+    b_e5m2: bool = False
+
+    def defines(self) -> dict[str, int]:
+        return {"GL_FP8_SCALE": _SCALE_DEFINE[self.mode], "GL_FP8_OUT": _OUT_DEFINE[self.out],
+                "GL_FP8_BIAS": int(self.bias), "GL_BF16": int(self.out == "bfloat16"),
+                "GL_FP8_A_E5M2": int(self.a_e5m2), "GL_FP8_B_E5M2": int(self.b_e5m2)}
+
+
+@dataclass(frozen=True)
+class Fp8Entry(KernelFamily):
+    name: str  # the entry's key after "fp8:" (or the ladder's "11")
+    label: str
+    source: str
+    entry: str
+    bn: int
+    depth: int
+    cluster_m: int = 2
+    promote: int = 1  # k-tiles per promotion into fp32 registers; 0: the sum stays in the tensor core
+    modes: tuple[str, ...] = SCALE_MODES
+    outs: tuple[str, ...] = OUT_TYPES
+    bm: int = 128
+    bk: int = BK
+    consumers: int = 2
+    epi_stages: int = 2
+    group_m: int = 16
+    mma_lag: int = 1
+    threads: int = 384
+    step: int | None = None  # 11 for the ladder's step
+
+    dtypes = ("float8_e4m3fn", "float8_e5m2")
+
+    @property
+    def key(self) -> str:
+        return "11" if self.step == 11 else f"{FAMILY}:{self.name}"
+
+    @property
+    def cluster(self) -> tuple[int, int, int]:
+        return (self.cluster_m, 1, 1)
+
+    @property
+    def fast_accum(self) -> bool:
+        return self.promote == 0
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        cluster = ("UTMALDG.2D.MULTICAST",) if self.cluster_m > 1 else ()
+        return _CLAIMS + cluster + (f"QGMMA.64x{self.bn}x32.F32.E4M3.E4M3",)
+
+    # -- shared memory -------------------------------------------------------------------------
+    @property
+    def barriers(self) -> int:
+        return 2 * self.depth + 2 * self.epi_stages
+
+    @property
+    def dynamic_smem(self) -> int:
+        """Operand stages (one byte per element) + the chunk slots (128 rows x 128 bytes) +
+        barriers + 1 KB to align the tiles to 1024 bytes."""
+        return 1024 + self.depth * (self.bm + self.bn) * self.bk + self.epi_stages * self.bm * 128 + 8 * self.barriers
+
+    def smem_problem(self) -> str:
+        if self.dynamic_smem <= H200.smem_per_block:
+            return ""
+        return f"needs {self.dynamic_smem:,} bytes of shared memory, over the {H200.smem_per_block:,}-byte limit"
+
+    # -- the protocol --------------------------------------------------------------------------
+    def facts(self) -> Facts:
+        return Facts(bm=self.bm, bn=self.bn, bk=self.bk, cluster_m=self.cluster_m, consumers=self.consumers,
+                     persistent=True, ctas_per_sm=1)
+
+    def kernel_defines(self) -> dict[str, int]:
+        d = {"GL_BM": self.bm, "GL_BN": self.bn, "GL_BK": self.bk, "GL_DEPTH": self.depth, "GL_GROUP_M": self.group_m,
+             "GL_CLUSTER_M": self.cluster_m, "GL_CONSUMERS": self.consumers, "GL_EPI_STAGES": self.epi_stages,
+             "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
+        if self.step != 11:
+            d["GL_FP8_PROMOTE"] = self.promote
+        return d
+
+    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        if a_mn or b_mn:
+            raise ConfigError(f"{self.key}: fp8 operands are read K-major only (fp8 wgmma has no transpose)")
+        return {}
+
+    def reads_mn(self) -> tuple[bool, bool]:
+        return (False, False)
+
+    def variant_problem(self, v: Variant) -> str:
+        """Why this entry cannot build the call's variant; "" if it can."""
+        if v.mode not in self.modes:
+            return f"{self.key} takes {', '.join(self.modes)} scales, not {v.mode}"
+        if v.out not in self.outs:
+            return f"{self.key} writes {', '.join(self.outs)}, not {v.out}"
+        if v.a_e5m2 and v.b_e5m2:
+            return "e5m2 x e5m2 is not supported (one operand must be e4m3)"
+        if self.step == 11 and (v.bias or v.a_e5m2 or v.b_e5m2):
+            return "step 11 takes e4m3 operands and no bias"
+        return ""
+
+    def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
+                strict: bool = True, variant: Variant | None = None) -> jit.CompiledKernel:
+        """Build the kernel for one call variant (default: per-tensor scales, bf16 out, or
+        fp16 with bf16=False where the entry writes it)."""
+        v = variant or Variant(mode=self.modes[0], out="bfloat16" if bf16 or "float16" not in self.outs else "float16")
+        if problem := self.variant_problem(v):
+            raise ConfigError(problem)
+        defines = {**self.kernel_defines(), **v.defines()}
+        if self.step == 11:
+            defines = {k: x for k, x in defines.items() if k not in ("GL_FP8_SCALE", "GL_FP8_BIAS", "GL_FP8_A_E5M2",
+                                                                    "GL_FP8_B_E5M2", "GL_FP8_OUT")}
+        return build(self.source, self.entry, defines, extra_defines=extra_defines, use_cache=use_cache,
+                     strict=strict)
+
+    def shape_problems(self, M: int, N: int, K: int, *, b_mn: bool = False, out: str = "bfloat16") -> list[str]:
+        p = []
+        if min(M, N, K) < 1:
+            p.append(f"M, N, K must be >= 1 (got {M}, {N}, {K})")
+        if K % 16:
+            p.append(f"K={K} must be a multiple of 16 (TMA needs 16-byte rows of fp8 A and B)")
+        per_row = 16 // OUT_BYTES[out]
+        if N % per_row:
+            p.append(f"N={N} must be a multiple of {per_row} ({out} rows of C must be 16-byte multiples)")
+        if b_mn:
+            p.append("B must be K-major (fp8 wgmma has no transpose)")
+        return p
+
+    # -- the launch ----------------------------------------------------------------------------
+    def grid(self, M: int, N: int, num_sms: int, max_clusters: int | None = None) -> tuple[int, int, int]:
+        """Persistent: at most one CTA per SM (or the clusters that fit at once), no more than
+        the tiles; a cluster covers cluster_m vertically adjacent tiles."""
+        tiles_m, tiles_n = -(-M // self.bm), -(-N // self.bn)
+        clusters = min(num_sms // self.cluster_m, -(-tiles_m // self.cluster_m) * tiles_n)
+        if max_clusters:
+            clusters = min(clusters, max_clusters)
+        return (max(1, clusters) * self.cluster_m, 1, 1)
+
+    def map_specs(self, M: int, N: int, K: int, out: str) -> tuple[tuple, tuple, tuple]:
+        """(rows, cols, row stride, box rows, box cols, element) of the maps of A (M, K), B (N, K)
+        (fp8: bytes) and C (M, N); C's box is 128 rows x one 128-byte chunk (64 16-bit or 32
+        fp32 columns), B's the slice one CTA of a cluster loads."""
+        c_elem = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[out]
+        return ((M, K, K, self.bm, self.bk, "u8"), (N, K, K, self.bn // self.cluster_m, self.bk, "u8"),
+                (M, N, N, self.bm, 128 // OUT_BYTES[out], c_elem))
+
+    def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, sa_ptr: int, sb_ptr: int, bias_ptr: int,
+                    M: int, N: int, K: int, out: str, make_map=None) -> list:
+        """The tensor maps (map_specs; make_map(ptr, rows, cols, ld, box rows, box cols,
+        element=...) builds each, default driver.TensorMap), the sizes, the scale and bias pointers."""
+        make_map = make_map or driver.TensorMap
+        (a_map, b_map, c_map) = (make_map(p, *spec[:5], element=spec[5])
+                                 for p, spec in zip((a_ptr, b_ptr, c_ptr), self.map_specs(M, N, K, out)))
+        args = [a_map, b_map, c_map, M, N, K, ctypes.c_uint64(sa_ptr), ctypes.c_uint64(sb_ptr)]
+        if self.step != 11:
+            args.append(ctypes.c_uint64(bias_ptr))
+        return args
+
+
+def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES) -> Fp8Entry:
+    how = f"promoted every {promote} k-tile(s)" if promote else "summed in the tensor core"
+    return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
+                    cluster_m=cluster_m, promote=promote, modes=modes)
+
+
+STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
+                  "gemm_step11_fp8", bn=256, depth=4, promote=0, modes=("tensor",), outs=("bfloat16", "float16"),
+                  step=11)
+
+ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
+    # promoted (torch's default, use_fast_accum=False): a partial sum and the tile's sum in
+    # registers, so 64 x 128 per consumer; block scales need one n-block per tile anyway
+    _library("128x128p", 128, 6, promote=1),
+    # promoted on wider tiles (per-tensor and row-wise scales: a block scale's n-block would
+    # straddle a 192-wide tile): 1.5x the operand reuse of 128 x 128, a 96 + 96 register sum
+    _library("128x192p", 192, 4, promote=1, modes=("tensor", "row")),
+    # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
+    # that applies at the end
+    _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),
+)}
+
+
+def get(key: str) -> Fp8Entry:
+    if key == "11":
+        return STEP11
+    if key not in ENTRIES:
+        raise KeyError(f"no fp8 entry {key!r}; known: {', '.join(['11', *ENTRIES])}")
+    return ENTRIES[key]
+
+
+def all_entries() -> list[Fp8Entry]:
+    return [STEP11, *ENTRIES.values()]
+
+
+def choose(M: int, N: int, K: int, mode: str, fast_accum: bool) -> Fp8Entry:
+    """The library's entry for a call: promoted unless the caller asked for the tensor core's
+    own accumulation and the scales apply at the end."""
+    if fast_accum and mode != "block":
+        return ENTRIES["fp8:128x256"]
+    return ENTRIES["fp8:128x128p"]

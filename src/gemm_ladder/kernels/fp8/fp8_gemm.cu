@@ -1,0 +1,154 @@
+// The fp8 family's kernel (families/fp8.py): ladder step 11's structure with the scales a library
+// needs. C = (A @ B^T) scaled, A (M, K) and B (N, K) fp8 (e4m3, or e5m2 on one side), both
+// K-major; C in bf16, fp16 or fp32; an optional bias per column. What it adds to step 11:
+//   - scales per tensor, row-wise or block-wise (fp8_scales.cuh), read from device memory (no
+//     host synchronisation to learn them);
+//   - promotion (GL_FP8_PROMOTE > 0): each k-tile's MMAs write a partial sum that a consumer adds
+//     into fp32 registers every GL_FP8_PROMOTE k-tiles (block scales: every k-tile, scaled on
+//     the way), so the tensor core's narrow accumulation never carries a long sum;
+//   - any tile width wgmma has for fp8 (64-256), fp32 output staged as 32-column chunks.
+// Without promotion the sum stays in the tensor core's accumulator from the first k-tile to the
+// last (torch's use_fast_accum=True), and the mainloop is step 9's, MMA_LAG groups in flight.
+#include "gl_warpspec.cuh"
+#include "gl_wgmma_fp8_ops.cuh"
+#include "fp8_scales.cuh"
+
+#if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
+    !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
+    !defined(GL_MMA_LAG) || !defined(GL_FP8_SCALE) || !defined(GL_FP8_PROMOTE) || !defined(GL_FP8_OUT) || \
+    !defined(GL_FP8_BIAS)
+#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS"
+#endif
+constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
+constexpr int MMA_LAG = GL_MMA_LAG, CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES;
+constexpr int SCALE = GL_FP8_SCALE, PROMOTE = GL_FP8_PROMOTE, OUT = GL_FP8_OUT;
+constexpr bool BIAS = GL_FP8_BIAS;
+constexpr int PROMOTE_EVERY = PROMOTE > 0 ? PROMOTE : 1;  // (a divisor even where unused)
+// A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one.
+constexpr int EPI_N = OUT == FP8_OUT_F32 ? 32 : 64, CHUNKS = BN / EPI_N;
+static_assert(BM == 64 * CONSUMERS && BK == 128, "each consumer owns 64 rows; a k-tile is 128 fp8 (128 bytes)");
+static_assert(has_wgmma_fp8_n<BN> && BN % 64 == 0, "tile widths with an fp8 wgmma and whole 64-column chunks");
+static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs along M");
+static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && BN % FP8_SCALE_BLOCK_K == 0),
+              "block scales change every k-block: promote every k-tile, tiles inside one n-block column");
+static_assert(PROMOTE >= 0 && (GL_BF16 == (OUT == FP8_OUT_BF16)), "GL_BF16 follows the output type (pack2)");
+constexpr u32 STAGE_BYTES = (BM + BN) * BK;  // fp8: one byte per element
+constexpr u32 CONSUMER_WARPS = 4, THREADS = 128 * (1 + CONSUMERS);
+constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+using OperandPipe = Pipeline<DEPTH, CLUSTER_M>;
+using EpiloguePipe = EpiloguePipeline<EPI_STAGES>;
+
+struct SharedStorage {
+  u8 A[DEPTH][BM * BK];
+  u8 B[DEPTH][BN * BK];
+  u16 C[EPI_STAGES][BM * 64];  // chunk slots of 128 x 128 bytes
+  OperandPipe ops;
+  EpiloguePipe epi;
+};
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Fp8Entry.dynamic_smem is too small");
+
+// One k-tile's MMAs of a consumer: its 64 rows of A against all of B, k-slices of 32 (32 bytes).
+GL_DEVICE void issue_ktile(float (&d)[BN / 2], const u8* a, const u8* b, u32 first_scale_d) {
+#pragma unroll
+  for (int kk = 0; kk < BK / 32; ++kk)
+    wgmma_m64k32_fp8<BN>(d, desc_sw128(a + kk * 32), desc_sw128(b + kk * 32), kk == 0 ? first_scale_d : 1u);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+         const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K, const float* __restrict__ scale_a,
+         const float* __restrict__ scale_b, const void* __restrict__ bias) {
+  extern __shared__ u8 smem_raw[];
+  SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
+  const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
+  const int k_tiles = ceil_div(K, BK);
+  const int warp = warp_idx();
+
+  if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);
+  if (threadIdx.x == 0) {
+    s.ops.init(1, CONSUMER_WARPS * CONSUMERS);
+    s.epi.init(CONSUMERS, 1);
+    fence_barrier_init();
+  }
+  cluster_sync();
+
+  if (warpgroup_idx() == 0) {
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
+      Tracer tr(ROLE_PRODUCER, 0, true);
+      producer_loop<OperandPipe>(s.ops.bind(tr, STAGE_BYTES), WholeTiles<CLUSTER_M>{tiles, k_tiles}, tiles, BM, BN,
+                                 [&](int stage, u64* full, int kt, const auto& t) {
+        load_stage<BM, BN, BK, CLUSTER_M, u8>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
+                                              tiles.rank);
+      });
+      tr.finish();
+    } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
+      Tracer tr(ROLE_WRITEBACK, 3, true);
+      const auto epi = s.epi.bind(tr);
+      auto chunk_st = EpiloguePipe::State::consumer();
+      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+        const auto t = tiles.at(ct, BM, BN);
+        for (int c = 0; c < CHUNKS; ++c) {
+          store_staged<BM, 64>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
+          chunk_st.advance();
+        }
+      }
+      tma_store_wait_exit();
+      tr.finish();
+    }
+  } else {  // ── MMA CONSUMERS ─────────────────────────────────────────────────────
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int cw = warpgroup_idx() - 1;
+    const bool wg_leader = threadIdx.x % 128 == 0;
+    Tracer tr(ROLE_CONSUMER, 1 + cw, wg_leader);
+    const auto ops = s.ops.bind(tr);
+    const auto epi = s.epi.bind(tr);
+    const bool warp_leader = lane_idx() == 0;
+    auto st = OperandPipe::State::consumer();
+    auto chunk_st = EpiloguePipe::State::producer();
+    const int k_blocks = ceil_div(K, FP8_SCALE_BLOCK_K);
+    float acc[BN / 2];
+    for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
+      const auto t = tiles.at(ct, BM, BN);
+      const int row0 = t.m0 + 64 * cw;  // this consumer's first row of C
+      zero_acc(acc);
+      if constexpr (PROMOTE > 0) {
+        // promotion: the k-tile's partial sum retires (wait_group 0) before it is added in
+        float part[BN / 2];
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          ops.consumer_wait(st, kt);
+          BlockScales sc{1.f, 1.f};
+          if constexpr (SCALE == FP8_SCALE_BLOCK)  // read while the MMAs run
+            sc = block_scales(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt);
+          wgmma_fence();
+          issue_ktile(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage], kt % PROMOTE_EVERY == 0 ? 0u : 1u);
+          wgmma_commit();
+          ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
+          wgmma_wait<0>();
+          fence_acc(part);
+          ops.tr.event(EV_MMA_DONE, 0, st.stage, st.phase, kt, t.id);
+          if (warp_leader) ops.consumer_release(st, kt);
+          if ((kt + 1) % PROMOTE_EVERY == 0 || kt + 1 == k_tiles) fp8_promote(acc, part, sc);
+          st.advance();
+        }
+      } else {  // the sum stays in the tensor core's accumulator (step 11's mainloop)
+        const auto last = mma_mainloop<MMA_LAG>(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
+          issue_ktile(acc, s.A[stage] + cw * 64 * BK, s.B[stage], 1u);
+        });
+        mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
+      }
+      const RowScales rows = epilogue_row_scales<SCALE>(scale_a, scale_b, M, row0);
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) {
+        stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
+          fp8_epilogue_scale<BN, SCALE, BIAS, OUT, EPI_N / 8>(acc, rows, scale_b, bias, N, t.n0, c * EPI_N / 8);
+          if constexpr (OUT == FP8_OUT_F32) stage_chunk_f32_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
+          else stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
+        });
+        chunk_st.advance();
+      }
+    }
+    tr.finish();
+  }
+  cluster_sync_before_exit();
+}

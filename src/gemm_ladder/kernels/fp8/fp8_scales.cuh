@@ -1,0 +1,122 @@
+// fp8_scales.cuh — what an fp8 GEMM does with its scales, and the fp32 output's staging.
+//
+// The scales are dequantization multipliers (x = x_fp8 * scale), as torch._scaled_mm takes them:
+//   GL_FP8_SCALE 0, per tensor: one scale for A, one for B;
+//   GL_FP8_SCALE 1, row-wise:   A per row (M,), B per column of C (N,);
+//   GL_FP8_SCALE 2, block-wise: A per row and 128-wide k-block (M, ceil(K/128)), B per 128 x 128
+//                               block (ceil(N/128), ceil(K/128)) — DeepGEMM's layout.
+// Per-tensor and row-wise scales multiply the finished sum (the epilogue); block scales change
+// with k, so each k-block's partial sum is scaled as it is promoted (fp8_promote below).
+//
+// Accumulator fragment (gl_epilogue.cuh): thread (warp w, lane l) holds, per 8-column block j,
+// row 16w + l/4 (d[4j], d[4j+1]) and the row 8 below (d[4j+2], d[4j+3]), columns
+// 8j + 2(l%4) + {0, 1}.
+#pragma once
+#include "gl_common.cuh"
+#include "gl_epilogue.cuh"
+
+constexpr int FP8_SCALE_TENSOR = 0, FP8_SCALE_ROW = 1, FP8_SCALE_BLOCK = 2;
+constexpr int FP8_OUT_BF16 = 0, FP8_OUT_F16 = 1, FP8_OUT_F32 = 2;
+constexpr int FP8_SCALE_BLOCK_K = 128;  // the block scales' k-block (and B's n-block)
+
+// This thread's two accumulator rows (the fragment's l/4 and l/4 + 8) of an m64 slice at row0.
+GL_DEVICE int fragment_row(int row0) { return row0 + 16 * ((threadIdx.x % 128) / 32) + lane_idx() / 4; }
+GL_DEVICE int fragment_col(int col0, int j) { return col0 + 8 * j + 2 * (lane_idx() % 4); }
+
+// Global scale reads: read-only for the whole kernel, through the non-coherent cache.
+GL_DEVICE float load_scale(const float* p) { return __ldg(p); }
+
+// Block scales of one k-block for this thread's two rows: A's (zero past M, whose rows TMA
+// zero-filled anyway) times B's for the tile's 128-wide n-block.
+struct BlockScales {
+  float lo, hi;
+};
+GL_DEVICE BlockScales block_scales(const float* sa, const float* sb, int M, int k_blocks, int row, int n0, int kb) {
+  const float b = load_scale(sb + (n0 / FP8_SCALE_BLOCK_K) * k_blocks + kb);
+  const float lo = row < M ? load_scale(sa + (long long)row * k_blocks + kb) : 0.f;
+  const float hi = row + 8 < M ? load_scale(sa + (long long)(row + 8) * k_blocks + kb) : 0.f;
+  return {lo * b, hi * b};
+}
+
+// Promotion: the tensor core's partial sum of some k-tiles, added into the fp32 registers that
+// hold the tile's sum, scaled on the way (1 unless block scales). fp8 wgmma accumulates in a
+// narrower format than fp32; doing the long sum here keeps the error from growing with K.
+template <int R>
+GL_DEVICE void fp8_promote(float (&acc)[R], const float (&part)[R], BlockScales s) {
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
+    acc[4 * j + 0] += part[4 * j + 0] * s.lo;
+    acc[4 * j + 1] += part[4 * j + 1] * s.lo;
+    acc[4 * j + 2] += part[4 * j + 2] * s.hi;
+    acc[4 * j + 3] += part[4 * j + 3] * s.hi;
+  }
+}
+
+// The epilogue's scales and bias on the 8-column blocks [J0, J0 + JN) of a finished N-wide
+// accumulator of the m64 slice at (row0, n0) — one staging chunk at a time, so the scales and
+// bias of only that chunk are live: per tensor, row-wise (A's per row, B's per column) or none
+// (block scales were applied while promoting); then bias (N,) in the output's type, per column.
+// Columns past N are not read (N is a multiple of the 16-byte output row: their pairs are
+// wholly past it).
+struct RowScales {
+  float lo, hi;
+};
+template <int SCALE>
+GL_DEVICE RowScales epilogue_row_scales(const float* sa, const float* sb, int M, int row0) {
+  const int row = fragment_row(row0);
+  if constexpr (SCALE == FP8_SCALE_TENSOR) {
+    const float s = load_scale(sa) * load_scale(sb);
+    return {s, s};
+  } else if constexpr (SCALE == FP8_SCALE_ROW) {
+    return {row < M ? load_scale(sa + row) : 0.f, row + 8 < M ? load_scale(sa + row + 8) : 0.f};
+  }
+  return {1.f, 1.f};
+}
+// j0 must be a compile-time constant after unrolling (it indexes registers), as a chunk's is.
+template <int N, int SCALE, bool BIAS, int OUT, int JN>
+GL_DEVICE void fp8_epilogue_scale(float (&d)[N / 2], RowScales r, const float* sb, const void* bias, int ncols,
+                                  int n0, int j0) {
+#pragma unroll
+  for (int j = j0; j < j0 + JN; ++j) {
+    const int col = fragment_col(n0, j);
+    float c0 = 1.f, c1 = 1.f, b0 = 0.f, b1 = 0.f;
+    if (col < ncols) {
+      if constexpr (SCALE == FP8_SCALE_ROW) {
+        const float2 s = __ldg(reinterpret_cast<const float2*>(sb + col));
+        c0 = s.x, c1 = s.y;
+      }
+      if constexpr (BIAS && OUT == FP8_OUT_F32) {
+        const float2 b = __ldg(reinterpret_cast<const float2*>(static_cast<const float*>(bias) + col));
+        b0 = b.x, b1 = b.y;
+      } else if constexpr (BIAS) {
+        const u32 b = __ldg(reinterpret_cast<const unsigned int*>(static_cast<const u16*>(bias) + col));
+        b0 = to_float((u16)(b & 0xffffu)), b1 = to_float((u16)(b >> 16));
+      }
+    }
+    if constexpr (SCALE == FP8_SCALE_BLOCK && !BIAS) continue;  // nothing left to apply
+    d[4 * j + 0] = d[4 * j + 0] * r.lo * c0 + b0;
+    d[4 * j + 1] = d[4 * j + 1] * r.lo * c1 + b1;
+    d[4 * j + 2] = d[4 * j + 2] * r.hi * c0 + b0;
+    d[4 * j + 3] = d[4 * j + 3] * r.hi * c1 + b1;
+  }
+}
+
+// fp32 output: columns [32 chunk, 32 chunk + 32) of an N-wide accumulator -> a ROWS x 32 fp32
+// staging buffer in the 128B-swizzled layout (rows of 128 bytes, 16-byte unit u of row r at
+// u ^ (r % 8)) that a TMA store of a 32-wide fp32 box reads. Each thread writes float2s.
+template <int N, int ROWS>
+GL_DEVICE void stage_chunk_f32_sw128(const float (&d)[N / 2], void* staging, int row0, int chunk) {
+  const u32 base = smem_u32(staging);
+  const int row = fragment_row(row0);
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {  // the chunk's four 8-column blocks
+    const int j = 4 * chunk + g, col = fragment_col(0, g);  // column inside the chunk
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row + 8 * half;
+      const u32 addr = base + r * 128 + (((col / 4) ^ (r % 8)) * 16) + (col % 4) * 4;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(d[4 * j + 2 * half]),
+                   "f"(d[4 * j + 2 * half + 1]) : "memory");
+    }
+  }
+}

@@ -1,0 +1,151 @@
+"""The fp8 family's strict runner: one fp8 kernel (an entry of families/fp8.py, or the ladder's
+step 11) on torch tensors — validate what the kernel needs, compile (cached), load, launch.
+It never copies or pads; `gemm_ladder.scaled_mm` (fp8_api.py) is the user's door, with
+torch._scaled_mm's layouts and its checks, and calls this with the kernel's."""
+from __future__ import annotations
+
+from ..cuda import device as cuda_device
+from ..cuda import driver
+from ..families.common import ConfigError, ShapeError
+from ..families.fp8 import SCALE_BLOCK, Fp8Entry, Variant, choose, get
+from .runner import check_device
+
+_FP8 = {"float8_e4m3fn": False, "float8_e5m2": True}  # dtype name -> is e5m2
+_LOADED: dict[tuple, driver.LoadedKernel] = {}
+
+
+def _name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def scale_shapes(mode: str, M: int, N: int, K: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The kernel's scale tensors for a mode: numel 1 each, (M,) and (N,), or the block grids."""
+    kb = -(-K // SCALE_BLOCK)
+    return {"tensor": ((1,), (1,)), "row": ((M,), (N,)),
+            "block": ((M, kb), (-(-N // SCALE_BLOCK), kb))}[mode]
+
+
+def _check(entry: Fp8Entry, a, b, scale_a, scale_b, mode: str, out_dtype, bias) -> tuple[int, int, int, Variant]:
+    import torch
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or _name(t.dtype) not in _FP8:
+            raise TypeError(f"{entry.key}: {name} must be a float8_e4m3fn or float8_e5m2 tensor")
+        if t.dim() != 2 or not t.is_contiguous() or t.data_ptr() % 16:
+            raise ValueError(f"{entry.key}: {name} must be a 2-D contiguous (K-major), 16-byte aligned tensor")
+    M, K = a.shape
+    N, Kb = b.shape
+    if K != Kb:
+        raise ValueError(f"{entry.key}: a is {M}x{K}, b is {N}x{Kb}: C = A @ B^T needs equal K")
+    out = _name(out_dtype)
+    v = Variant(mode=mode, out=out if out in ("bfloat16", "float16", "float32") else "?", bias=bias is not None,
+                a_e5m2=_FP8[_name(a.dtype)], b_e5m2=_FP8[_name(b.dtype)])
+    if problem := entry.variant_problem(v):
+        raise ConfigError(f"{entry.key}: {problem}")
+    if problems := entry.shape_problems(M, N, K, out=out):
+        raise ShapeError(f"{entry.key} cannot take M={M}, N={N}, K={K}: " + "; ".join(problems))
+    want_a, want_b = scale_shapes(mode, M, N, K)
+    for name, t, want in (("scale_a", scale_a, want_a), ("scale_b", scale_b, want_b)):
+        if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or not t.is_contiguous()
+                or t.numel() != _numel(want) or (mode == "block" and tuple(t.shape) != want)):
+            raise ValueError(f"{entry.key}: {name} must be a contiguous float32 tensor of shape {want} "
+                             f"for {mode} scales")
+    if bias is not None and (bias.dtype != out_dtype or tuple(bias.shape) != (N,) or not bias.is_contiguous()):
+        raise ValueError(f"{entry.key}: bias must be a contiguous ({N},) tensor of {out}")
+    tensors = (a, b, scale_a, scale_b) + ((bias,) if bias is not None else ())
+    if any(t.device.type != "cuda" or t.device != a.device for t in tensors):
+        raise ValueError(f"{entry.key}: a, b, the scales and bias must be CUDA tensors on one device")
+    return M, N, K, v
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def load(entry: Fp8Entry, v: Variant, dev: int) -> driver.LoadedKernel:
+    """The entry's build for this call variant, compiled (disk cache) and loaded once per process."""
+    key = (entry.key, v, dev)
+    if key not in _LOADED:
+        if problem := entry.smem_problem():
+            raise ConfigError(f"{entry.key} cannot run: {problem}")
+        _LOADED[key] = driver.load(entry.compile(variant=v), dev, entry.dynamic_smem)
+    return _LOADED[key]
+
+
+class _Launch:
+    """One (entry, variant, shape, device)'s launch, built once: the loaded kernel, its grid and
+    a reusable argument array; a call writes only the tensor maps (encoded once per set of
+    pointers, kept in a small cache) and the scale and bias pointers, then launches."""
+
+    MAPS = 8  # pointer sets whose encoded maps are kept
+
+    def __init__(self, entry: Fp8Entry, v: Variant, M: int, N: int, K: int, dev: int):
+        kernel = load(entry, v, dev)
+        max_clusters = driver.max_active_clusters(kernel, (entry.threads, 1, 1), entry.dynamic_smem, entry.cluster)
+        self.grid = entry.grid(M, N, cuda_device.num_sms(dev), max_clusters)
+        self.specs = entry.map_specs(M, N, K, v.out)
+        args = entry.kernel_args(0, 0, 0, 1, 1, 1, M, N, K, v.out, make_map=driver.MapSlot)
+        self.launch = driver.ReusableLaunch(kernel, self.grid, (entry.threads, 1, 1), args,
+                                            dynamic_smem=entry.dynamic_smem, cluster=entry.cluster)
+        self.maps: dict[tuple, tuple] = {}
+
+    def __call__(self, stream: int, pa: int, pb: int, pc: int, ptrs: tuple) -> None:
+        got = self.maps.get((pa, pb, pc))
+        if got is None:
+            if len(self.maps) >= self.MAPS:
+                self.maps.pop(next(iter(self.maps)))
+            maps = tuple(driver.TensorMap(p, *spec[:5], element=spec[5])
+                         for p, spec in zip((pa, pb, pc), self.specs))
+            got = self.maps[(pa, pb, pc)] = (tuple(m.address() for m in maps), maps)
+        self.launch(stream, got[0], ptrs)
+
+
+_LAUNCHES: dict[tuple, _Launch] = {}
+
+
+def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_accum: bool = False,
+            entry: Fp8Entry | str | None = None, out=None, checked: bool = False):
+    """C (M, N) = (A (M, K) @ B (N, K)^T) scaled (+ bias), in out_dtype, on the current stream.
+
+    a, b: contiguous fp8 CUDA tensors (K-major; not both e5m2). mode 'tensor': scale_a and
+    scale_b hold one float32 each; 'row': (M,) and (N,); 'block': (M, ceil(K/128)) and
+    (ceil(N/128), ceil(K/128)). Scales are dequantization multipliers. bias: None or (N,) of
+    out_dtype. fast_accum: the sum stays in the tensor core's accumulator (no promotion).
+    entry: an fp8 entry or its key ('11' is the ladder's step) instead of the family's choice.
+    out: a contiguous (M, N) tensor of out_dtype to write (default: a new one). checked: the
+    caller (fp8_api.scaled_mm) has validated all of the above and the device already."""
+    import torch
+    M, K = a.shape
+    N = b.shape[0]
+    if isinstance(entry, str):
+        entry = get(entry)
+    if entry is None:
+        entry = choose(M, N, K, mode, fast_accum)
+    if checked:
+        v = Variant(mode=mode, out=_name(out_dtype), bias=bias is not None, a_e5m2=_FP8[_name(a.dtype)],
+                    b_e5m2=_FP8[_name(b.dtype)])
+    else:
+        M, N, K, v = _check(entry, a, b, scale_a, scale_b, mode, out_dtype, bias)
+        check_device(a.device)
+    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    elif out.dtype != out_dtype or tuple(out.shape) != (M, N) or not out.is_contiguous() or out.device != a.device:
+        raise ValueError(f"{entry.key}: out must be a contiguous ({M}, {N}) tensor of {_name(out_dtype)} beside a")
+    key = (entry.key, v, M, N, K, dev)
+    go = _LAUNCHES.get(key)
+    if go is None:
+        with torch.cuda.device(dev):
+            driver.ensure_context(dev)
+            go = _LAUNCHES[key] = _Launch(entry, v, M, N, K, dev)
+    go(torch.cuda.current_stream(dev).cuda_stream, a.data_ptr(), b.data_ptr(), out.data_ptr(),
+       (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)[:3 if entry.step != 11
+                                                                                             else 2])
+    return out
+
+
+def choose_key(M: int, N: int, K: int, mode: str, fast_accum: bool) -> str:
+    """The key of the entry run_fp8 runs for a call (benchmarks name it in their rows)."""
+    return choose(M, N, K, mode, fast_accum).key

@@ -1,0 +1,69 @@
+"""The fp8 family without a GPU: every entry builds every call variant it claims clean (no
+spills, no serialized wgmma), its SASS holds fp8 wgmma of its tile width, the unpromoted
+mainloops keep a group in flight, and what an entry cannot build is refused in one line."""
+import pytest
+
+from gemm_ladder.families import fp8
+from gemm_ladder.families.common import ConfigError
+from gemm_ladder.families.protocol import KernelFamily
+from gemm_ladder.measure import sass
+
+ENTRIES = fp8.all_entries()
+IDS = [e.key for e in ENTRIES]
+VARIANTS = [(e, fp8.Variant(mode, out, bias=(out == "float32" and e.step != 11)))
+            for e in ENTRIES for mode in e.modes for out in e.outs]
+
+
+def _sass(cubin):
+    try:
+        return sass.disassemble(cubin)
+    except sass.SassUnavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.parametrize("e,v", VARIANTS, ids=[f"{e.key}-{v.mode}-{v.out}" for e, v in VARIANTS])
+def test_every_variant_compiles_clean(e, v):
+    k = e.compile(variant=v)  # strict: spills and C75xx warnings raise
+    assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0
+    assert not [w for w in k.report.warnings if "C75" in w or "warning" in w.lower()], k.report.warnings
+
+
+@pytest.mark.parametrize("e", ENTRIES, ids=IDS)
+def test_sass_holds_fp8_wgmma(e):
+    ops = sass.opcodes(_sass(e.compile().cubin))
+    missing = [c for c in e.claims if sass.count_class(ops, c) == 0]
+    assert not missing, f"{e.key}: SASS lacks {missing}"
+    assert sass.count_class(ops, "HGMMA") == 0, "fp8 operands never go through the 16-bit wgmma"
+
+
+@pytest.mark.parametrize("e", [e for e in ENTRIES if e.fast_accum], ids=[e.key for e in ENTRIES if e.fast_accum])
+def test_unpromoted_mainloop_keeps_a_group_in_flight(e):
+    assert sass.mma_loop_full_waits(_sass(e.compile().cubin)) == 0
+
+
+def test_entries_implement_the_family_protocol():
+    for e in ENTRIES:
+        assert isinstance(e, KernelFamily)
+        assert not e.smem_problem(), e.smem_problem()
+        assert e.reads_mn() == (False, False)
+        assert e.kernel_defines()["GL_DYNAMIC_SMEM"] == e.dynamic_smem
+
+
+def test_refusals_name_the_reason():
+    with pytest.raises(ConfigError, match="block"):
+        fp8.get("fp8:128x256").compile(variant=fp8.Variant("block"))
+    with pytest.raises(ConfigError, match="e5m2 x e5m2"):
+        fp8.get("fp8:128x128p").compile(variant=fp8.Variant(a_e5m2=True, b_e5m2=True))
+    with pytest.raises(ConfigError, match="no bias"):
+        fp8.STEP11.compile(variant=fp8.Variant(bias=True))
+    with pytest.raises(ConfigError, match="transpose"):
+        fp8.STEP11.layout_defines(b_mn=True)
+    assert fp8.STEP11.shape_problems(64, 100, 24) == [
+        "K=24 must be a multiple of 16 (TMA needs 16-byte rows of fp8 A and B)",
+        "N=100 must be a multiple of 8 (bfloat16 rows of C must be 16-byte multiples)"]
+
+
+def test_choice_follows_mode_and_accumulation():
+    assert fp8.choose(4096, 4096, 4096, "block", True).key == "fp8:128x128p"  # block scales always promote
+    assert fp8.choose(4096, 4096, 4096, "row", False).promote == 1
+    assert fp8.choose(4096, 4096, 4096, "tensor", True).fast_accum
