@@ -45,9 +45,10 @@ def assert_near(got, ref, tol, what=""):
 
 
 def tolerance(out_dtype, fast_accum=False):
-    """Output rounding (fp32 sums of exact fp8 products); fast accumulation adds the tensor core's."""
+    """Output rounding; and the tensor core's own accumulation of each promoted 128-wide k-block
+    (measured 1.7e-4 of max |ref| at K = 4096 in fp32 out); fast accumulation adds more."""
     torch = _torch()
-    tol = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}[out_dtype]
+    tol = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-3}[out_dtype]
     return max(tol, 2e-2) if fast_accum else tol
 
 
