@@ -18,7 +18,7 @@ for M, N, K in shapes:
     qb = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)
     one = torch.ones(1, device="cuda")
     ref = qa.float() @ qb.float().t()
-    for key, fast in (("fp8:128x128p", False), ("fp8:128x192p", False), ("fp8:128x256", True), ("11", True)):
+    for key, fast in (("fp8:128x128p", False), ("fp8:128x256", True), ("11", True)):
         ours = lambda: run_fp8(qa, qb, one, one, mode="tensor", out_dtype=torch.bfloat16, entry=key)  # noqa
         theirs = lambda: torch._scaled_mm(qa, qb.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)  # noqa
         err = float((ours().float() - ref).abs().max() / ref.abs().max())

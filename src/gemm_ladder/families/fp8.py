@@ -205,9 +205,6 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # promoted (torch's default, use_fast_accum=False): a partial sum and the tile's sum in
     # registers, so 64 x 128 per consumer; block scales need one n-block per tile anyway
     _library("128x128p", 128, 6, promote=1),
-    # promoted on wider tiles (per-tensor and row-wise scales: a block scale's n-block would
-    # straddle a 192-wide tile): 1.5x the operand reuse of 128 x 128, a 96 + 96 register sum
-    _library("128x192p", 192, 4, promote=1, modes=("tensor", "row")),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
     # that applies at the end
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),

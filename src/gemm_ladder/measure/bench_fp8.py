@@ -137,6 +137,28 @@ def accuracy(b: bench.Bench, M: int = 1024, N: int = 1024, ks=ACCURACY_K) -> lis
     return out
 
 
+def host_overhead(b: bench.Bench, size: int = 1024, calls: int = 2000, rounds: int = 5) -> dict:
+    """Host µs per call at size³ (per-tensor scales, promoted), back to back with no synchronize,
+    wall clock / calls; rounds alternate ours and torch._scaled_mm, the median round counts."""
+    import time
+    torch = b.torch
+    qa, sa, qb, sb, _ = _quantized(torch, b, size, size, size, "tensor")
+    fns = (lambda: fp8_api.scaled_mm(qa, qb.t(), sa, sb, out_dtype=torch.bfloat16),  # noqa
+           lambda: torch._scaled_mm(qa, qb.t(), sa, sb, out_dtype=torch.bfloat16))  # noqa
+    samples = ([], [])
+    for f in fns:
+        f()
+    for r in range(rounds):
+        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+            torch.cuda.synchronize(b.dev)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fns[i]()
+            samples[i].append((time.perf_counter() - t0) / calls * 1e6)
+            torch.cuda.synchronize(b.dev)
+    return {"size": size, "us": statistics.median(samples[0]), "scaled_mm_us": statistics.median(samples[1])}
+
+
 def run(shapes=None, *, reps: int = 30, budget_s: float = 0.6, device_index: int = 0, log=print) -> dict:
     import torch
     from ..library import runner
@@ -152,6 +174,8 @@ def run(shapes=None, *, reps: int = 30, budget_s: float = 0.6, device_index: int
                          "ratio": "reference ms / ours (> 1: faster than _scaled_mm)",
                          "inputs": "random normal fp32 quantized to e4m3 with each mode's scales (fp8_api."
                                    "quantize_fp8); output bf16", "reps": reps, "budget_s_per_row": budget_s}}
+    result["host"] = host_overhead(b)
+    log(f"host us per call at 1024^3: {result['host']['us']:.1f} (torch._scaled_mm {result['host']['scaled_mm_us']:.1f})")
     rows = []
     for M, N, K in shapes or (SQUARES + PROJECTIONS):
         log(f"fp8 {M}x{N}x{K} ...")

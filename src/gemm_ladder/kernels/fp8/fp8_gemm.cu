@@ -111,15 +111,21 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
       const auto t = tiles.at(ct, BM, BN);
       const int row0 = t.m0 + 64 * cw;  // this consumer's first row of C
+      // the epilogue's factors of the first chunk, read now: their latency hides under the mainloop
+      const RowScales rows = epilogue_row_scales<SCALE>(scale_a, scale_b, M, row0);
+      auto cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, 0);
       zero_acc(acc);
       if constexpr (PROMOTE > 0) {
         // promotion: the k-tile's partial sum retires (wait_group 0) before it is added in
         float part[BN / 2];
+        BlockScales next_sc{1.f, 1.f};
+        if constexpr (SCALE == FP8_SCALE_BLOCK)
+          next_sc = block_scales(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, 0);
         for (int kt = 0; kt < k_tiles; ++kt) {
           ops.consumer_wait(st, kt);
-          BlockScales sc{1.f, 1.f};
-          if constexpr (SCALE == FP8_SCALE_BLOCK)  // read while the MMAs run
-            sc = block_scales(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt);
+          const BlockScales sc = next_sc;  // read a k-tile ahead: global latency exceeds a k-tile's MMAs
+          if constexpr (SCALE == FP8_SCALE_BLOCK)
+            if (kt + 1 < k_tiles) next_sc = block_scales(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
           wgmma_fence();
           issue_ktile(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage], kt % PROMOTE_EVERY == 0 ? 0u : 1u);
           wgmma_commit();
@@ -137,11 +143,11 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
         });
         mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
       }
-      const RowScales rows = epilogue_row_scales<SCALE>(scale_a, scale_b, M, row0);
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
+        fp8_epilogue_scale<BN, SCALE, BIAS, EPI_N / 8>(acc, rows, cols, c * EPI_N / 8);
+        if (c + 1 < CHUNKS) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, (c + 1) * EPI_N / 8);
         stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
-          fp8_epilogue_scale<BN, SCALE, BIAS, OUT, EPI_N / 8>(acc, rows, scale_b, bias, N, t.n0, c * EPI_N / 8);
           if constexpr (OUT == FP8_OUT_F32) stage_chunk_f32_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
           else stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
         });

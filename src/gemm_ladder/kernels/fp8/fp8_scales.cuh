@@ -57,7 +57,7 @@ GL_DEVICE void fp8_promote(float (&acc)[R], const float (&part)[R], BlockScales 
 // bias of only that chunk are live: per tensor, row-wise (A's per row, B's per column) or none
 // (block scales were applied while promoting); then bias (N,) in the output's type, per column.
 // Columns past N are not read (N is a multiple of the 16-byte output row: their pairs are
-// wholly past it).
+// wholly past it). The row scales are read before the mainloop, the column factors a chunk ahead.
 struct RowScales {
   float lo, hi;
 };
@@ -73,27 +73,41 @@ GL_DEVICE RowScales epilogue_row_scales(const float* sa, const float* sb, int M,
   return {1.f, 1.f};
 }
 // j0 must be a compile-time constant after unrolling (it indexes registers), as a chunk's is.
-template <int N, int SCALE, bool BIAS, int OUT, int JN>
-GL_DEVICE void fp8_epilogue_scale(float (&d)[N / 2], RowScales r, const float* sb, const void* bias, int ncols,
-                                  int n0, int j0) {
+// A chunk's column factors: B's row-wise scale and the bias, per 8-column block of this
+// thread's fragment (loaded a chunk ahead, so global latency hides under the previous chunk's
+// staging or, for the first chunk, under the mainloop).
+template <int SCALE, bool BIAS, int JN>
+struct ColFactors {
+  float2 s[SCALE == FP8_SCALE_ROW ? JN : 1];
+  float2 b[BIAS ? JN : 1];
+};
+template <int SCALE, bool BIAS, int OUT, int JN>
+GL_DEVICE ColFactors<SCALE, BIAS, JN> load_col_factors(const float* sb, const void* bias, int ncols, int n0, int j0) {
+  ColFactors<SCALE, BIAS, JN> f{};
 #pragma unroll
-  for (int j = j0; j < j0 + JN; ++j) {
-    const int col = fragment_col(n0, j);
-    float c0 = 1.f, c1 = 1.f, b0 = 0.f, b1 = 0.f;
-    if (col < ncols) {
-      if constexpr (SCALE == FP8_SCALE_ROW) {
-        const float2 s = __ldg(reinterpret_cast<const float2*>(sb + col));
-        c0 = s.x, c1 = s.y;
-      }
-      if constexpr (BIAS && OUT == FP8_OUT_F32) {
-        const float2 b = __ldg(reinterpret_cast<const float2*>(static_cast<const float*>(bias) + col));
-        b0 = b.x, b1 = b.y;
-      } else if constexpr (BIAS) {
-        const u32 b = __ldg(reinterpret_cast<const unsigned int*>(static_cast<const u16*>(bias) + col));
-        b0 = to_float((u16)(b & 0xffffu)), b1 = to_float((u16)(b >> 16));
-      }
+  for (int j = 0; j < JN; ++j) {
+    const int col = fragment_col(n0, j0 + j);
+    const bool in = col < ncols;
+    if constexpr (SCALE == FP8_SCALE_ROW)
+      f.s[j] = in ? __ldg(reinterpret_cast<const float2*>(sb + col)) : make_float2(0.f, 0.f);
+    if constexpr (BIAS && OUT == FP8_OUT_F32) {
+      f.b[j] = in ? __ldg(reinterpret_cast<const float2*>(static_cast<const float*>(bias) + col)) : make_float2(0.f, 0.f);
+    } else if constexpr (BIAS) {
+      const u32 b = in ? __ldg(reinterpret_cast<const unsigned int*>(static_cast<const u16*>(bias) + col)) : 0u;
+      f.b[j] = make_float2(to_float((u16)(b & 0xffffu)), to_float((u16)(b >> 16)));
     }
-    if constexpr (SCALE == FP8_SCALE_BLOCK && !BIAS) continue;  // nothing left to apply
+  }
+  return f;
+}
+// j0 must be a compile-time constant after unrolling (it indexes registers), as a chunk's is.
+template <int N, int SCALE, bool BIAS, int JN>
+GL_DEVICE void fp8_epilogue_scale(float (&d)[N / 2], RowScales r, const ColFactors<SCALE, BIAS, JN>& f, int j0) {
+  if constexpr (SCALE == FP8_SCALE_BLOCK && !BIAS) return;  // nothing left to apply
+#pragma unroll
+  for (int i = 0; i < JN; ++i) {
+    const int j = j0 + i;
+    const float c0 = SCALE == FP8_SCALE_ROW ? f.s[i].x : 1.f, c1 = SCALE == FP8_SCALE_ROW ? f.s[i].y : 1.f;
+    const float b0 = BIAS ? f.b[i].x : 0.f, b1 = BIAS ? f.b[i].y : 0.f;
     d[4 * j + 0] = d[4 * j + 0] * r.lo * c0 + b0;
     d[4 * j + 1] = d[4 * j + 1] * r.lo * c1 + b1;
     d[4 * j + 2] = d[4 * j + 2] * r.hi * c0 + b0;
