@@ -102,9 +102,9 @@ GL_DEVICE ColFactors<SCALE, BIAS, JN> load_col_factors(const float* sb, const vo
 // j0 must be a compile-time constant after unrolling (it indexes registers), as a chunk's is.
 template <int N, int SCALE, bool BIAS, int JN>
 GL_DEVICE void fp8_epilogue_scale(float (&d)[N / 2], RowScales r, const ColFactors<SCALE, BIAS, JN>& f, int j0) {
-  if constexpr (SCALE == FP8_SCALE_BLOCK && !BIAS) return;  // nothing left to apply
+  constexpr int APPLY = SCALE == FP8_SCALE_BLOCK && !BIAS ? 0 : JN;  // block scales were applied while promoting
 #pragma unroll
-  for (int i = 0; i < JN; ++i) {
+  for (int i = 0; i < APPLY; ++i) {
     const int j = j0 + i;
     const float c0 = SCALE == FP8_SCALE_ROW ? f.s[i].x : 1.f, c1 = SCALE == FP8_SCALE_ROW ? f.s[i].y : 1.f;
     const float b0 = BIAS ? f.b[i].x : 0.f, b1 = BIAS ? f.b[i].y : 0.f;
