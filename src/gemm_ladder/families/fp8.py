@@ -54,6 +54,7 @@ class Fp8Entry(KernelFamily):
     depth: int
     cluster_m: int = 2
     promote: int = 1  # k-tiles per promotion into fp32 registers; 0: the sum stays in the tensor core
+    pieces: int = 1  # column pieces a promoted k-tile's MMAs run in (through one partial sum)
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
     bm: int = 128
@@ -110,7 +111,7 @@ class Fp8Entry(KernelFamily):
              "GL_CLUSTER_M": self.cluster_m, "GL_CONSUMERS": self.consumers, "GL_EPI_STAGES": self.epi_stages,
              "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
         if self.step != 11:
-            d["GL_FP8_PROMOTE"] = self.promote
+            d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces)
         return d
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
@@ -191,10 +192,12 @@ class Fp8Entry(KernelFamily):
         return args
 
 
-def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES) -> Fp8Entry:
-    how = f"promoted every {promote} k-tile(s)" if promote else "summed in the tensor core"
+def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
+             pieces: int = 1) -> Fp8Entry:
+    how = (f"promoted every {promote} k-tile(s)" + (f" in {pieces} column pieces" if pieces > 1 else "")
+           if promote else "summed in the tensor core")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
-                    cluster_m=cluster_m, promote=promote, modes=modes)
+                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces)
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -205,6 +208,11 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # promoted (torch's default, use_fast_accum=False): a partial sum and the tile's sum in
     # registers, so 64 x 128 per consumer; block scales need one n-block per tile anyway
     _library("128x128p", 128, 6, promote=1),
+    # promoted on 128 x 256 tiles: each k-tile's MMAs in two 128-column pieces through one
+    # 64-register partial sum, so the tile's 128-register sum fits beside it (twice the operand
+    # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a bias
+    # spill here: row-wise goes to 128 x 128.
+    _library("128x256p", 256, 4, promote=1, pieces=2, modes=("tensor", "block")),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
     # that applies at the end
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),

@@ -5,7 +5,9 @@
 //     host synchronisation to learn them);
 //   - promotion (GL_FP8_PROMOTE > 0): each k-tile's MMAs write a partial sum that a consumer adds
 //     into fp32 registers every GL_FP8_PROMOTE k-tiles (block scales: every k-tile, scaled on
-//     the way), so the tensor core's narrow accumulation never carries a long sum;
+//     the way), so the tensor core's narrow accumulation never carries a long sum; with
+//     GL_FP8_PIECES = 2 a k-tile's MMAs run as two column pieces through one partial sum, so a
+//     64 x 256 consumer tile fits its registers (128 for the sum, 64 for the partial);
 //   - any tile width wgmma has for fp8 (64-256), fp32 output staged as 32-column chunks.
 // Without promotion the sum stays in the tensor core's accumulator from the first k-tile to the
 // last (torch's use_fast_accum=True), and the mainloop is step 9's, MMA_LAG groups in flight.
@@ -16,21 +18,25 @@
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
     !defined(GL_MMA_LAG) || !defined(GL_FP8_SCALE) || !defined(GL_FP8_PROMOTE) || !defined(GL_FP8_OUT) || \
-    !defined(GL_FP8_BIAS)
-#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS"
+    !defined(GL_FP8_BIAS) || !defined(GL_FP8_PIECES)
+#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS, GL_FP8_PIECES"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG, CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES;
 constexpr int SCALE = GL_FP8_SCALE, PROMOTE = GL_FP8_PROMOTE, OUT = GL_FP8_OUT;
 constexpr bool BIAS = GL_FP8_BIAS;
 constexpr int PROMOTE_EVERY = PROMOTE > 0 ? PROMOTE : 1;  // (a divisor even where unused)
+constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's column pieces
+constexpr bool FACTORS_EARLY = PIECES == 1;  // registers to hold the first chunk's epilogue factors
 // A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one.
 constexpr int EPI_N = OUT == FP8_OUT_F32 ? 32 : 64, CHUNKS = BN / EPI_N;
 static_assert(BM == 64 * CONSUMERS && BK == 128, "each consumer owns 64 rows; a k-tile is 128 fp8 (128 bytes)");
 static_assert(has_wgmma_fp8_n<BN> && BN % 64 == 0, "tile widths with an fp8 wgmma and whole 64-column chunks");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs along M");
-static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && BN % FP8_SCALE_BLOCK_K == 0),
-              "block scales change every k-block: promote every k-tile, tiles inside one n-block column");
+static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && PN % FP8_SCALE_BLOCK_K == 0),
+              "block scales change every k-block: promote every k-tile, pieces of whole n-blocks");
+static_assert(PIECES == 1 || (PROMOTE == 1 && BN % PIECES == 0 && has_wgmma_fp8_n<PN>),
+              "pieces share one partial sum: promote every k-tile");
 static_assert(PROMOTE >= 0 && (GL_BF16 == (OUT == FP8_OUT_BF16)), "GL_BF16 follows the output type (pack2)");
 constexpr u32 STAGE_BYTES = (BM + BN) * BK;  // fp8: one byte per element
 constexpr u32 CONSUMER_WARPS = 4, THREADS = 128 * (1 + CONSUMERS);
@@ -47,11 +53,13 @@ struct SharedStorage {
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Fp8Entry.dynamic_smem is too small");
 
-// One k-tile's MMAs of a consumer: its 64 rows of A against all of B, k-slices of 32 (32 bytes).
-GL_DEVICE void issue_ktile(float (&d)[BN / 2], const u8* a, const u8* b, u32 first_scale_d) {
+// One k-tile's MMAs of a consumer: its 64 rows of A against W rows of B (all of it, or a piece:
+// whole 8-row groups, so a piece's descriptor starts on a 1024-byte group), k-slices of 32.
+template <int W>
+GL_DEVICE void issue_ktile(float (&d)[W / 2], const u8* a, const u8* b, u32 first_scale_d) {
 #pragma unroll
   for (int kk = 0; kk < BK / 32; ++kk)
-    wgmma_m64k32_fp8<BN>(d, desc_sw128(a + kk * 32), desc_sw128(b + kk * 32), kk == 0 ? first_scale_d : 1u);
+    wgmma_m64k32_fp8<W>(d, desc_sw128(a + kk * 32), desc_sw128(b + kk * 32), kk == 0 ? first_scale_d : 1u);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -112,41 +120,53 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       const auto t = tiles.at(ct, BM, BN);
       const int row0 = t.m0 + 64 * cw;  // this consumer's first row of C
       // the epilogue's factors of the first chunk, read now: their latency hides under the mainloop
+      // (a sum and a partial of 64 x 256 leave no registers to hold them: each chunk reads its own)
       const RowScales rows = epilogue_row_scales<SCALE>(scale_a, scale_b, M, row0);
-      auto cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, 0);
+      ColFactors<SCALE, BIAS, EPI_N / 8> cols;
+      if constexpr (FACTORS_EARLY) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, 0);
       zero_acc(acc);
       if constexpr (PROMOTE > 0) {
-        // promotion: the k-tile's partial sum retires (wait_group 0) before it is added in
-        float part[BN / 2];
-        BlockScales next_sc{1.f, 1.f};
+        // promotion: a piece's partial sum retires (wait_group 0) before it is added in
+        float part[PN / 2];
+        auto next_sc = unit_scales<PIECES>();
         if constexpr (SCALE == FP8_SCALE_BLOCK)
-          next_sc = block_scales(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, 0);
+          next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, 0);
         for (int kt = 0; kt < k_tiles; ++kt) {
           ops.consumer_wait(st, kt);
-          const BlockScales sc = next_sc;  // read a k-tile ahead: global latency exceeds a k-tile's MMAs
+          const auto sc = next_sc;  // read a k-tile ahead: global latency exceeds a k-tile's MMAs
           if constexpr (SCALE == FP8_SCALE_BLOCK)
-            if (kt + 1 < k_tiles) next_sc = block_scales(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
-          wgmma_fence();
-          issue_ktile(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage], kt % PROMOTE_EVERY == 0 ? 0u : 1u);
-          wgmma_commit();
+            if (kt + 1 < k_tiles)
+              next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
           ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
-          wgmma_wait<0>();
-          fence_acc(part);
-          ops.tr.event(EV_MMA_DONE, 0, st.stage, st.phase, kt, t.id);
-          if (warp_leader) ops.consumer_release(st, kt);
-          if ((kt + 1) % PROMOTE_EVERY == 0 || kt + 1 == k_tiles) fp8_promote(acc, part, sc);
+#pragma unroll
+          for (int h = 0; h < PIECES; ++h) {
+            wgmma_fence();
+            issue_ktile<PN>(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage] + h * PN * BK,
+                            kt % PROMOTE_EVERY == 0 ? 0u : 1u);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_acc(part);
+            if (h + 1 == PIECES) {  // the stage's last reader: hand it back before the last promotion
+              ops.tr.event(EV_MMA_DONE, 0, st.stage, st.phase, kt, t.id);
+              if (warp_leader) ops.consumer_release(st, kt);
+            }
+            if ((kt + 1) % PROMOTE_EVERY == 0 || kt + 1 == k_tiles)
+              fp8_promote(acc, h * PN / 2, part, sc.lo * sc.b[h], sc.hi * sc.b[h]);
+          }
           st.advance();
         }
       } else {  // the sum stays in the tensor core's accumulator (step 11's mainloop)
         const auto last = mma_mainloop<MMA_LAG>(ops, st, k_tiles, t.id, warp_leader, [&](int stage) {
-          issue_ktile(acc, s.A[stage] + cw * 64 * BK, s.B[stage], 1u);
+          issue_ktile<BN>(acc, s.A[stage] + cw * 64 * BK, s.B[stage], 1u);
         });
         mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
       }
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
+        if constexpr (!FACTORS_EARLY) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, c * EPI_N / 8);
         fp8_epilogue_scale<BN, SCALE, BIAS, EPI_N / 8>(acc, rows, cols, c * EPI_N / 8);
-        if (c + 1 < CHUNKS) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, (c + 1) * EPI_N / 8);
+        if (FACTORS_EARLY && c + 1 < CHUNKS)  // the next chunk's, read while this one is staged
+          cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, (c + 1) * EPI_N / 8);
         stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
           if constexpr (OUT == FP8_OUT_F32) stage_chunk_f32_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
           else stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);

@@ -27,28 +27,45 @@ GL_DEVICE int fragment_col(int col0, int j) { return col0 + 8 * j + 2 * (lane_id
 GL_DEVICE float load_scale(const float* p) { return __ldg(p); }
 
 // Block scales of one k-block for this thread's two rows: A's (zero past M, whose rows TMA
-// zero-filled anyway) times B's for the tile's 128-wide n-block.
+// zero-filled anyway), and B's for each of the tile's PIECES column pieces of PN columns (a piece
+// lies inside one 128-wide n-block).
+template <int PIECES>
 struct BlockScales {
   float lo, hi;
+  float b[PIECES];
 };
-GL_DEVICE BlockScales block_scales(const float* sa, const float* sb, int M, int k_blocks, int row, int n0, int kb) {
-  const float b = load_scale(sb + (n0 / FP8_SCALE_BLOCK_K) * k_blocks + kb);
-  const float lo = row < M ? load_scale(sa + (long long)row * k_blocks + kb) : 0.f;
-  const float hi = row + 8 < M ? load_scale(sa + (long long)(row + 8) * k_blocks + kb) : 0.f;
-  return {lo * b, hi * b};
+template <int PIECES, int PN>
+GL_DEVICE BlockScales<PIECES> block_scales(const float* sa, const float* sb, int M, int k_blocks, int row, int n0,
+                                           int kb) {
+  BlockScales<PIECES> s;
+  s.lo = row < M ? load_scale(sa + (long long)row * k_blocks + kb) : 0.f;
+  s.hi = row + 8 < M ? load_scale(sa + (long long)(row + 8) * k_blocks + kb) : 0.f;
+#pragma unroll
+  for (int h = 0; h < PIECES; ++h) s.b[h] = load_scale(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + kb);
+  return s;
+}
+template <int PIECES>
+GL_DEVICE BlockScales<PIECES> unit_scales() {
+  BlockScales<PIECES> s;
+  s.lo = s.hi = 1.f;
+#pragma unroll
+  for (int h = 0; h < PIECES; ++h) s.b[h] = 1.f;
+  return s;
 }
 
-// Promotion: the tensor core's partial sum of some k-tiles, added into the fp32 registers that
-// hold the tile's sum, scaled on the way (1 unless block scales). fp8 wgmma accumulates in a
-// narrower format than fp32; doing the long sum here keeps the error from growing with K.
-template <int R>
-GL_DEVICE void fp8_promote(float (&acc)[R], const float (&part)[R], BlockScales s) {
+// Promotion: the tensor core's partial sum of some k-tiles over one column piece, added into
+// the fp32 registers that hold the tile's sum (from register `first` on), scaled on the way (1
+// unless block scales). fp8 wgmma accumulates in a narrower format than fp32; doing the long
+// sum here keeps the error from growing with K. `first` must be a compile-time constant after
+// unrolling (it indexes registers).
+template <int RA, int RP>
+GL_DEVICE void fp8_promote(float (&acc)[RA], int first, const float (&part)[RP], float lo, float hi) {
 #pragma unroll
-  for (int j = 0; j < R / 4; ++j) {
-    acc[4 * j + 0] += part[4 * j + 0] * s.lo;
-    acc[4 * j + 1] += part[4 * j + 1] * s.lo;
-    acc[4 * j + 2] += part[4 * j + 2] * s.hi;
-    acc[4 * j + 3] += part[4 * j + 3] * s.hi;
+  for (int j = 0; j < RP / 4; ++j) {
+    acc[first + 4 * j + 0] += part[4 * j + 0] * lo;
+    acc[first + 4 * j + 1] += part[4 * j + 1] * lo;
+    acc[first + 4 * j + 2] += part[4 * j + 2] * hi;
+    acc[first + 4 * j + 3] += part[4 * j + 3] * hi;
   }
 }
 
