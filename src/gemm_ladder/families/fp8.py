@@ -83,7 +83,7 @@ class Fp8Entry(KernelFamily):
     @property
     def claims(self) -> tuple[str, ...]:
         cluster = ("UTMALDG.2D.MULTICAST",) if self.cluster_m > 1 else ()
-        return _CLAIMS + cluster + (f"QGMMA.64x{self.bn}x32.F32.E4M3.E4M3",)
+        return _CLAIMS + cluster + (f"QGMMA.64x{self.bn // self.pieces}x32.F32.E4M3.E4M3",)
 
     # -- shared memory -------------------------------------------------------------------------
     @property
