@@ -63,6 +63,17 @@ def test_refusals_name_the_reason():
         "N=100 must be a multiple of 8 (bfloat16 rows of C must be 16-byte multiples)"]
 
 
+def test_split_k_fills_the_gpu_without_empty_splits():
+    e = fp8.get("fp8:128x128sk")
+    for M, N, K in [(128, 7168, 2048), (64, 4096, 7168), (1, 512, 16 * 128 + 16), (100, 520, 2064), (64, 1024, 4096)]:
+        s = e.splits_for(M, N, K, 132)
+        k_tiles, tiles = -(-K // 128), -(-M // 128) * -(-N // 128)
+        assert 1 <= s <= 16 and tiles * s <= 132
+        assert -(-k_tiles // s) * (s - 1) < k_tiles, "every split holds k-tiles"
+    assert fp8.choose(128, 7168, 2048, "row", False).split and fp8.choose(64, 4096, 7168, "tensor", True).split
+    assert not fp8.choose(4096, 4096, 4096, "row", False).split
+
+
 def test_choice_follows_mode_and_accumulation():
     assert fp8.choose(4096, 4096, 4096, "block", True).key == "fp8:128x128p"  # block scales always promote
     assert fp8.choose(4096, 4096, 4096, "row", False).promote == 1

@@ -12,7 +12,7 @@ from gpu_util import needs_gpu
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
 SHAPES = [(128, 256, 128), (256, 512, 1024), (1, 64, 16), (17, 264, 48), (257, 136, 4112), (1000, 3000, 2064),
-          (2048, 2048, 2048)]
+          (2048, 2048, 2048), (64, 1024, 4096), (100, 520, 2064)]  # the last two: split-K splits 4 and 12
 _seed = itertools.count(7000)
 
 
@@ -89,11 +89,12 @@ def test_fp8_bias_and_e5m2(key, out):
     _check(c, ref + bias.float(), out_dtype, f"{key} bias e5m2 {out}", fast=fp8.get(key).fast_accum)
 
 
-def test_fp8_repeatable():
-    """The same call twice gives bit-identical output (no race)."""
+@pytest.mark.parametrize("M", [1024, 64])  # 64: split-K (its reduction sums the planes in order)
+def test_fp8_repeatable(M):
+    """The same call twenty times gives bit-identical output (no race)."""
     import torch
     from gemm_ladder.library.fp8_runner import run_fp8
-    qa, qb, sa, sb, _ = _operands(1024, 1024, 4096, "block", next(_seed))
+    qa, qb, sa, sb, _ = _operands(M, 1024, 4096, "block", next(_seed))
     first = run_fp8(qa, qb, sa, sb, mode="block", out_dtype=torch.bfloat16)
     for _ in range(20):
         assert torch.equal(run_fp8(qa, qb, sa, sb, mode="block", out_dtype=torch.bfloat16), first)

@@ -13,7 +13,7 @@ from gemm_ladder.measure.gpuinfo import Sampler
 shapes = [tuple(map(int, s.split("x"))) for s in sys.argv[1:]] or [(4096, 4096, 4096), (8192, 8192, 8192),
                                                                    (2048, 28672, 4096), (128, 7168, 2048)]
 CASES = (("fp8:128x128p", "tensor", False), ("fp8:128x256p", "tensor", False), ("fp8:128x128p", "block", False),
-         ("fp8:128x256p", "block", False), ("fp8:128x256", "tensor", True))
+         ("fp8:128x256p", "block", False), ("fp8:128x256", "tensor", True), ("fp8:128x128sk", "tensor", False))
 b = bench.Bench()
 for M, N, K in shapes:
     qa = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)

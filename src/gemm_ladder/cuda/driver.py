@@ -140,7 +140,8 @@ class TensorMap:
     41 -> 37 us; aligned rows unchanged within 1 %; docs/perf-notes.md, item 30)."""
 
     def __init__(self, ptr: int, rows: int, cols: int, row_stride_elems: int, box_rows: int,
-                 box_cols: int, bf16: bool = False, swizzle_128b: bool = True, element: str | None = None):
+                 box_cols: int, bf16: bool = False, swizzle_128b: bool = True, element: str | None = None,
+                 planes: int = 1):
         cu = _cu()
         types = cu.CUtensorMapDataType
         if element is None:
@@ -154,12 +155,17 @@ class TensorMap:
             raise ValueError("TMA needs a 16-byte aligned base address and row stride")
         swizzle = (cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzle_128b
                    else cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE)
+        # planes > 1: a 3-D map of `planes` packed rows x cols matrices (box depth 1), each plane
+        # clipped at its own last row (the fp8 family's split-K workspace)
+        rank = 3 if planes > 1 else 2
+        dims = [cu.cuuint64_t(cols), cu.cuuint64_t(rows)] + ([cu.cuuint64_t(planes)] if rank == 3 else [])
+        strides = [cu.cuuint64_t(row_bytes)] + ([cu.cuuint64_t(row_bytes * rows)] if rank == 3 else [])
         self.map = check(cu.cuTensorMapEncodeTiled(
-            dtype, 2, ptr,
-            [cu.cuuint64_t(cols), cu.cuuint64_t(rows)],  # innermost dimension first
-            [cu.cuuint64_t(row_bytes)],                  # byte strides of the outer dimensions
-            [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)],
-            [cu.cuuint32_t(1), cu.cuuint32_t(1)],
+            dtype, rank, ptr,
+            dims,                                        # innermost dimension first
+            strides,                                     # byte strides of the outer dimensions
+            [cu.cuuint32_t(box_cols), cu.cuuint32_t(box_rows)] + ([cu.cuuint32_t(1)] if rank == 3 else []),
+            [cu.cuuint32_t(1)] * rank,
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             swizzle,
             (cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B if row_bytes % 32 == 0

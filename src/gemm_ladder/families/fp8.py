@@ -55,6 +55,7 @@ class Fp8Entry(KernelFamily):
     cluster_m: int = 2
     promote: int = 1  # k-tiles per promotion into fp32 registers; 0: the sum stays in the tensor core
     pieces: int = 1  # column pieces a promoted k-tile's MMAs run in (through one partial sum)
+    split: bool = False  # split-K: a tile's k-tiles over several CTAs, partials summed by a reduction
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
     bm: int = 128
@@ -111,7 +112,7 @@ class Fp8Entry(KernelFamily):
              "GL_CLUSTER_M": self.cluster_m, "GL_CONSUMERS": self.consumers, "GL_EPI_STAGES": self.epi_stages,
              "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
         if self.step != 11:
-            d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces)
+            d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split))
         return d
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
@@ -162,42 +163,69 @@ class Fp8Entry(KernelFamily):
         return p
 
     # -- the launch ----------------------------------------------------------------------------
-    def grid(self, M: int, N: int, num_sms: int, max_clusters: int | None = None) -> tuple[int, int, int]:
+    def grid(self, M: int, N: int, num_sms: int, max_clusters: int | None = None,
+             splits: int = 1) -> tuple[int, int, int]:
         """Persistent: at most one CTA per SM (or the clusters that fit at once), no more than
-        the tiles; a cluster covers cluster_m vertically adjacent tiles."""
+        the units (tiles x splits); a cluster covers cluster_m vertically adjacent tiles."""
         tiles_m, tiles_n = -(-M // self.bm), -(-N // self.bn)
-        clusters = min(num_sms // self.cluster_m, -(-tiles_m // self.cluster_m) * tiles_n)
+        clusters = min(num_sms // self.cluster_m, -(-tiles_m // self.cluster_m) * tiles_n * splits)
         if max_clusters:
             clusters = min(clusters, max_clusters)
         return (max(1, clusters) * self.cluster_m, 1, 1)
 
-    def map_specs(self, M: int, N: int, K: int, out: str) -> tuple[tuple, tuple, tuple]:
-        """(rows, cols, row stride, box rows, box cols, element) of the maps of A (M, K), B (N, K)
-        (fp8: bytes) and C (M, N); C's box is 128 rows x one 128-byte chunk (64 16-bit or 32
-        fp32 columns), B's the slice one CTA of a cluster loads."""
+    def map_specs(self, M: int, N: int, K: int, out: str, splits: int = 1) -> tuple[tuple, tuple, tuple]:
+        """(rows, cols, row stride, box rows, box cols, element, planes) of the maps of A (M, K),
+        B (N, K) (fp8: bytes) and C (M, N); C's box is 128 rows x one 128-byte chunk (64 16-bit
+        or 32 fp32 columns), B's the slice one CTA of a cluster loads. Split-K: C's map is the
+        (splits, M, N) fp32 workspace's."""
         c_elem = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[out]
-        return ((M, K, K, self.bm, self.bk, "u8"), (N, K, K, self.bn // self.cluster_m, self.bk, "u8"),
-                (M, N, N, self.bm, 128 // OUT_BYTES[out], c_elem))
+        c = ((M, N, N, self.bm, 32, "f32", splits) if self.split else
+             (M, N, N, self.bm, 128 // OUT_BYTES[out], c_elem, 1))
+        return ((M, K, K, self.bm, self.bk, "u8", 1), (N, K, K, self.bn // self.cluster_m, self.bk, "u8", 1), c)
+
+    def splits_for(self, M: int, N: int, K: int, num_sms: int) -> int:
+        """Split-K's split of each tile's k-tiles: enough units to fill the SMs, at least two
+        k-tiles per split, at most 16 planes, and no split left empty."""
+        if not self.split:
+            return 1
+        tiles = -(-M // self.bm) * -(-N // self.bn)
+        k_tiles = -(-K // self.bk)
+        s = max(1, min(num_sms // tiles, k_tiles // 2, 16))
+        while s > 1 and -(-k_tiles // s) * (s - 1) >= k_tiles:
+            s -= 1
+        return s
 
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, sa_ptr: int, sb_ptr: int, bias_ptr: int,
-                    M: int, N: int, K: int, out: str, make_map=None) -> list:
+                    M: int, N: int, K: int, out: str, make_map=None, splits: int = 1) -> list:
         """The tensor maps (map_specs; make_map(ptr, rows, cols, ld, box rows, box cols,
-        element=...) builds each, default driver.TensorMap), the sizes, the scale and bias pointers."""
+        element=..., planes=...) builds each, default driver.TensorMap), the sizes, the scale and
+        bias pointers, the split count. Split-K: c_ptr is the workspace."""
         make_map = make_map or driver.TensorMap
-        (a_map, b_map, c_map) = (make_map(p, *spec[:5], element=spec[5])
-                                 for p, spec in zip((a_ptr, b_ptr, c_ptr), self.map_specs(M, N, K, out)))
+        (a_map, b_map, c_map) = (make_map(p, *spec[:5], element=spec[5], planes=spec[6])
+                                 for p, spec in zip((a_ptr, b_ptr, c_ptr), self.map_specs(M, N, K, out, splits)))
         args = [a_map, b_map, c_map, M, N, K, ctypes.c_uint64(sa_ptr), ctypes.c_uint64(sb_ptr)]
         if self.step != 11:
-            args.append(ctypes.c_uint64(bias_ptr))
+            args += [ctypes.c_uint64(bias_ptr), splits]
         return args
+
+    def reduce_args(self, ws_ptr: int, c_ptr: int, sa_ptr: int, sb_ptr: int, bias_ptr: int, M: int, N: int,
+                    splits: int) -> list:
+        """fp8_splitk_reduce's arguments (kernels/fp8/fp8_split.cuh)."""
+        return [ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, N, splits, ctypes.c_uint64(sa_ptr),
+                ctypes.c_uint64(sb_ptr), ctypes.c_uint64(bias_ptr)]
+
+    REDUCE_THREADS = 256
+
+    def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
+        return (-(-(M * (N // 4)) // self.REDUCE_THREADS), 1, 1)
 
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
-             pieces: int = 1) -> Fp8Entry:
+             pieces: int = 1, split: bool = False) -> Fp8Entry:
     how = (f"promoted every {promote} k-tile(s)" + (f" in {pieces} column pieces" if pieces > 1 else "")
-           if promote else "summed in the tensor core")
+           if promote else "summed in the tensor core") + (", split-K" if split else "")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
-                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces)
+                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split)
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -213,6 +241,9 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a bias
     # spill here: row-wise goes to 128 x 128.
     _library("128x256p", 256, 4, promote=1, pieces=2, modes=("tensor", "block")),
+    # small M (too few tiles to fill the GPU): 128 x 128 tiles, promoted, each tile's k-tiles
+    # split over several CTAs; their fp32 partials summed in order by a second launch
+    _library("128x128sk", 128, 6, promote=1, cluster_m=1, split=True),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
     # that applies at the end
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),
@@ -231,9 +262,13 @@ def all_entries() -> list[Fp8Entry]:
     return [STEP11, *ENTRIES.values()]
 
 
-def choose(M: int, N: int, K: int, mode: str, fast_accum: bool) -> Fp8Entry:
-    """The library's entry for a call: promoted unless the caller asked for the tensor core's
+def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms) -> Fp8Entry:
+    """The library's entry for a call: split-K where 128 x 128 tiles fill less than half of the
+    SMs and K has k-tiles to split; else promoted unless the caller asked for the tensor core's
     own accumulation and the scales apply at the end."""
+    tiles = -(-M // 128) * -(-N // 128)
+    if tiles * 2 <= num_sms and -(-K // BK) >= 4:
+        return ENTRIES["fp8:128x128sk"]
     if fast_accum and mode != "block":
         return ENTRIES["fp8:128x256"]
     return ENTRIES["fp8:128x128p"]

@@ -76,30 +76,41 @@ def load(entry: Fp8Entry, v: Variant, dev: int) -> driver.LoadedKernel:
 
 class _Launch:
     """One (entry, variant, shape, device)'s launch, built once: the loaded kernel, its grid and
-    a reusable argument array; a call writes only the tensor maps (encoded once per set of
-    pointers, kept in a small cache) and the scale and bias pointers, then launches."""
+    a reusable argument array (and split-K's reduction); a call writes only the tensor maps
+    (encoded once per set of pointers, kept in a small cache) and the raw pointers, then launches."""
 
     MAPS = 8  # pointer sets whose encoded maps are kept
 
     def __init__(self, entry: Fp8Entry, v: Variant, M: int, N: int, K: int, dev: int):
         kernel = load(entry, v, dev)
+        num_sms = cuda_device.num_sms(dev)
         max_clusters = driver.max_active_clusters(kernel, (entry.threads, 1, 1), entry.dynamic_smem, entry.cluster)
-        self.grid = entry.grid(M, N, cuda_device.num_sms(dev), max_clusters)
-        self.specs = entry.map_specs(M, N, K, v.out)
-        args = entry.kernel_args(0, 0, 0, 1, 1, 1, M, N, K, v.out, make_map=driver.MapSlot)
+        self.splits = entry.splits_for(M, N, K, num_sms)
+        self.grid = entry.grid(M, N, num_sms, max_clusters, self.splits)
+        self.specs = entry.map_specs(M, N, K, v.out, self.splits)
+        self.ws_shape = (self.splits, M, N) if entry.split else None
+        args = entry.kernel_args(0, 0, 0, 1, 1, 1, M, N, K, v.out, make_map=driver.MapSlot, splits=self.splits)
         self.launch = driver.ReusableLaunch(kernel, self.grid, (entry.threads, 1, 1), args,
                                             dynamic_smem=entry.dynamic_smem, cluster=entry.cluster)
+        self.reduce = None
+        if entry.split:
+            self.reduce = driver.ReusableLaunch(kernel.sibling("fp8_splitk_reduce"), entry.reduce_grid(M, N),
+                                                (entry.REDUCE_THREADS, 1, 1),
+                                                entry.reduce_args(1, 1, 1, 1, 1, M, N, self.splits))
         self.maps: dict[tuple, tuple] = {}
 
-    def __call__(self, stream: int, pa: int, pb: int, pc: int, ptrs: tuple) -> None:
-        got = self.maps.get((pa, pb, pc))
+    def __call__(self, stream: int, pa: int, pb: int, pc: int, ptrs: tuple, pws: int = 0) -> None:
+        key = (pa, pb, pws or pc)
+        got = self.maps.get(key)
         if got is None:
             if len(self.maps) >= self.MAPS:
                 self.maps.pop(next(iter(self.maps)))
-            maps = tuple(driver.TensorMap(p, *spec[:5], element=spec[5])
-                         for p, spec in zip((pa, pb, pc), self.specs))
-            got = self.maps[(pa, pb, pc)] = (tuple(m.address() for m in maps), maps)
+            maps = tuple(driver.TensorMap(p, *spec[:5], element=spec[5], planes=spec[6])
+                         for p, spec in zip(key, self.specs))
+            got = self.maps[key] = (tuple(m.address() for m in maps), maps)
         self.launch(stream, got[0], ptrs)
+        if self.reduce is not None:  # (sa, sb, bias) -> (ws, c, sa, sb, bias)
+            self.reduce(stream, (), (pws, pc) + ptrs[:3])
 
 
 _LAUNCHES: dict[tuple, _Launch] = {}
@@ -140,9 +151,12 @@ def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_acc
         with torch.cuda.device(dev):
             driver.ensure_context(dev)
             go = _LAUNCHES[key] = _Launch(entry, v, M, N, K, dev)
+    ptrs = (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)
+    # split-K's workspace: from torch's caching allocator on this stream, released once both
+    # launches are queued (handed out again only to work ordered after them)
+    ws = torch.empty(go.ws_shape, dtype=torch.float32, device=a.device) if go.ws_shape else None
     go(torch.cuda.current_stream(dev).cuda_stream, a.data_ptr(), b.data_ptr(), out.data_ptr(),
-       (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)[:3 if entry.step != 11
-                                                                                             else 2])
+       ptrs[:3 if entry.step != 11 else 2], ws.data_ptr() if ws is not None else 0)
     return out
 
 

@@ -138,7 +138,12 @@ def mma_loop_full_waits(sass: str) -> int | None:
 
     A pipelined k-loop keeps one wgmma group in flight (wait_group 1); a full wait inside
     it means ptxas serialized the MMAs (e.g. when accumulators are read or written on a
-    path through the loop) — without any warning."""
+    path through the loop) — without any warning. A module of several functions (addresses
+    restart in each) is read function by function; the worst counts."""
+    functions = re.split(r"\n\s*Function\s*:", sass)
+    if len(functions) > 2:
+        counts = [c for c in (mma_loop_full_waits(f) for f in functions) if c is not None]
+        return max(counts) if counts else None
     ins = instructions(sass)
     loops = []
     for addr, text in ins:

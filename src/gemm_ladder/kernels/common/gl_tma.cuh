@@ -32,6 +32,11 @@ GL_DEVICE void tma_store_2d(const CUtensorMap* map, const void* smem_src, int x,
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                ::"l"((u64)map), "r"(smem_u32(smem_src)), "r"(x), "r"(y) : "memory");
 }
+// The same for a 3-D map: the box at (x, y, z) (the fp8 family's split-K partials, one plane per split).
+GL_DEVICE void tma_store_3d(const CUtensorMap* map, const void* smem_src, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               ::"l"((u64)map), "r"(smem_u32(smem_src)), "r"(x), "r"(y), "r"(z) : "memory");
+}
 GL_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Wait until at most N committed store groups still READ shared memory (buffer reusable).
 template <int N> GL_DEVICE void tma_store_wait_read() {

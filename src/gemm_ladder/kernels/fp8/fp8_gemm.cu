@@ -8,31 +8,37 @@
 //     the way), so the tensor core's narrow accumulation never carries a long sum; with
 //     GL_FP8_PIECES = 2 a k-tile's MMAs run as two column pieces through one partial sum, so a
 //     64 x 256 consumer tile fits its registers (128 for the sum, 64 for the partial);
-//   - any tile width wgmma has for fp8 (64-256), fp32 output staged as 32-column chunks.
+//   - any tile width wgmma has for fp8 (64-256), fp32 output staged as 32-column chunks;
+//   - split-K (GL_FP8_SPLIT, small M): a tile's k-tiles split over several CTAs, each writing
+//     its fp32 partial to a workspace plane that fp8_splitk_reduce sums (fp8_split.cuh).
 // Without promotion the sum stays in the tensor core's accumulator from the first k-tile to the
 // last (torch's use_fast_accum=True), and the mainloop is step 9's, MMA_LAG groups in flight.
 #include "gl_warpspec.cuh"
 #include "gl_wgmma_fp8_ops.cuh"
 #include "fp8_scales.cuh"
+#include "fp8_split.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
     !defined(GL_MMA_LAG) || !defined(GL_FP8_SCALE) || !defined(GL_FP8_PROMOTE) || !defined(GL_FP8_OUT) || \
-    !defined(GL_FP8_BIAS) || !defined(GL_FP8_PIECES)
-#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS, GL_FP8_PIECES"
+    !defined(GL_FP8_BIAS) || !defined(GL_FP8_PIECES) || !defined(GL_FP8_SPLIT)
+#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS, GL_FP8_PIECES, GL_FP8_SPLIT"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG, CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES;
 constexpr int SCALE = GL_FP8_SCALE, PROMOTE = GL_FP8_PROMOTE, OUT = GL_FP8_OUT;
-constexpr bool BIAS = GL_FP8_BIAS;
+constexpr bool BIAS = GL_FP8_BIAS, SPLIT = GL_FP8_SPLIT;  // split: partials out, scales in the reduction
 constexpr int PROMOTE_EVERY = PROMOTE > 0 ? PROMOTE : 1;  // (a divisor even where unused)
 constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's column pieces
-constexpr bool FACTORS_EARLY = PIECES == 1;  // registers to hold the first chunk's epilogue factors
-// A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one.
-constexpr int EPI_N = OUT == FP8_OUT_F32 ? 32 : 64, CHUNKS = BN / EPI_N;
+constexpr bool FACTORS_EARLY = PIECES == 1 && !SPLIT;  // registers to hold the first chunk's epilogue factors
+constexpr bool FACTORS_LATE = PIECES > 1 && !SPLIT;  // each chunk reads its own (split: none, the reduction scales)
+// A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one (or partial).
+constexpr bool STAGE_F32 = OUT == FP8_OUT_F32 || SPLIT;
+constexpr int EPI_N = STAGE_F32 ? 32 : 64, CHUNKS = BN / EPI_N;
 static_assert(BM == 64 * CONSUMERS && BK == 128, "each consumer owns 64 rows; a k-tile is 128 fp8 (128 bytes)");
 static_assert(has_wgmma_fp8_n<BN> && BN % 64 == 0, "tile widths with an fp8 wgmma and whole 64-column chunks");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs along M");
+static_assert(!SPLIT || (CLUSTER_M == 1 && PROMOTE == 1), "split-K: no cluster (a cluster's CTAs share k-ranges), promoted");
 static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && PN % FP8_SCALE_BLOCK_K == 0),
               "block scales change every k-block: promote every k-tile, pieces of whole n-blocks");
 static_assert(PIECES == 1 || (PROMOTE == 1 && BN % PIECES == 0 && has_wgmma_fp8_n<PN>),
@@ -65,11 +71,13 @@ GL_DEVICE void issue_ktile(float (&d)[W / 2], const u8* a, const u8* b, u32 firs
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K, const float* __restrict__ scale_a,
-         const float* __restrict__ scale_b, const void* __restrict__ bias) {
+         const float* __restrict__ scale_b, const void* __restrict__ bias, int splits) {
+  // tmap_c: C, or with SPLIT the (splits, M, N) fp32 workspace
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
   const int k_tiles = ceil_div(K, BK);
+  const Fp8Work<CLUSTER_M> work{tiles, k_tiles, SPLIT ? splits : 1};
   const int warp = warp_idx();
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);
@@ -84,7 +92,7 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     setmaxnreg_dec<PRODUCER_REGS>();
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
-      producer_loop<OperandPipe>(s.ops.bind(tr, STAGE_BYTES), WholeTiles<CLUSTER_M>{tiles, k_tiles}, tiles, BM, BN,
+      producer_loop<OperandPipe>(s.ops.bind(tr, STAGE_BYTES), work, tiles, BM, BN,
                                  [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, u8>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                               tiles.rank);
@@ -94,10 +102,19 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const auto epi = s.epi.bind(tr);
       auto chunk_st = EpiloguePipe::State::consumer();
-      for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
-        const auto t = tiles.at(ct, BM, BN);
+      for (int u = tiles.first(); u < work.units(); u += tiles.stride()) {
+        const auto w = work.unit(u);
+        const auto t = tiles.at(w.ct, BM, BN);
         for (int c = 0; c < CHUNKS; ++c) {
-          store_staged<BM, 64>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
+          if constexpr (SPLIT) {  // split: the partial's chunk into plane w.split of the workspace
+            epi.consumer_wait(chunk_st, c);
+            tma_store_3d(&tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, w.split);
+            tma_store_commit();
+            tma_store_wait_read<0>();
+            epi.consumer_release(chunk_st, c);
+          } else {
+            store_staged<BM, 64>(epi, chunk_st, &tmap_c, s.C[chunk_st.stage], t.n0 + c * EPI_N, t.m0, c, t.id);
+          }
           chunk_st.advance();
         }
       }
@@ -116,12 +133,14 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     auto chunk_st = EpiloguePipe::State::producer();
     const int k_blocks = ceil_div(K, FP8_SCALE_BLOCK_K);
     float acc[BN / 2];
-    for (int ct = tiles.first(); tiles.valid(ct); ct += tiles.stride()) {
-      const auto t = tiles.at(ct, BM, BN);
+    for (int u = tiles.first(); u < work.units(); u += tiles.stride()) {
+      const auto w = work.unit(u);
+      const auto t = tiles.at(w.ct, BM, BN);
       const int row0 = t.m0 + 64 * cw;  // this consumer's first row of C
       // the epilogue's factors of the first chunk, read now: their latency hides under the mainloop
       // (a sum and a partial of 64 x 256 leave no registers to hold them: each chunk reads its own)
-      const RowScales rows = epilogue_row_scales<SCALE>(scale_a, scale_b, M, row0);
+      RowScales rows{1.f, 1.f};
+      if constexpr (!SPLIT) rows = epilogue_row_scales<SCALE>(scale_a, scale_b, M, row0);
       ColFactors<SCALE, BIAS, EPI_N / 8> cols;
       if constexpr (FACTORS_EARLY) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, 0);
       zero_acc(acc);
@@ -130,19 +149,19 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
         float part[PN / 2];
         auto next_sc = unit_scales<PIECES>();
         if constexpr (SCALE == FP8_SCALE_BLOCK)
-          next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, 0);
-        for (int kt = 0; kt < k_tiles; ++kt) {
+          next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, w.k0);
+        for (int kt = w.k0; kt < w.k1; ++kt) {
           ops.consumer_wait(st, kt);
           const auto sc = next_sc;  // read a k-tile ahead: global latency exceeds a k-tile's MMAs
           if constexpr (SCALE == FP8_SCALE_BLOCK)
-            if (kt + 1 < k_tiles)
+            if (kt + 1 < w.k1)
               next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
           ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
 #pragma unroll
           for (int h = 0; h < PIECES; ++h) {
             wgmma_fence();
             issue_ktile<PN>(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage] + h * PN * BK,
-                            kt % PROMOTE_EVERY == 0 ? 0u : 1u);
+                            (kt - w.k0) % PROMOTE_EVERY == 0 ? 0u : 1u);
             wgmma_commit();
             wgmma_wait<0>();
             fence_acc(part);
@@ -150,7 +169,7 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
               ops.tr.event(EV_MMA_DONE, 0, st.stage, st.phase, kt, t.id);
               if (warp_leader) ops.consumer_release(st, kt);
             }
-            if ((kt + 1) % PROMOTE_EVERY == 0 || kt + 1 == k_tiles)
+            if ((kt - w.k0 + 1) % PROMOTE_EVERY == 0 || kt + 1 == w.k1)
               fp8_promote(acc, h * PN / 2, part, sc.lo * sc.b[h], sc.hi * sc.b[h]);
           }
           st.advance();
@@ -163,12 +182,12 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       }
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
-        if constexpr (!FACTORS_EARLY) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, c * EPI_N / 8);
-        fp8_epilogue_scale<BN, SCALE, BIAS, EPI_N / 8>(acc, rows, cols, c * EPI_N / 8);
+        if constexpr (FACTORS_LATE) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, c * EPI_N / 8);
+        if constexpr (!SPLIT) fp8_epilogue_scale<BN, SCALE, BIAS, EPI_N / 8>(acc, rows, cols, c * EPI_N / 8);
         if (FACTORS_EARLY && c + 1 < CHUNKS)  // the next chunk's, read while this one is staged
           cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, (c + 1) * EPI_N / 8);
         stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
-          if constexpr (OUT == FP8_OUT_F32) stage_chunk_f32_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
+          if constexpr (STAGE_F32) stage_chunk_f32_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
           else stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
         });
         chunk_st.advance();
@@ -177,4 +196,11 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     tr.finish();
   }
   cluster_sync_before_exit();
+}
+
+// Split-K's second launch: the workspace's planes summed, scaled, biased, converted (fp8_split.cuh).
+extern "C" __global__ void __launch_bounds__(256)
+fp8_splitk_reduce(const float* __restrict__ ws, void* __restrict__ c, int M, int N, int splits,
+                  const float* __restrict__ scale_a, const float* __restrict__ scale_b, const void* __restrict__ bias) {
+  splitk_reduce<SCALE, BIAS, OUT>(ws, c, M, N, splits, scale_a, scale_b, bias);
 }
