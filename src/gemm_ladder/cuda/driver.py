@@ -141,7 +141,7 @@ class TensorMap:
 
     def __init__(self, ptr: int, rows: int, cols: int, row_stride_elems: int, box_rows: int,
                  box_cols: int, bf16: bool = False, swizzle_128b: bool = True, element: str | None = None,
-                 planes: int = 1):
+                 planes: int | None = None):
         cu = _cu()
         types = cu.CUtensorMapDataType
         if element is None:
@@ -155,9 +155,10 @@ class TensorMap:
             raise ValueError("TMA needs a 16-byte aligned base address and row stride")
         swizzle = (cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzle_128b
                    else cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE)
-        # planes > 1: a 3-D map of `planes` packed rows x cols matrices (box depth 1), each plane
-        # clipped at its own last row (the fp8 family's split-K workspace)
-        rank = 3 if planes > 1 else 2
+        # planes: a 3-D map of `planes` packed rows x cols matrices (box depth 1), each plane
+        # clipped at its own last row (the fp8 family's split-K workspace; a 3-D store needs a
+        # 3-D map even for one plane)
+        rank = 3 if planes is not None else 2
         dims = [cu.cuuint64_t(cols), cu.cuuint64_t(rows)] + ([cu.cuuint64_t(planes)] if rank == 3 else [])
         strides = [cu.cuuint64_t(row_bytes)] + ([cu.cuuint64_t(row_bytes * rows)] if rank == 3 else [])
         self.map = check(cu.cuTensorMapEncodeTiled(

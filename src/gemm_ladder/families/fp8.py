@@ -180,8 +180,8 @@ class Fp8Entry(KernelFamily):
         (splits, M, N) fp32 workspace's."""
         c_elem = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[out]
         c = ((M, N, N, self.bm, 32, "f32", splits) if self.split else
-             (M, N, N, self.bm, 128 // OUT_BYTES[out], c_elem, 1))
-        return ((M, K, K, self.bm, self.bk, "u8", 1), (N, K, K, self.bn // self.cluster_m, self.bk, "u8", 1), c)
+             (M, N, N, self.bm, 128 // OUT_BYTES[out], c_elem, None))
+        return ((M, K, K, self.bm, self.bk, "u8", None), (N, K, K, self.bn // self.cluster_m, self.bk, "u8", None), c)
 
     def splits_for(self, M: int, N: int, K: int, num_sms: int) -> int:
         """Split-K's split of each tile's k-tiles: enough units to fill the SMs, at least two
@@ -265,10 +265,14 @@ def all_entries() -> list[Fp8Entry]:
 def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms) -> Fp8Entry:
     """The library's entry for a call: split-K where 128 x 128 tiles fill less than half of the
     SMs and K has k-tiles to split; else promoted unless the caller asked for the tensor core's
-    own accumulation and the scales apply at the end."""
+    own accumulation and the scales apply at the end; promoted on 128 x 256 tiles where they
+    fill at least a wave (per-tensor and block scales), else on 128 x 128."""
     tiles = -(-M // 128) * -(-N // 128)
     if tiles * 2 <= num_sms and -(-K // BK) >= 4:
         return ENTRIES["fp8:128x128sk"]
     if fast_accum and mode != "block":
         return ENTRIES["fp8:128x256"]
+    wide = ENTRIES["fp8:128x256p"]  # twice 128 x 128's operand reuse, where its tiles fill a wave
+    if mode in wide.modes and -(-M // 128) * -(-N // 256) >= num_sms:
+        return wide
     return ENTRIES["fp8:128x128p"]
