@@ -75,6 +75,8 @@ def test_split_k_fills_the_gpu_without_empty_splits():
 
 
 def test_choice_follows_mode_and_accumulation():
-    assert fp8.choose(4096, 4096, 4096, "block", True).key == "fp8:128x128p"  # block scales always promote
+    assert fp8.choose(4096, 4096, 4096, "block", True).promote == 1  # block scales always promote
+    assert fp8.choose(4096, 4096, 4096, "tensor", False).key == "fp8:128x256p"  # 512 tiles of 128 x 256
+    assert fp8.choose(1024, 4096, 4096, "tensor", False).key == "fp8:128x128p"  # 128 tiles: under a wave
     assert fp8.choose(4096, 4096, 4096, "row", False).promote == 1
     assert fp8.choose(4096, 4096, 4096, "tensor", True).fast_accum
