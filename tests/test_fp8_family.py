@@ -70,7 +70,8 @@ def test_split_k_fills_the_gpu_without_empty_splits():
         k_tiles, tiles = -(-K // 128), -(-M // 128) * -(-N // 128)
         assert 1 <= s <= 16 and tiles * s <= 132
         assert -(-k_tiles // s) * (s - 1) < k_tiles, "every split holds k-tiles"
-    assert fp8.choose(128, 7168, 2048, "row", False).split and fp8.choose(64, 4096, 7168, "tensor", True).split
+    assert fp8.choose(128, 7168, 2048, "row", False).key == "fp8:128x128pc1"  # one tile row: no cluster
+    assert fp8.choose(64, 4096, 7168, "tensor", True).key == "fp8:128x256c1"
     assert not fp8.choose(4096, 4096, 4096, "row", False).split
 
 

@@ -241,8 +241,12 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a bias
     # spill here: row-wise goes to 128 x 128.
     _library("128x256p", 256, 4, promote=1, pieces=2, modes=("tensor", "block")),
-    # small M (too few tiles to fill the GPU): 128 x 128 tiles, promoted, each tile's k-tiles
-    # split over several CTAs; their fp32 partials summed in order by a second launch
+    # one tile row (M <= 128): no cluster, whose second CTA would take a tile below C
+    _library("128x128pc1", 128, 6, promote=1, cluster_m=1),
+    _library("128x256c1", 256, 4, promote=0, cluster_m=1, modes=("tensor", "row")),
+    # small M, split-K: 128 x 128 tiles, promoted, each tile's k-tiles split over several CTAs;
+    # their fp32 partials summed in order by a second launch. Measured slower than 128x128pc1 at
+    # 128 x 7168 x 2048 and 64 x 4096 x 7168 (docs/perf-notes.md item 79): not chosen.
     _library("128x128sk", 128, 6, promote=1, cluster_m=1, split=True),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
     # that applies at the end
@@ -263,15 +267,15 @@ def all_entries() -> list[Fp8Entry]:
 
 
 def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms) -> Fp8Entry:
-    """The library's entry for a call: split-K where 128 x 128 tiles fill less than half of the
-    SMs and K has k-tiles to split; else promoted unless the caller asked for the tensor core's
-    own accumulation and the scales apply at the end; promoted on 128 x 256 tiles where they
-    fill at least a wave (per-tensor and block scales), else on 128 x 128."""
-    tiles = -(-M // 128) * -(-N // 128)
-    if tiles * 2 <= num_sms and -(-K // BK) >= 4:
-        return ENTRIES["fp8:128x128sk"]
+    """The library's entry for a call: promoted unless the caller asked for the tensor core's
+    own accumulation and the scales apply at the end; without a cluster where C has one tile
+    row; promoted on 128 x 256 tiles where they fill at least a wave (per-tensor and block
+    scales), else on 128 x 128. (Split-K, fp8:128x128sk, is not chosen: it measured slower.)"""
+    one_row = M <= 128  # one tile row: a cluster's second CTA would compute below C
     if fast_accum and mode != "block":
-        return ENTRIES["fp8:128x256"]
+        return ENTRIES["fp8:128x256c1" if one_row else "fp8:128x256"]
+    if one_row:
+        return ENTRIES["fp8:128x128pc1"]
     wide = ENTRIES["fp8:128x256p"]  # twice 128 x 128's operand reuse, where its tiles fill a wave
     if mode in wide.modes and -(-M // 128) * -(-N // 256) >= num_sms:
         return wide
