@@ -114,6 +114,21 @@ class _Launch:
 
 
 _LAUNCHES: dict[tuple, _Launch] = {}
+_HOT: dict[tuple, tuple] = {}  # a validated call's (shape, mode, dtypes, device) -> (its launch, pointer count)
+
+
+def _stream(device) -> int:
+    import torch
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def _workspace(go: _Launch, a):
+    """Split-K's workspace: from torch's caching allocator on this stream, held until both
+    launches are queued, then released (handed out again only to work ordered after them)."""
+    if not go.ws_shape:
+        return None
+    import torch
+    return a.new_empty(go.ws_shape, dtype=torch.float32)
 
 
 def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_accum: bool = False,
@@ -130,6 +145,19 @@ def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_acc
     import torch
     M, K = a.shape
     N = b.shape[0]
+    if checked and out is None and not isinstance(entry, Fp8Entry):  # the door's hot path: one lookup
+        key = (M, N, K, mode, fast_accum, a.dtype, b.dtype, out_dtype, bias is None, entry, a.device)
+        hit = _HOT.get(key)
+        if hit is not None:
+            go, with_bias = hit
+            out = a.new_empty((M, N), dtype=out_dtype)
+            ws = _workspace(go, a)
+            go(_stream(a.device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
+               (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)[:with_bias],
+               ws.data_ptr() if ws is not None else 0)
+            return out
+    else:
+        key = None
     if isinstance(entry, str):
         entry = get(entry)
     if entry is None:
@@ -145,18 +173,19 @@ def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_acc
         out = torch.empty((M, N), dtype=out_dtype, device=a.device)
     elif out.dtype != out_dtype or tuple(out.shape) != (M, N) or not out.is_contiguous() or out.device != a.device:
         raise ValueError(f"{entry.key}: out must be a contiguous ({M}, {N}) tensor of {_name(out_dtype)} beside a")
-    key = (entry.key, v, M, N, K, dev)
-    go = _LAUNCHES.get(key)
+    launch_key = (entry.key, v, M, N, K, dev)
+    go = _LAUNCHES.get(launch_key)
     if go is None:
         with torch.cuda.device(dev):
             driver.ensure_context(dev)
-            go = _LAUNCHES[key] = _Launch(entry, v, M, N, K, dev)
+            go = _LAUNCHES[launch_key] = _Launch(entry, v, M, N, K, dev)
+    with_bias = 3 if entry.step != 11 else 2  # step 11 takes no bias pointer
+    if key is not None:
+        _HOT[key] = (go, with_bias)
     ptrs = (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)
-    # split-K's workspace: from torch's caching allocator on this stream, released once both
-    # launches are queued (handed out again only to work ordered after them)
-    ws = torch.empty(go.ws_shape, dtype=torch.float32, device=a.device) if go.ws_shape else None
-    go(torch.cuda.current_stream(dev).cuda_stream, a.data_ptr(), b.data_ptr(), out.data_ptr(),
-       ptrs[:3 if entry.step != 11 else 2], ws.data_ptr() if ws is not None else 0)
+    ws = _workspace(go, a)
+    go(_stream(a.device), a.data_ptr(), b.data_ptr(), out.data_ptr(), ptrs[:with_bias],
+       ws.data_ptr() if ws is not None else 0)
     return out
 
 
