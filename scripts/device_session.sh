@@ -7,7 +7,7 @@
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
 #                (tile-order group heights), cublas (cuBLAS's kernel names), trace, energy (each
 #                level's traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
-#   correctness: fp8san (compute-sanitizer over the fp8 builds), check (debug builds), whatif, tests, fuzz, sanitize, soak
+#   correctness: fp8fuzz (the fp8 door on random calls), fp8san (compute-sanitizer over the fp8 builds), check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
 # (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, TESTS_FILES, SMALLM_KEYS /
@@ -108,6 +108,10 @@ if has fp8; then  # the fp8 family against torch._scaled_mm (FP8_SIZES: a subset
   timeout "${FP8_TIMEOUT:-420}" $PY -m gemm_ladder bench --fp8 ${FP8_SIZES:+--sizes "$FP8_SIZES"} \
     --json "$W/fp8.json" 2>&1 | tee "$W/fp8.log"
   note "fp8 bench: rc=$?"
+fi
+if has fp8fuzz; then  # the fp8 door against a float64 reference on random calls
+  timeout 300 $PY scripts/fuzz_fp8.py --cases "${FP8_FUZZ_CASES:-500}" --json "$W/fuzz_fp8.json" > "$W/fuzz_fp8.log" 2>&1
+  note "$(grep -m1 '^fuzz fp8' "$W/fuzz_fp8.log" || echo "fuzz fp8: rc=$?")"
 fi
 if has fp8san; then  # compute-sanitizer over every fp8 build at small shapes
   for tool in memcheck racecheck synccheck; do
