@@ -56,11 +56,16 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         (r"api", "`bench --api`: host µs per call, call forms against the kernel"),
         (r"host_profile(_.*)?", "Host profile of one call (`scripts/host_profile.py`)"),
     ]),
+    ("fp8", [
+        (r"fp8", "The fp8 family against torch._scaled_mm (`bench --fp8`)"),
+    ]),
     ("Trust checks", [
         (r"gpu_tests", "GPU tests (`pytest -m gpu`)"),
         (r"gpu_tests_.*|pipeline_tests", "GPU tests, a subset or an extra run"),
         (r"checks", "Debug-build checks (`gemm-ladder check --debug`)"),
+        (r"fuzz_fp8", "Fuzzer, the fp8 door (`scripts/fuzz_fp8.py`)"),
         (r"fuzz", "Fuzzer (`scripts/fuzz.py`)"),
+        (r"sanitizer_fp8_.*", "compute-sanitizer, the fp8 family: one tool's log (`scripts/fp8_sanitize_cases.py`)"),
         (r"sanitizer_summary", "compute-sanitizer, every step and `matmul`: summary"),
         (r"sanitizer_(memcheck|racecheck|synccheck|initcheck|poison)", "compute-sanitizer, every step: one tool's log"),
         (r"sanitizer_smallm_summary", "compute-sanitizer, the small-M family: summary"),
