@@ -10,16 +10,11 @@ from gemm_ladder.library.fp8_runner import run_fp8, scale_shapes
 from gemm_ladder.measure import bench
 from gemm_ladder.measure.gpuinfo import Sampler
 
-shapes = [tuple(map(int, s.split("x"))) for s in sys.argv[1:] if s != "--host"] or [(4096, 4096, 4096), (8192, 8192, 8192),
+shapes = [tuple(map(int, s.split("x"))) for s in sys.argv[1:]] or [(4096, 4096, 4096), (8192, 8192, 8192),
                                                                    (2048, 28672, 4096), (128, 7168, 2048)]
-CASES = (("fp8:128x256p", "tensor", False), ("fp8:128x256po", "tensor", False), ("fp8:128x128p", "tensor", False),
-         ("fp8:128x128po", "tensor", False), ("fp8:128x256p", "block", False), ("fp8:128x256po", "block", False),
-         ("fp8:128x128p", "row", False), ("fp8:128x128po", "row", False))
+CASES = (("fp8:128x128p", "tensor", False), ("fp8:128x256p", "tensor", False), ("fp8:128x128p", "block", False),
+         ("fp8:128x256p", "block", False), ("fp8:128x256", "tensor", True), ("fp8:128x128sk", "tensor", False))
 b = bench.Bench()
-if "--host" in sys.argv:  # host us per call through the door at 1024^3, as bench --fp8 measures it
-    sys.argv.remove("--host")
-    from gemm_ladder.measure.bench_fp8 import host_overhead
-    print("host us per call at 1024^3:", host_overhead(b), flush=True)
 for M, N, K in shapes:
     qa = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
     qb = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn)

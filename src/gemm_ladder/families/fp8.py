@@ -56,7 +56,6 @@ class Fp8Entry(KernelFamily):
     promote: int = 1  # k-tiles per promotion into fp32 registers; 0: the sum stays in the tensor core
     pieces: int = 1  # column pieces a promoted k-tile's MMAs run in (through one partial sum)
     split: bool = False  # split-K: a tile's k-tiles over several CTAs, partials summed by a reduction
-    overlap: bool = False  # two partials: a piece's MMAs run while the previous piece is promoted
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
     bm: int = 128
@@ -113,8 +112,7 @@ class Fp8Entry(KernelFamily):
              "GL_CLUSTER_M": self.cluster_m, "GL_CONSUMERS": self.consumers, "GL_EPI_STAGES": self.epi_stages,
              "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
         if self.step != 11:
-            d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split),
-                     GL_FP8_OVERLAP=int(self.overlap))
+            d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split))
         return d
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
@@ -223,12 +221,11 @@ class Fp8Entry(KernelFamily):
 
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
-             pieces: int = 1, split: bool = False, overlap: bool = False) -> Fp8Entry:
+             pieces: int = 1, split: bool = False) -> Fp8Entry:
     how = (f"promoted every {promote} k-tile(s)" + (f" in {pieces} column pieces" if pieces > 1 else "")
-           + (", overlapped" if overlap else "") if promote else "summed in the tensor core") + \
-        (", split-K" if split else "")
+           if promote else "summed in the tensor core") + (", split-K" if split else "")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
-                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split, overlap=overlap)
+                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split)
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -244,10 +241,6 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a bias
     # spill here: row-wise goes to 128 x 128.
     _library("128x256p", 256, 4, promote=1, pieces=2, modes=("tensor", "block")),
-    # overlapped promotion: 64-column pieces through two partials, so one piece's MMAs run while
-    # the previous piece is added in (the consumer never waits for all its MMAs mid k-tile)
-    _library("128x256po", 256, 4, promote=1, pieces=4, overlap=True, modes=("tensor", "block")),
-    _library("128x128po", 128, 6, promote=1, pieces=2, overlap=True),
     # one tile row (M <= 128): no cluster, whose second CTA would take a tile below C
     _library("128x128pc1", 128, 6, promote=1, cluster_m=1),
     _library("128x256c1", 256, 4, promote=0, cluster_m=1, modes=("tensor", "row")),

@@ -21,8 +21,8 @@
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
     !defined(GL_MMA_LAG) || !defined(GL_FP8_SCALE) || !defined(GL_FP8_PROMOTE) || !defined(GL_FP8_OUT) || \
-    !defined(GL_FP8_BIAS) || !defined(GL_FP8_PIECES) || !defined(GL_FP8_SPLIT) || !defined(GL_FP8_OVERLAP)
-#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS, GL_FP8_PIECES, GL_FP8_SPLIT, GL_FP8_OVERLAP"
+    !defined(GL_FP8_BIAS) || !defined(GL_FP8_PIECES) || !defined(GL_FP8_SPLIT)
+#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS, GL_FP8_PIECES, GL_FP8_SPLIT"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG, CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES;
@@ -30,9 +30,6 @@ constexpr int SCALE = GL_FP8_SCALE, PROMOTE = GL_FP8_PROMOTE, OUT = GL_FP8_OUT;
 constexpr bool BIAS = GL_FP8_BIAS, SPLIT = GL_FP8_SPLIT;  // split: partials out, scales in the reduction
 constexpr int PROMOTE_EVERY = PROMOTE > 0 ? PROMOTE : 1;  // (a divisor even where unused)
 constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's column pieces
-// overlap: two partials, so the next piece's MMAs run while this one's partial is promoted
-constexpr bool OVERLAP = GL_FP8_OVERLAP;
-constexpr int PARTS = OVERLAP ? 2 : 1;
 constexpr bool FACTORS_EARLY = PIECES == 1 && !SPLIT;  // registers to hold the first chunk's epilogue factors
 constexpr bool FACTORS_LATE = PIECES > 1 && !SPLIT;  // each chunk reads its own (split: none, the reduction scales)
 // A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one (or partial).
@@ -42,10 +39,8 @@ static_assert(BM == 64 * CONSUMERS && BK == 128, "each consumer owns 64 rows; a 
 static_assert(has_wgmma_fp8_n<BN> && BN % 64 == 0, "tile widths with an fp8 wgmma and whole 64-column chunks");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs along M");
 static_assert(!SPLIT || (CLUSTER_M == 1 && PROMOTE == 1), "split-K: no cluster (a cluster's CTAs share k-ranges), promoted");
-static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && BN % FP8_SCALE_BLOCK_K == 0 &&
-                                           (PN % FP8_SCALE_BLOCK_K == 0 || FP8_SCALE_BLOCK_K % PN == 0)),
-              "block scales change every k-block: promote every k-tile, each piece inside one n-block");
-static_assert(!OVERLAP || (PIECES >= 2 && PROMOTE == 1), "overlap: at least two pieces, promoted every k-tile");
+static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && PN % FP8_SCALE_BLOCK_K == 0),
+              "block scales change every k-block: promote every k-tile, pieces of whole n-blocks");
 static_assert(PIECES == 1 || (PROMOTE == 1 && BN % PIECES == 0 && has_wgmma_fp8_n<PN>),
               "pieces share one partial sum: promote every k-tile");
 static_assert(PROMOTE >= 0 && (GL_BF16 == (OUT == FP8_OUT_BF16)), "GL_BF16 follows the output type (pack2)");
@@ -150,9 +145,8 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       if constexpr (FACTORS_EARLY) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, 0);
       zero_acc(acc);
       if constexpr (PROMOTE > 0) {
-        // promotion: a piece's partial sum retires before it is added in (wait_group 0; with
-        // overlap wait_group 1, the next piece already issued into the other partial)
-        float part[PARTS][PN / 2];
+        // promotion: a piece's partial sum retires (wait_group 0) before it is added in
+        float part[PN / 2];
         auto next_sc = unit_scales<PIECES>();
         if constexpr (SCALE == FP8_SCALE_BLOCK)
           next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, w.k0);
@@ -163,37 +157,20 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
             if (kt + 1 < w.k1)
               next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
           ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
-          const u8* a_rows = s.A[st.stage] + cw * 64 * BK;
-          const u32 first = (kt - w.k0) % PROMOTE_EVERY == 0 ? 0u : 1u;
-          if constexpr (OVERLAP) {
-            wgmma_fence();
-            issue_ktile<PN>(part[0], a_rows, s.B[st.stage], first);
-            wgmma_commit();
-          }
 #pragma unroll
           for (int h = 0; h < PIECES; ++h) {
-            if constexpr (OVERLAP) {
-              if (h + 1 < PIECES) {  // the next piece into the other partial, then this one retires
-                wgmma_fence();
-                issue_ktile<PN>(part[(h + 1) % PARTS], a_rows, s.B[st.stage] + (h + 1) * PN * BK, first);
-                wgmma_commit();
-                wgmma_wait<1>();
-              } else {
-                wgmma_wait<0>();
-              }
-            } else {
-              wgmma_fence();
-              issue_ktile<PN>(part[0], a_rows, s.B[st.stage] + h * PN * BK, first);
-              wgmma_commit();
-              wgmma_wait<0>();
-            }
-            fence_acc(part[h % PARTS]);
+            wgmma_fence();
+            issue_ktile<PN>(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage] + h * PN * BK,
+                            (kt - w.k0) % PROMOTE_EVERY == 0 ? 0u : 1u);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_acc(part);
             if (h + 1 == PIECES) {  // the stage's last reader: hand it back before the last promotion
               ops.tr.event(EV_MMA_DONE, 0, st.stage, st.phase, kt, t.id);
               if (warp_leader) ops.consumer_release(st, kt);
             }
             if ((kt - w.k0 + 1) % PROMOTE_EVERY == 0 || kt + 1 == w.k1)
-              fp8_promote(acc, h * PN / 2, part[h % PARTS], sc.lo * sc.b[h], sc.hi * sc.b[h]);
+              fp8_promote(acc, h * PN / 2, part, sc.lo * sc.b[h], sc.hi * sc.b[h]);
           }
           st.advance();
         }
