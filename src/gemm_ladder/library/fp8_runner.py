@@ -117,20 +117,9 @@ _LAUNCHES: dict[tuple, _Launch] = {}
 _HOT: dict[tuple, tuple] = {}  # a validated call's (shape, mode, dtypes, device) -> (its launch, pointer count)
 
 
-_RAW_STREAM = None
-
-
 def _stream(device) -> int:
-    """The raw handle of the device's current stream (torch's C call: the Python wrapper object
-    costs microseconds per call)."""
-    global _RAW_STREAM
-    if _RAW_STREAM is None:
-        from .fastconfig import _raw_stream
-        _RAW_STREAM = _raw_stream
-    if device.index is None:
-        import torch
-        return _RAW_STREAM(torch.cuda.current_device())
-    return _RAW_STREAM(device.index)
+    import torch
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _workspace(go: _Launch, a):
