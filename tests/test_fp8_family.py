@@ -81,3 +81,17 @@ def test_choice_follows_mode_and_accumulation():
     assert fp8.choose(1024, 4096, 4096, "tensor", False).key == "fp8:128x128p"  # 128 tiles: under a wave
     assert fp8.choose(4096, 4096, 4096, "row", False).promote == 1
     assert fp8.choose(4096, 4096, 4096, "tensor", True).fast_accum
+
+
+def test_fp8_record_draws_its_roofline(tmp_path):
+    """The current fp8 record's rows all land on the figure (the CLI's `plot` of an fp8 record)."""
+    import json
+    from pathlib import Path
+    from gemm_ladder.measure.plots_fp8 import fp8_intensity, fp8_roofline_figure, write_fp8_roofline
+    record = Path(__file__).resolve().parents[1] / "benchmarks/results/2026-12-03_h200_fp8_3ced50d.json"
+    result = json.loads(record.read_text())
+    fig, ax, info = fp8_roofline_figure(result)
+    ours = [r for r in result["rows"] if r.get("ok") and r.get("entry") != "11"]
+    assert info["points"] == len(ours) > 0
+    assert abs(fp8_intensity(4096, 4096, 4096) - 2 * 4096 ** 3 / (3 * 4096 ** 2 + 4096 ** 2)) < 1e-9
+    assert write_fp8_roofline(result, tmp_path / "r.png").stat().st_size > 10_000

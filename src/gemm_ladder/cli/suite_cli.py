@@ -225,6 +225,14 @@ def cmd_plot(args) -> int:
     # by default under --out-dir, never beside the JSON (a record's figures are tracked files)
     stem = Path(args.out) if args.out else Path(getattr(args, "out_dir", None) or doors.DEFAULT_OUT_DIR) / \
         Path(args.results[0]).with_suffix("").name
+    fp8 = [r for r in results if r.get("kind") == "gemm-ladder bench --fp8"]
+    if fp8:  # the fp8 record has its own roofline (fp8 peak, fp8 operand bytes)
+        if len(fp8) != len(results):
+            raise doors.CliError("an fp8 record plots alone: give `bench --fp8` results without ladder or suite ones")
+        from ..measure.plots_fp8 import write_fp8_roofline
+        path = doors.out_file(stem.with_name(stem.name + "_roofline.png"))
+        console.print(f"roofline: {write_fp8_roofline(fp8[0], path)}", markup=False, highlight=False)
+        return 0
     for suffix in ("_roofline.png", "_bars.png"):
         doors.out_file(stem.with_name(stem.name + suffix))
     return 0 if write_images(results, stem, console) else 1

@@ -225,6 +225,9 @@ def cli_main(args, console, out_dir: Path, json_path: Path | None = None) -> int
     path = json_path or default_json_path(out_dir, result)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
+    from .plots_fp8 import write_fp8_roofline
+    console.print(f"roofline: {write_fp8_roofline(result, path.with_name(path.stem + '_roofline.png'))}",
+                  markup=False, highlight=False)
     for key, s in result["summary"].items():
         if isinstance(s, dict):
             console.print(f"{key:>12}: geomean x{s['geomean']:.3f}, worst x{s['worst']:.3f} over {s['rows']} shapes",
