@@ -70,3 +70,14 @@ def test_barrier_instructions_only_through_their_wrappers(path):
     if path.parent.name in ("ladder", "gemm", "smallm"):
         for verb in ("mbar_arrive", "mbar_wait", "mbar_init", "mbar_try_wait"):
             assert verb not in text, f"{path.relative_to(KERNELS)} calls {verb} by hand"
+
+
+def test_generated_wgmma_wrappers_are_current():
+    """The checked-in wrapper headers are what tools/gen_wgmma.py writes (no hand edits)."""
+    import importlib.util
+    tool = Path(__file__).resolve().parents[1] / "tools" / "gen_wgmma.py"
+    spec = importlib.util.spec_from_file_location("gen_wgmma", tool)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    for path, text in gen.texts().items():
+        assert path.read_text() == text, f"{path.name} differs from tools/gen_wgmma.py's output: rerun it"
