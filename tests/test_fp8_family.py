@@ -95,3 +95,12 @@ def test_fp8_record_draws_its_roofline(tmp_path):
     assert info["points"] == len(ours) > 0
     assert abs(fp8_intensity(4096, 4096, 4096) - 2 * 4096 ** 3 / (3 * 4096 ** 2 + 4096 ** 2)) < 1e-9
     assert write_fp8_roofline(result, tmp_path / "r.png").stat().st_size > 10_000
+
+
+def test_compile_report_takes_the_fp8_entries():
+    """The CPU main job's compile report lists step 11 and the fp8 family, QGMMA counted."""
+    from gemm_ladder.measure.report import compile_report
+    rows = compile_report(ENTRIES)
+    assert [r["step"] for r in rows] == IDS and all(r["ok"] for r in rows)
+    if all("sass" in r for r in rows):
+        assert all(r["sass"]["QGMMA"] > 0 and r["sass"]["HGMMA"] == 0 and not r["claims_missing"] for r in rows)

@@ -9,6 +9,7 @@ import sys
 from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..families.keys import UnknownStep, as_step, parse_step_spec
 from ..families.ladder import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
+from ..families.ladder_step import Step
 from . import doors, simulate, suite_cli
 from .console import make_console as _console
 from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
@@ -128,7 +129,7 @@ def cmd_bench(args) -> int:
 def _write_report(args, bf16: bool, steps) -> int:
     from ..measure.report import compile_report, print_report
     json_path = doors.out_file(args.json) if getattr(args, "json", None) is not None else None
-    doors.say_compiling(steps, bf16)
+    doors.say_compiling([st for st in steps if isinstance(st, Step)], bf16)
     with doors.progress() as progress:
         rows = compile_report(steps, bf16=bf16, progress=progress)
     print_report(rows, _console())
@@ -196,7 +197,8 @@ def cmd_default(args) -> int:
     console = _console()
     console.print("[yellow]No Hopper GPU here: running what needs none — the compile report of every step "
                   "and the pipeline simulator.[/yellow]")
-    rc = _write_report(args, False, all_steps())
+    from ..families import fp8
+    rc = _write_report(args, False, all_steps() + fp8.all_entries())  # and step 11 with the fp8 family
     with doors.status("simulating the pipelines") as update:
         text = simulate.simulate_report(out, tick=update)
     console.print(text, markup=False, highlight=False)

@@ -97,10 +97,12 @@ class Fp8Entry(KernelFamily):
         barriers + 1 KB to align the tiles to 1024 bytes."""
         return 1024 + self.depth * (self.bm + self.bn) * self.bk + self.epi_stages * self.bm * 128 + 8 * self.barriers
 
-    def smem_problem(self) -> str:
-        if self.dynamic_smem <= H200.smem_per_block:
+    def smem_problem(self, static_smem: int = 0) -> str:
+        """Why this configuration's shared memory cannot be launched; "" if it can."""
+        total = self.dynamic_smem + static_smem
+        if total <= H200.smem_per_block:
             return ""
-        return f"needs {self.dynamic_smem:,} bytes of shared memory, over the {H200.smem_per_block:,}-byte limit"
+        return f"needs {total:,} bytes of shared memory, over the {H200.smem_per_block:,}-byte limit"
 
     # -- the protocol --------------------------------------------------------------------------
     def facts(self) -> Facts:
@@ -222,8 +224,10 @@ class Fp8Entry(KernelFamily):
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
              pieces: int = 1, split: bool = False) -> Fp8Entry:
-    how = (f"promoted every {promote} k-tile(s)" + (f" in {pieces} column pieces" if pieces > 1 else "")
-           if promote else "summed in the tensor core") + (", split-K" if split else "")
+    every = "every k-tile" if promote == 1 else f"every {promote} k-tiles"
+    how = (f"promoted {every}" + (f" in {pieces} column pieces" if pieces > 1 else "")
+           if promote else "summed in the tensor core") + (", split-K" if split else "") + \
+        (", no cluster" if cluster_m == 1 else "")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
                     cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split)
 

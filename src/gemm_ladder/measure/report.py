@@ -1,5 +1,6 @@
-"""The compile report: every step built for sm_90a through the JIT, what ptxas said, and
-which instruction classes its SASS holds. Needs no GPU."""
+"""The compile report: every step built for sm_90a through the JIT (and, in the main job, the
+fp8 family's entries with their default call variant), what ptxas said, and which
+instruction classes its SASS holds. Needs no GPU."""
 from __future__ import annotations
 
 from ..cuda.jit import KernelBuildError
@@ -7,7 +8,7 @@ from ..families.common import SASS_MEANING
 from ..families.ladder_step import Step
 from . import sass
 
-REPORT_CLASSES = ("HGMMA", "FFMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM", "USETMAXREG", "LDG.E.128", "BAR")
+REPORT_CLASSES = ("HGMMA", "QGMMA", "FFMA", "UTMALDG", "UTMASTG", "SYNCS", "STSM", "USETMAXREG", "LDG.E.128", "BAR")
 
 
 def compile_report(steps: list[Step], *, bf16: bool = False, progress=None) -> list[dict]:
@@ -23,7 +24,7 @@ def compile_report(steps: list[Step], *, bf16: bool = False, progress=None) -> l
     return rows
 
 
-def _report_row(st: Step, bf16: bool) -> dict:
+def _report_row(st, bf16: bool) -> dict:
     row = {"step": st.key, "label": st.label, "dtype": "bfloat16" if bf16 else "float16"}
     if problem := st.smem_problem():
         return dict(row, ok=False, failure="smem over limit", error=problem)
