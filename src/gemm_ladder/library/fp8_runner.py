@@ -4,6 +4,8 @@ It never copies or pads; `gemm_ladder.scaled_mm` (fp8_api.py) is the user's door
 torch._scaled_mm's layouts and its checks, and calls this with the kernel's."""
 from __future__ import annotations
 
+import math
+
 from ..cuda import device as cuda_device
 from ..cuda import driver
 from ..families.common import ConfigError, ShapeError
@@ -46,7 +48,7 @@ def _check(entry: Fp8Entry, a, b, scale_a, scale_b, mode: str, out_dtype, bias) 
     want_a, want_b = scale_shapes(mode, M, N, K)
     for name, t, want in (("scale_a", scale_a, want_a), ("scale_b", scale_b, want_b)):
         if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or not t.is_contiguous()
-                or t.numel() != _numel(want) or (mode == "block" and tuple(t.shape) != want)):
+                or t.numel() != math.prod(want) or (mode == "block" and tuple(t.shape) != want)):
             raise ValueError(f"{entry.key}: {name} must be a contiguous float32 tensor of shape {want} "
                              f"for {mode} scales")
     if bias is not None and (bias.dtype != out_dtype or tuple(bias.shape) != (N,) or not bias.is_contiguous()):
@@ -55,13 +57,6 @@ def _check(entry: Fp8Entry, a, b, scale_a, scale_b, mode: str, out_dtype, bias) 
     if any(t.device.type != "cuda" or t.device != a.device for t in tensors):
         raise ValueError(f"{entry.key}: a, b, the scales and bias must be CUDA tensors on one device")
     return M, N, K, v
-
-
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def load(entry: Fp8Entry, v: Variant, dev: int) -> driver.LoadedKernel:
