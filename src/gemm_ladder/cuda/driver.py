@@ -256,6 +256,35 @@ class PreparedLaunch:
         check(self._launch(self._config, self.kernel.function, self._arg_ptr, 0), self._what)
 
 
+class StridedTensorMap(TensorMap):
+    """A TMA descriptor over a tensor of any rank up to 5 in its own strides (attention's
+    (B, H, S, D) tensors, transposed views included), 128B-swizzled. shape, strides (in
+    elements) and box are given outermost first, as torch gives them; the innermost stride
+    must be 1. Boxes past the end of a dimension read as zeros."""
+
+    def __init__(self, ptr: int, shape, strides, box, element: str = "f16"):  # noqa: super() not called
+        cu = _cu()
+        types = cu.CUtensorMapDataType
+        dtype, size = {"f16": (types.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2),
+                       "bf16": (types.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2)}[element]
+        if strides[-1] != 1:
+            raise ValueError("TMA needs the innermost dimension contiguous")
+        if ptr % 16 or any((st * size) % 16 for st in strides[:-1]):
+            raise ValueError("TMA needs a 16-byte aligned base address and 16-byte multiple strides")
+        rank = len(shape)
+        self.map = check(cu.cuTensorMapEncodeTiled(
+            dtype, rank, ptr,
+            [cu.cuuint64_t(n) for n in reversed(shape)],                   # innermost first
+            [cu.cuuint64_t(st * size) for st in reversed(strides[:-1])],   # byte strides of the outer dimensions
+            [cu.cuuint32_t(b) for b in reversed(box)],
+            [cu.cuuint32_t(1)] * rank,
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        ), "cuTensorMapEncodeTiled")
+
+
 class MapSlot:
     """A tensor-map argument whose map is given per call (ReusableLaunch). Built with
     TensorMap's arguments (pass the class as Step.kernel_args' make_map), it encodes nothing."""

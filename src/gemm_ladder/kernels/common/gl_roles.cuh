@@ -18,4 +18,9 @@ enum GlBarrier : unsigned {
   BAR_TURN = 6,     // ping-pong: the other consumer has issued its mainloop, this one may start
   BAR_FIXUP = 7,    // stream-K fixup: a later CTA's fp32 piece of this tile is in its slot (a global flag)
   BAR_LENT_FULL = 8,  // borrowed stage: a chunk staged in the drained operand stage, writeback may store
+  BAR_Q_FULL = 9,   // attention: the CTA's query tile landed
+  BAR_K_FULL = 10,  // attention K ring: a key block landed, QK^T may read it
+  BAR_K_EMPTY = 11, // attention K ring: QK^T done with the block, TMA may refill it
+  BAR_V_FULL = 12,  // attention V ring: a value block landed, PV may read it
+  BAR_V_EMPTY = 13, // attention V ring: PV done with the block, TMA may refill it
 };

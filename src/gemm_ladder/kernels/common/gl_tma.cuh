@@ -15,6 +15,17 @@ GL_DEVICE void tma_load_2d(void* smem_dst, const CUtensorMap* map, u64* bar, int
       : "memory");
 }
 
+// The box at (x, y, z, w) of a 4-D map (attention's (B, H, S, D) tensors in their own strides:
+// x along the head dim, y along the sequence, z the head, w the batch); rows past the
+// sequence's end land as zeros.
+GL_DEVICE void tma_load_4d(void* smem_dst, const CUtensorMap* map, u64* bar, int x, int y, int z, int w) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];"
+      ::"r"(smem_u32(smem_dst)), "l"((u64)map), "r"(smem_u32(bar)), "r"(x), "r"(y), "r"(z), "r"(w)
+      : "memory");
+}
+
 // The same box, delivered to the same shared-memory offset in every CTA of the cluster whose
 // bit is set in `cta_mask`; each receiving CTA's barrier at that offset gets the bytes that
 // land in its own shared memory.

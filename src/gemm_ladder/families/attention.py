@@ -1,0 +1,177 @@
+"""The attention family: Part IV of the ladder, O = softmax(scale * Q K^T) V per (batch, head),
+forward, fp16/bf16, head dims 64/128/256, GQA, causal (top-left, as torch's SDPA) or not.
+
+Its steps are fused kernels under kernels/attention/, each one forced move past the last
+(docs/attention.md): A2 fuses the two MMAs around an online softmax (one warpgroup, a lockstep
+K/V ring); A3 specializes warps (a producer, two consumer warpgroups, K and V in their own
+rings); A4 orders the two consumers' MMAs with a ping-pong barrier so one's softmax runs under
+the other's MMAs; A5 issues the next block's Q K^T before this block's softmax. A1, the
+baseline (S through the library's GEMM, the softmax in torch), has no kernel of its own: it
+lives in the library (library/attention_a1.py).
+
+A step owns its configuration and its launch: the defines (from the step and the call's head
+dim, causality and dtype), the tensor maps ((D, S, H, B) 4-D maps over the tensors' own
+strides) and the grid. library/attention_runner.py chooses a step and launches it.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from dataclasses import dataclass
+
+from ..cuda import driver, jit
+from ..cuda.device import H200
+from .common import ConfigError, build
+from .protocol import Facts, KernelFamily
+
+FAMILY = "attention"
+HEAD_DIMS = (64, 128, 256)
+WG_ROWS = 64  # query rows per consumer warpgroup (wgmma's M)
+MAP_COLS = 64  # head-dim elements per TMA box: one 128-byte swizzle row
+_CLAIMS = ("HGMMA", "UTMALDG.4D", "SYNCS", "MUFU.EX2")
+
+
+@dataclass(frozen=True)
+class AttnStep(KernelFamily):
+    name: str  # "A2" .. "A5"
+    label: str
+    source: str  # under kernels/
+    entry: str
+    consumers: int  # consumer warpgroups, 64 query rows each
+    producer: bool  # a producer warpgroup of its own (warp specialization)
+    blocks: tuple[tuple[int, int], ...]  # (head dim, keys per block)
+    depth: int = 2  # K/V blocks in flight
+    head_dim: int = 128  # the build's head dim (for_head_dim)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def bm(self) -> int:
+        return WG_ROWS * self.consumers
+
+    @property
+    def bn(self) -> int:
+        return dict(self.blocks)[self.head_dim]
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + int(self.producer))
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        return _CLAIMS + (("USETMAXREG",) if self.producer else ())
+
+    def for_head_dim(self, d: int) -> "AttnStep":
+        if d not in dict(self.blocks):
+            raise ConfigError(f"{self.key}: head dim {d} is not supported (supported: "
+                              f"{', '.join(str(h) for h, _ in self.blocks)})")
+        return dataclasses.replace(self, head_dim=d)
+
+    # -- shared memory -------------------------------------------------------------------------
+    @property
+    def dynamic_smem(self) -> int:
+        """The query tile, DEPTH blocks of K and of V (2 bytes per element), 2 KB for the
+        barriers (each storage level padded to the tiles' 1024-byte alignment), and 1 KB to
+        align the start."""
+        tiles = 2 * self.head_dim * (self.bm + 2 * self.depth * self.bn)
+        return 1024 + tiles + 2048
+
+    def smem_problem(self) -> str:
+        if self.dynamic_smem <= H200.smem_per_block:
+            return ""
+        return f"needs {self.dynamic_smem:,} bytes of shared memory, over the {H200.smem_per_block:,}-byte limit"
+
+    # -- the protocol --------------------------------------------------------------------------
+    def facts(self) -> Facts:
+        return Facts(bm=self.bm, bn=self.bn, bk=self.head_dim, cluster_m=1, consumers=self.consumers,
+                     persistent=False, ctas_per_sm=1)
+
+    def kernel_defines(self) -> dict[str, int]:
+        return {"GL_ATTN_D": self.head_dim, "GL_ATTN_BN": self.bn, "GL_ATTN_DEPTH": self.depth,
+                "GL_DYNAMIC_SMEM": self.dynamic_smem}
+
+    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        if a_mn or b_mn:
+            raise ConfigError(f"{self.key}: attention reads Q, K and V with the head dim contiguous only")
+        return {}
+
+    def reads_mn(self) -> tuple[bool, bool]:
+        return (False, False)
+
+    def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
+                strict: bool = True, causal: bool = False) -> jit.CompiledKernel:
+        return build(self.source, self.entry, {**self.kernel_defines(), "GL_ATTN_CAUSAL": int(causal)}, bf16=bf16,
+                     extra_defines=extra_defines, use_cache=use_cache, strict=strict)
+
+    def shape_problems(self, M: int, N: int, K: int, *, b_mn: bool = False) -> list[str]:
+        """(M, N, K) = (query length, key length, head dim)."""
+        p = []
+        if M < 1 or N < 1:
+            p.append(f"query and key lengths must be >= 1 (got {M}, {N})")
+        if K not in dict(self.blocks):
+            p.append(f"head dim {K} is not supported (supported: {', '.join(str(h) for h, _ in self.blocks)})")
+        if b_mn:
+            p.append("K and V are read with the head dim contiguous")
+        return p
+
+    # -- the launch ----------------------------------------------------------------------------
+    def grid(self, Sq: int, Hq: int, B: int) -> tuple[int, int, int]:
+        """A CTA per bm query rows of one (head, batch); causal CTAs run longest first (the kernel
+        reverses x)."""
+        return (-(-Sq // self.bm), Hq, B)
+
+    def map_specs(self, q_shape, q_strides, kv_shape, k_strides, v_strides) -> tuple[tuple, tuple, tuple]:
+        """(shape, element strides, box), outermost first, of the 4-D maps over Q (B, Hq, Sq, D),
+        K and V (B, Hkv, Sk, D): a consumer's 64 query rows, a block's bn key rows, and one
+        128-byte chunk of the head dim per box."""
+        return ((tuple(q_shape), tuple(q_strides), (1, 1, WG_ROWS, MAP_COLS)),
+                (tuple(kv_shape), tuple(k_strides), (1, 1, self.bn, MAP_COLS)),
+                (tuple(kv_shape), tuple(v_strides), (1, 1, self.bn, MAP_COLS)))
+
+    def kernel_args(self, maps, out_ptr: int, lse_ptr: int, Sq: int, Sk: int, Hq: int, group: int,
+                    scale: float) -> list:
+        """The three maps, the output and log-sum-exp pointers (lse 0: not written), the lengths,
+        the query heads per K/V head, and the scale times log2(e) (the kernel's exp2)."""
+        return [*maps, ctypes.c_uint64(out_ptr), ctypes.c_uint64(lse_ptr), Sq, Sk, Hq, group,
+                ctypes.c_float(scale * 1.4426950408889634)]
+
+
+def make_maps(specs, ptrs, element: str, make_map=None) -> tuple:
+    make_map = make_map or driver.StridedTensorMap
+    return tuple(make_map(p, shape, strides, box, element=element) for p, (shape, strides, box) in zip(ptrs, specs))
+
+
+_BLOCKS_64 = ((64, 64), (128, 64), (256, 64))  # one warpgroup: small key blocks, two CTAs per SM below D = 256
+_BLOCKS_WS = ((64, 128), (128, 128), (256, 64))  # two consumers: O (64 x D) and S (64 x bn) share 240 registers
+
+STEPS: dict[str, AttnStep] = {s.key: s for s in (
+    AttnStep("A2", "A2: fused, online softmax (one warpgroup, lockstep K/V ring)", "attention/attn_a2_fused.cu",
+             "attn_a2_fused", consumers=1, producer=False, blocks=_BLOCKS_64),
+    AttnStep("A3", "A3: warp specialization (producer warp, two consumers, K and V rings)",
+             "attention/attn_a3_warp_specialized.cu", "attn_a3_warp_specialized", consumers=2, producer=True,
+             blocks=_BLOCKS_WS),
+    AttnStep("A4", "A4: ping-pong (the consumers take turns issuing MMAs)", "attention/attn_a4_pingpong.cu",
+             "attn_a4_pingpong", consumers=2, producer=True, blocks=_BLOCKS_WS),
+    AttnStep("A5", "A5: intra-warpgroup pipelining (softmax of block j+1 under P V of block j)",
+             "attention/attn_a5_intra_overlap.cu", "attn_a5_intra_overlap", consumers=2, producer=True,
+             blocks=_BLOCKS_WS),
+)}
+
+
+def get(key: str, head_dim: int | None = None) -> AttnStep:
+    if key not in STEPS:
+        raise KeyError(f"no attention step {key!r}; known: A1, {', '.join(STEPS)}")
+    st = STEPS[key]
+    return st.for_head_dim(head_dim) if head_dim is not None else st
+
+
+def all_builds() -> list[AttnStep]:
+    """Every step at every head dim it takes (the compile report, the CPU checks)."""
+    return [st.for_head_dim(d) for st in STEPS.values() for d, _ in st.blocks]
+
+
+def choose(Sq: int, Sk: int, head_dim: int, causal: bool) -> AttnStep:
+    """The library's step for a call: the last rung that exists."""
+    return get(list(STEPS)[-1], head_dim)
