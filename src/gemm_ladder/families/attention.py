@@ -39,8 +39,9 @@ class AttnStep(KernelFamily):
     entry: str
     consumers: int  # consumer warpgroups, 64 query rows each
     producer: bool  # a producer warpgroup of its own (warp specialization)
-    blocks: tuple[tuple[int, int], ...]  # (head dim, keys per block)
+    blocks: tuple[tuple[int, int], ...]  # (head dim, keys per block): the head dims it takes
     depth: int = 2  # K/V blocks in flight
+    persistent: bool = False  # a CTA per SM walking the tiles (the warp-specialized kernels take either grid)
     head_dim: int = 128  # the build's head dim (for_head_dim)
 
     @property
@@ -86,11 +87,14 @@ class AttnStep(KernelFamily):
     # -- the protocol --------------------------------------------------------------------------
     def facts(self) -> Facts:
         return Facts(bm=self.bm, bn=self.bn, bk=self.head_dim, cluster_m=1, consumers=self.consumers,
-                     persistent=False, ctas_per_sm=1)
+                     persistent=self.persistent, ctas_per_sm=1)
 
     def kernel_defines(self) -> dict[str, int]:
-        return {"GL_ATTN_D": self.head_dim, "GL_ATTN_BN": self.bn, "GL_ATTN_DEPTH": self.depth,
-                "GL_DYNAMIC_SMEM": self.dynamic_smem}
+        d = {"GL_ATTN_D": self.head_dim, "GL_ATTN_BN": self.bn, "GL_ATTN_DEPTH": self.depth,
+             "GL_DYNAMIC_SMEM": self.dynamic_smem}
+        if self.producer:
+            d["GL_ATTN_CONSUMERS"] = self.consumers
+        return d
 
     def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
         if a_mn or b_mn:
@@ -117,10 +121,14 @@ class AttnStep(KernelFamily):
         return p
 
     # -- the launch ----------------------------------------------------------------------------
-    def grid(self, Sq: int, Hq: int, B: int) -> tuple[int, int, int]:
-        """A CTA per bm query rows of one (head, batch); causal CTAs run longest first (the kernel
-        reverses x)."""
-        return (-(-Sq // self.bm), Hq, B)
+    def tiles(self, Sq: int, Hq: int, B: int) -> int:
+        """bm query rows of one (head, batch) each (kernels/attention/attn_common.cuh's order)."""
+        return -(-Sq // self.bm) * Hq * B
+
+    def grid(self, Sq: int, Hq: int, B: int, num_sms: int = H200.sms) -> tuple[int, int, int]:
+        """A CTA per tile, or (persistent) one per SM, no more than the tiles."""
+        tiles = self.tiles(Sq, Hq, B)
+        return (min(tiles, num_sms) if self.persistent else tiles, 1, 1)
 
     def map_specs(self, q_shape, q_strides, kv_shape, k_strides, v_strides) -> tuple[tuple, tuple, tuple]:
         """(shape, element strides, box), outermost first, of the 4-D maps over Q (B, Hq, Sq, D),
@@ -130,11 +138,12 @@ class AttnStep(KernelFamily):
                 (tuple(kv_shape), tuple(k_strides), (1, 1, self.bn, MAP_COLS)),
                 (tuple(kv_shape), tuple(v_strides), (1, 1, self.bn, MAP_COLS)))
 
-    def kernel_args(self, maps, out_ptr: int, lse_ptr: int, Sq: int, Sk: int, Hq: int, group: int,
+    def kernel_args(self, maps, out_ptr: int, lse_ptr: int, Sq: int, Sk: int, Hq: int, group: int, tiles: int,
                     scale: float) -> list:
         """The three maps, the output and log-sum-exp pointers (lse 0: not written), the lengths,
-        the query heads per K/V head, and the scale times log2(e) (the kernel's exp2)."""
-        return [*maps, ctypes.c_uint64(out_ptr), ctypes.c_uint64(lse_ptr), Sq, Sk, Hq, group,
+        the query heads per K/V head, the tile count, and the scale times log2(e) (the kernel's
+        exp2)."""
+        return [*maps, ctypes.c_uint64(out_ptr), ctypes.c_uint64(lse_ptr), Sq, Sk, Hq, group, tiles,
                 ctypes.c_float(scale * 1.4426950408889634)]
 
 
@@ -158,18 +167,29 @@ STEPS: dict[str, AttnStep] = {s.key: s for s in (
              "attention/attn_a5_intra_overlap.cu", "attn_a5_intra_overlap", consumers=2, producer=True,
              blocks=_BLOCKS_WS),
 )}
+# The library's builds beside the ladder's: A5 with three consumers (192 query rows per CTA)
+# at head dim 64, where one block's MMAs are short and a third warpgroup's softmax fills them.
+# Persistent (":p"): a CTA per SM walks the tiles, the next tile's loads under the last one's end.
+LIBRARY: dict[str, AttnStep] = {s.key: s for s in (
+    dataclasses.replace(STEPS["A5"], name="A5:c3", label="A5 with three consumer warpgroups", consumers=3,
+                        blocks=((64, 128),)),
+    dataclasses.replace(STEPS["A5"], name="A5:p", label="A5, persistent", persistent=True),
+    dataclasses.replace(STEPS["A5"], name="A5:c3p", label="A5 with three consumer warpgroups, persistent",
+                        consumers=3, blocks=((64, 128),), persistent=True),
+)}
 
 
 def get(key: str, head_dim: int | None = None) -> AttnStep:
-    if key not in STEPS:
-        raise KeyError(f"no attention step {key!r}; known: A1, {', '.join(STEPS)}")
-    st = STEPS[key]
+    builds = {**STEPS, **LIBRARY}
+    if key not in builds:
+        raise KeyError(f"no attention step {key!r}; known: A1, {', '.join(builds)}")
+    st = builds[key]
     return st.for_head_dim(head_dim) if head_dim is not None else st
 
 
 def all_builds() -> list[AttnStep]:
     """Every step at every head dim it takes (the compile report, the CPU checks)."""
-    return [st.for_head_dim(d) for st in STEPS.values() for d, _ in st.blocks]
+    return [st.for_head_dim(d) for st in (*STEPS.values(), *LIBRARY.values()) for d, _ in st.blocks]
 
 
 def choose(Sq: int, Sk: int, head_dim: int, causal: bool) -> AttnStep:

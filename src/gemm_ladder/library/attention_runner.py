@@ -4,6 +4,7 @@ copies: `gemm_ladder.attention` (attention_api.py) is the user's door, with SDPA
 and its checks, and makes the copies a layout needs."""
 from __future__ import annotations
 
+from ..cuda import device as cuda_device
 from ..cuda import driver
 from ..families.attention import HEAD_DIMS, AttnStep, choose, get, make_maps
 from ..families.common import ConfigError, ShapeError
@@ -81,8 +82,8 @@ class _Launch:
         self.st, self.element = st, element
         kernel = load(st, causal, element == "bf16", dev)
         self.kernel = kernel
-        self.grid = st.grid(Sq, Hq, B)
-        self.args = (Sq, Sk, Hq, Hq // Hkv)
+        self.grid = st.grid(Sq, Hq, B, cuda_device.num_sms(dev))
+        self.args = (Sq, Sk, Hq, Hq // Hkv, st.tiles(Sq, Hq, B))
         self.maps: dict[tuple, tuple] = {}
 
     def __call__(self, stream: int, q, k, v, out_ptr: int, lse_ptr: int, scale: float) -> None:

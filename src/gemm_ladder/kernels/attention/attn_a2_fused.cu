@@ -34,10 +34,11 @@ GL_DEVICE void load_kv(SharedStorage& s, const KvRing::Port& ring, PipelineState
 extern "C" __global__ void __launch_bounds__(128, 1)
 attn_a2_fused(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
               const __grid_constant__ CUtensorMap tmap_v, u16* out, float* lse, int Sq, int Sk, int Hq, int group,
-              float scale_log2) {
+              int tiles, float scale_log2) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const AttnTile t = attn_tile(BM, Sk, group);
+  const AttnTile t = attn_tile(blockIdx.x, BM, Sq, Sk, Hq, group);  // a CTA per tile
+  (void)tiles;
   const bool leader = threadIdx.x == 0;
   Tracer tr(ROLE_TEAM, 0, leader);
 

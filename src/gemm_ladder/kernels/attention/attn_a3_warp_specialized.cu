@@ -1,7 +1,7 @@
 // Step A3 — warp specialization. Forced move: one team loading and computing in turn.
 // In A2 the warpgroup that computes also waits for every load it issued, and a stage is freed
 // only when the whole team has passed a CTA barrier. Now the roles split (attn_warpspec.cuh):
-// a producer warpgroup (setmaxnreg down) whose one thread loads Q once and then walks K and V
+// a producer warpgroup (setmaxnreg down) whose one thread loads a tile's Q and then walks K and V
 // through their own rings, so V's load runs under Q K^T and K's stage is handed back as soon
 // as Q K^T retires; two consumer warpgroups (setmaxnreg up) own 64 query rows each, so a CTA
 // covers 128 rows and each K/V block is loaded once for both. Each consumer's loop is A2's.
@@ -13,10 +13,9 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "AttnStep.dynamic
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                          const __grid_constant__ CUtensorMap tmap_v, u16* out, float* lse, int Sq, int Sk, int Hq,
-                         int group, float scale_log2) {
+                         int group, int tiles, float scale_log2) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const AttnTile t = attn_tile(BM, Sk, group);
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_q, &tmap_k, &tmap_v);
   if (threadIdx.x == 0) {
     s.init();
@@ -26,41 +25,45 @@ attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __gri
 
   if (warpgroup_idx() == 0) {  // ── PRODUCER ─────────────────────────────────────────────
     setmaxnreg_dec<PRODUCER_REGS>();
-    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, t);
+    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, Sq, Sk, Hq, group, tiles);
   } else {  // ── CONSUMERS ─────────────────────────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;
     Tracer tr(ROLE_CONSUMER, 1 + cw, threadIdx.x % 128 == 0);
     Consumer me(s, cw, tr);
-    const int rows0 = t.q0 + me.cw * WG_ROWS;
-    OnlineSoftmax sm(rows0);
-    float o[HEAD_D / 2];
-    zero_acc(o);
     float sc[BN / 2];
     u32 p[BN / 16][4];
-    mbar_wait(&s.q_full, 0, ROLE_CONSUMER, BAR_Q_FULL, 0);
-    for (int j = 0; j < t.blocks; ++j) {
-      const KvTile& k = me.wait_k(s, j);
-      wgmma_fence();
-      mma_qk(sc, s.q[me.cw], k);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(sc);
-      me.release_k(j);  // before the softmax: the producer refills K under it
-      float corr[2];
-      softmax_block(sm, sc, j, rows0, Sk, scale_log2, corr);
-      rescale_o(o, corr);
-      to_operand(p, sc);
-      const KvTile& v = me.wait_v(s, j);
-      wgmma_fence();
-      mma_pv(o, p, v);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_acc(o);
-      fence_operand(p);
-      me.release_v(j);
+    for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+      const int rows0 = t.q0 + cw * WG_ROWS;
+      OnlineSoftmax sm(rows0);
+      float o[HEAD_D / 2];
+      zero_acc(o);
+      me.wait_q(s);
+      for (int j = 0; j < t.blocks; ++j) {
+        const KvTile& k = me.wait_k(s, j);
+        wgmma_fence();
+        mma_qk(sc, s.q[cw], k);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(sc);
+        me.release_k(j);  // before the softmax: the producer refills K under it
+        if (j == t.blocks - 1) me.release_q(s);
+        float corr[2];
+        softmax_block(sm, sc, j, rows0, Sk, scale_log2, corr);
+        rescale_o(o, corr);
+        to_operand(p, sc);
+        const KvTile& v = me.wait_v(s, j);
+        wgmma_fence();
+        mma_pv(o, p, v);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(o);
+        fence_operand(p);
+        me.release_v(j);
+      }
+      store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
     }
-    store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
     tr.finish();
   }
 }

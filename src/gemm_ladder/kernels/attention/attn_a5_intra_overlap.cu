@@ -15,10 +15,9 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "AttnStep.dynamic
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                       const __grid_constant__ CUtensorMap tmap_v, u16* out, float* lse, int Sq, int Sk, int Hq,
-                      int group, float scale_log2) {
+                      int group, int tiles, float scale_log2) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
-  const AttnTile t = attn_tile(BM, Sk, group);
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_q, &tmap_k, &tmap_v);
   if (threadIdx.x == 0) {
     s.init();
@@ -29,63 +28,68 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
 
   if (warpgroup_idx() == 0) {  // ── PRODUCER ─────────────────────────────────────────────
     setmaxnreg_dec<PRODUCER_REGS>();
-    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, t);
+    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, Sq, Sk, Hq, group, tiles);
   } else {  // ── CONSUMERS ─────────────────────────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;
     Tracer tr(ROLE_CONSUMER, 1 + cw, threadIdx.x % 128 == 0);
     Consumer me(s, cw, tr);
     auto turn = s.turns.member(cw, tr);
-    const int rows0 = t.q0 + cw * WG_ROWS;
-    OnlineSoftmax sm(rows0);
-    float o[HEAD_D / 2];
-    zero_acc(o);
     float sc[BN / 2];
     u32 p[BN / 16][4];
     float corr[2];
-    mbar_wait(&s.q_full, 0, ROLE_CONSUMER, BAR_Q_FULL, 0);
-    turn.wait_turn(0);
-    wgmma_fence();
-    mma_qk(sc, s.q[cw], me.wait_k(s, 0));
-    wgmma_commit();
-    turn.pass_turn(me.warp_leader, 0);
-    wgmma_wait<0>();
-    fence_acc(sc);
-    me.release_k(0);
-    softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr);
-    to_operand(p, sc);
-    // The loop issues Q K^T_{j+1} unconditionally (a wgmma group count that depends on a branch
-    // makes ptxas serialize every wgmma of the kernel): the last block's P V follows it alone.
-    const int last = t.blocks - 1;
-    for (int j = 0; j < last; ++j) {
-      turn.wait_turn(j + 1);
+    for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+      const int rows0 = t.q0 + cw * WG_ROWS;
+      OnlineSoftmax sm(rows0);
+      float o[HEAD_D / 2];
+      zero_acc(o);
+      me.wait_q(s);
+      turn.wait_turn(0);
       wgmma_fence();
-      mma_qk(sc, s.q[cw], me.wait_k(s, j + 1));  // intra-warpgroup: the next block's scores first
+      mma_qk(sc, s.q[cw], me.wait_k(s, 0));
       wgmma_commit();
-      mma_pv(o, p, me.wait_v(s, j));
-      wgmma_commit();
-      turn.pass_turn(me.warp_leader, j + 1);
-      wgmma_wait<1>();  // intra-warpgroup: Q K^T_{j+1} retired, P V_j may still run
+      turn.pass_turn(me.warp_leader, 0);
+      wgmma_wait<0>();
       fence_acc(sc);
-      me.release_k(j + 1);
-      softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr);  // under P V_j
+      me.release_k(0);
+      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr);
+      to_operand(p, sc);
+      // The loop issues Q K^T_{j+1} unconditionally (a wgmma group count that depends on a branch
+      // makes ptxas serialize every wgmma of the kernel): the last block's P V follows it alone.
+      const int last = t.blocks - 1;
+      if (last == 0) me.release_q(s);
+      for (int j = 0; j < last; ++j) {
+        turn.wait_turn(j + 1);
+        wgmma_fence();
+        mma_qk(sc, s.q[cw], me.wait_k(s, j + 1));  // intra-warpgroup: the next block's scores first
+        wgmma_commit();
+        mma_pv(o, p, me.wait_v(s, j));
+        wgmma_commit();
+        turn.pass_turn(me.warp_leader, j + 1);
+        wgmma_wait<1>();  // intra-warpgroup: Q K^T_{j+1} retired, P V_j may still run
+        fence_acc(sc);
+        me.release_k(j + 1);
+        if (j + 1 == last) me.release_q(s);
+        softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr);  // under P V_j
+        wgmma_wait<0>();
+        fence_acc(o);
+        fence_operand(p);
+        me.release_v(j);
+        rescale_o(o, corr);  // only now: P V_j accumulated at the old scale
+        to_operand(p, sc);
+      }
+      turn.wait_turn(last + 1);
+      wgmma_fence();
+      mma_pv(o, p, me.wait_v(s, last));
+      wgmma_commit();
+      turn.pass_turn(me.warp_leader, last + 1);
       wgmma_wait<0>();
       fence_acc(o);
       fence_operand(p);
-      me.release_v(j);
-      rescale_o(o, corr);  // only now: P V_j accumulated at the old scale
-      to_operand(p, sc);
+      me.release_v(last);
+      store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
     }
-    turn.wait_turn(last + 1);
-    wgmma_fence();
-    mma_pv(o, p, me.wait_v(s, last));
-    wgmma_commit();
-    turn.pass_turn(me.warp_leader, last + 1);
-    wgmma_wait<0>();
-    fence_acc(o);
-    fence_operand(p);
-    me.release_v(last);
-    store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
     tr.finish();
   }
 }

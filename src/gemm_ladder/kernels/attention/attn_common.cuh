@@ -44,18 +44,21 @@ struct HeadTile {
 using QTile = HeadTile<WG_ROWS>;
 using KvTile = HeadTile<BN>;
 
-// Which query rows, head and batch a CTA owns, and how many key blocks it visits.
+// Which query rows, head and batch a tile is, and how many key blocks it visits.
 struct AttnTile {
   int q0, head, batch, kv_head, blocks;
 };
-// Causal CTAs are launched longest first (the last query rows see the most keys), so the
-// short ones fill the last wave. Causal: keys past the tile's last row are skipped whole.
-GL_DEVICE AttnTile attn_tile(int bm, int Sk, int group) {
-  const int mb = CAUSAL ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+// Tile i of Sq / bm query blocks x Hq heads x B batches, query blocks fastest (the CTAs running
+// at once share their heads' K and V in L2). Causal: each head's longest rows first (the last
+// query rows see the most keys), so the short ones fill the last wave; keys past the tile's
+// last row are skipped whole.
+GL_DEVICE AttnTile attn_tile(int i, int bm, int Sq, int Sk, int Hq, int group) {
+  const int m_blocks = ceil_div(Sq, bm), hb = i / m_blocks;
+  const int mb = CAUSAL ? m_blocks - 1 - i % m_blocks : i % m_blocks;
   AttnTile t;
   t.q0 = mb * bm;
-  t.head = blockIdx.y;
-  t.batch = blockIdx.z;
+  t.head = hb % Hq;
+  t.batch = hb / Hq;
   t.kv_head = t.head / group;
   const int kv_end = CAUSAL ? (Sk < t.q0 + bm ? Sk : t.q0 + bm) : Sk;
   t.blocks = ceil_div(kv_end, BN);

@@ -1,0 +1,107 @@
+"""The attention family on the CPU: every build compiles strictly (no spills, no stack), its SASS
+holds what it claims and keeps its wgmma groups in flight, each step file opens with its forced
+move and refuses to build without its configuration, and the launch geometry follows from the
+step's fields."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gemm_ladder.cuda import jit
+from gemm_ladder.families import attention as A
+from gemm_ladder.families.common import ConfigError
+from gemm_ladder.families.protocol import KernelFamily
+from gemm_ladder.measure import sass
+
+BUILDS = A.all_builds()
+IDS = [f"{b.key}-d{b.head_dim}" for b in BUILDS]
+KERNELS = Path(jit.KERNEL_DIR)
+
+
+def test_steps_implement_the_protocol_and_name_their_order():
+    assert list(A.STEPS) == ["A2", "A3", "A4", "A5"]
+    for st in A.STEPS.values():
+        assert isinstance(st, KernelFamily)
+        assert st.label.startswith(st.key + ":")
+    assert {d for st in A.STEPS.values() for d, _ in st.blocks} == set(A.HEAD_DIMS)
+
+
+@pytest.mark.parametrize("st", BUILDS, ids=IDS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_build_compiles_clean(st, causal):
+    for bf16 in (False, True):
+        k = st.compile(bf16=bf16, causal=causal)
+        assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0, k.report
+        assert st.dynamic_smem <= 232_448
+
+
+@pytest.mark.parametrize("st", BUILDS, ids=IDS)
+def test_sass_claims_and_wgmma_in_flight(st):
+    if not sass.find_tool("cuobjdump"):
+        pytest.skip("no cuobjdump")
+    text = sass.disassemble(st.compile(causal=True).cubin)
+    ops = sass.opcodes(text)
+    for claim in st.claims:
+        assert sass.count_class(ops, claim) > 0, claim
+    mma = sass.count_class(ops, "HGMMA")
+    waits = sass.count_class(ops, "WARPGROUP.DEPBAR")
+    # ptxas serializes silently by following every wgmma with a wait: far fewer waits than MMAs here
+    assert waits <= 4 < mma, (waits, mma)
+    # the second MMA reads P from registers and V MN-major (the transpose bit)
+    assert any("HGMMA" in t and ".tnspB" in t and "gdesc" in t for _, t in sass.instructions(text))
+    if st.key.startswith("A5"):  # the next block's Q K^T retires alone, P V still running
+        assert any(t.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1") for _, t in sass.instructions(text))
+
+
+@pytest.mark.parametrize("key", list(A.STEPS))
+def test_step_file_opens_with_its_forced_move(key):
+    src = (KERNELS / A.STEPS[key].source).read_text()
+    first = src.splitlines()[0]
+    assert re.match(rf"// Step {key} — .+\. Forced move: .+", first), first
+
+
+def test_a_step_refuses_to_build_without_its_configuration():
+    st = A.get("A3", 128)
+    with pytest.raises(jit.KernelBuildError, match="GL_ATTN_D"):
+        jit.compile_kernel(st.source, st.entry, {"GL_ATTN_BN": 128}, use_cache=False)
+    with pytest.raises(jit.KernelBuildError, match="GL_ATTN_CONSUMERS"):
+        d = {k: v for k, v in st.kernel_defines().items() if k != "GL_ATTN_CONSUMERS"}
+        jit.compile_kernel(st.source, st.entry, {**d, "GL_ATTN_CAUSAL": 0}, use_cache=False)
+
+
+def test_geometry_follows_from_the_fields():
+    a2, a3, c3 = A.get("A2", 128), A.get("A3", 256), A.get("A5:c3", 64)
+    assert (a2.bm, a2.bn, a2.threads) == (64, 64, 128)
+    assert (a3.bm, a3.bn, a3.threads) == (128, 64, 384)
+    assert (c3.bm, c3.bn, c3.threads) == (192, 128, 512)
+    assert a3.grid(1000, 16, 3) == (8 * 16 * 3, 1, 1)
+    assert A.get("A5:p", 128).grid(1000, 16, 3, num_sms=132) == (132, 1, 1)
+    assert A.get("A5:p", 128).grid(100, 1, 1, num_sms=132) == (1, 1, 1)
+    assert a3.kernel_defines()["GL_ATTN_CONSUMERS"] == 2 and "GL_ATTN_CONSUMERS" not in a2.kernel_defines()
+    # Q's map covers one consumer's rows per box, K's and V's one block; 64 columns (128 bytes) each
+    q_spec, k_spec, v_spec = a3.map_specs((2, 8, 100, 256), (204800, 256, 2048, 1), (2, 2, 300, 256),
+                                          (153600, 76800, 256, 1), (153600, 76800, 256, 1))
+    assert q_spec[2] == (1, 1, 64, 64) and k_spec[2] == v_spec[2] == (1, 1, 64, 64)
+    assert q_spec[1] == (204800, 256, 2048, 1)
+
+
+def test_shape_problems_and_unsupported_head_dims():
+    st = A.get("A4")
+    assert st.shape_problems(17, 1, 128) == []
+    assert any("head dim 96" in p for p in st.shape_problems(17, 1, 96))
+    assert any(">= 1" in p for p in st.shape_problems(0, 5, 64))
+    with pytest.raises(ConfigError, match="head dim 96"):
+        st.for_head_dim(96)
+    with pytest.raises(KeyError, match="A1"):
+        A.get("A9")
+    with pytest.raises(ConfigError):
+        A.get("A5:c3", 128)  # three consumers' registers hold head dim 64 only
+
+
+def test_choice_is_a_step_that_takes_the_head_dim():
+    for d in A.HEAD_DIMS:
+        for causal in (False, True):
+            st = A.choose(4096, 4096, d, causal)
+            assert st.head_dim == d and not st.shape_problems(4096, 4096, d)
