@@ -59,6 +59,18 @@ def main() -> int:
             failures += [f"{e.key} {v} {extra}: {w}" for w in dict.fromkeys(k.report.warnings)
                          if FRONT_END_WARNING.search(w)]
         targets.append(e)
+    from gemm_ladder.families import attention  # every attention build: causal or not, and instrumented
+    for st in attention.all_builds():
+        for causal, extra in ((False, {}), (True, {}), (True, {"GL_DEBUG_WAITS": 1}), (True, {"GL_TRACE": 1})):
+            for bf16 in ((False, True) if not extra else (False,)):
+                try:
+                    k = st.compile(bf16=bf16, causal=causal, extra_defines=extra, use_cache=False, strict=True)
+                except Exception as ex:
+                    failures.append(f"{st.key} D{st.head_dim} causal={causal} {extra}: {str(ex).splitlines()[0]}")
+                    continue
+                failures += [f"{st.key} D{st.head_dim} {extra}: {w}" for w in dict.fromkeys(k.report.warnings)
+                             if FRONT_END_WARNING.search(w)]
+        targets.append(st)
     print(f"NVRTC {major}.{minor}: {len(targets)} kernels, {len(failures)} failed builds")
     for f in failures:
         print("  " + f)

@@ -2,12 +2,17 @@
 # A device session's work in few calls. Timing stages run one after another, alone on the
 # GPU; correctness stages (PARALLEL=1) run side by side, since none of them times anything.
 # Usage (on the GPU machine, from the repo root):  scripts/device_session.sh [stages]
-#   timing:      fp8 (the fp8 family vs torch._scaled_mm), bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
+#   timing:      attention (the attention steps vs torch SDPA's cuDNN/flash/efficient backends; ATTN_ARGS
+#                narrows, e.g. "--head-dims 128 --seqlens 4k"), fp8 (the fp8 family vs torch._scaled_mm),
+#                bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
 #                8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
 #                (tile-order group heights), cublas (cuBLAS's kernel names), trace, energy (each
 #                level's traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
-#   correctness: fp8fuzz (the fp8 door on random calls), fp8san (compute-sanitizer over the fp8 builds), check (debug builds), whatif, tests, fuzz, sanitize, soak
+#   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
+#                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
+#                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_TIMEOUT per tool, default 400 s),
+#                fp8fuzz (the fp8 door on random calls), fp8san (compute-sanitizer over the fp8 builds), check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
 # (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, TESTS_FILES, SMALLM_KEYS /
@@ -108,6 +113,28 @@ if has fp8; then  # the fp8 family against torch._scaled_mm (FP8_SIZES: a subset
   timeout "${FP8_TIMEOUT:-420}" $PY -m gemm_ladder bench --fp8 ${FP8_SIZES:+--sizes "$FP8_SIZES"} \
     --json "$W/fp8.json" 2>&1 | tee "$W/fp8.log"
   note "fp8 bench: rc=$?"
+fi
+if has attention; then  # the attention steps against torch SDPA's backends (ATTN_ARGS narrows: --head-dims, --seqlens, ...)
+  timeout "${ATTN_TIMEOUT:-300}" $PY -m gemm_ladder bench --attention ${ATTN_ARGS:-} --json "$W/attention.json" 2>&1 \
+    | tee "$W/attention.log"
+  rc=$?
+  note "attention bench: rc=$rc $(grep -m1 '^targets met' "$W/attention.log")"
+fi
+if has attnfuzz; then  # the attention door against a float64 reference and torch's SDPA on random calls
+  timeout "${ATTN_FUZZ_TIMEOUT:-300}" $PY scripts/fuzz_attention.py --cases "${ATTN_FUZZ_CASES:-300}" \
+    --json "$W/fuzz_attention.json" > "$W/fuzz_attention.log" 2>&1
+  rc=$?
+  note "$(grep -m1 '^fuzz attention: [0-9]' "$W/fuzz_attention.log" || echo "fuzz attention: no summary line") rc=$rc"
+fi
+if has attnsan; then  # compute-sanitizer over every attention step at small shapes (racecheck: one shape, fp16)
+  for tool in ${ATTN_SAN_TOOLS:-memcheck racecheck synccheck}; do
+    timeout "${ATTN_SAN_TIMEOUT:-400}" "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" \
+      --report-api-errors no --error-exitcode 86 \
+      $PY scripts/attention_sanitize_cases.py $([ "$tool" = racecheck ] && echo "--shapes 1 --dtypes float16") \
+      > "$W/attention_sanitizer_$tool.log" 2>&1
+    rc=$?
+    note "attention sanitizer $tool: rc=$rc $(grep -m1 'ERROR SUMMARY' "$W/attention_sanitizer_$tool.log") $(grep -m1 '^attention sanitizer cases' "$W/attention_sanitizer_$tool.log")"
+  done
 fi
 if has fp8fuzz; then  # the fp8 door against a float64 reference on random calls
   timeout 300 $PY scripts/fuzz_fp8.py --cases "${FP8_FUZZ_CASES:-500}" --json "$W/fuzz_fp8.json" > "$W/fuzz_fp8.log" 2>&1

@@ -59,13 +59,19 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ("fp8", [
         (r"fp8", "The fp8 family against torch._scaled_mm (`bench --fp8`)"),
     ]),
+    ("Attention", [
+        (r"attention", "The attention steps against torch SDPA's backends (`gemm-ladder bench --attention`)"),
+    ]),
     ("Trust checks", [
         (r"gpu_tests", "GPU tests (`pytest -m gpu`)"),
         (r"gpu_tests_.*|pipeline_tests", "GPU tests, a subset or an extra run"),
         (r"checks", "Debug-build checks (`gemm-ladder check --debug`)"),
         (r"fuzz_fp8", "Fuzzer, the fp8 door (`scripts/fuzz_fp8.py`)"),
+        (r"fuzz_attention", "Fuzzer, the attention door (`scripts/fuzz_attention.py`)"),
         (r"fuzz", "Fuzzer (`scripts/fuzz.py`)"),
         (r"sanitizer_fp8_.*", "compute-sanitizer, the fp8 family: one tool's log (`scripts/fp8_sanitize_cases.py`)"),
+        (r"sanitizer_attention_.*", "compute-sanitizer, the attention steps: one tool's log "
+                                    "(`scripts/attention_sanitize_cases.py`)"),
         (r"sanitizer_summary", "compute-sanitizer, every step and `matmul`: summary"),
         (r"sanitizer_(memcheck|racecheck|synccheck|initcheck|poison)", "compute-sanitizer, every step: one tool's log"),
         (r"sanitizer_smallm_summary", "compute-sanitizer, the small-M family: summary"),

@@ -6,6 +6,7 @@
     y = gemm_ladder.linear(x, w)        # x @ w.T, like torch.nn.functional.linear without bias
     layer = gemm_ladder.Linear(4096, 4096, device="cuda", dtype=torch.float16)
     c = gemm_ladder.scaled_mm(a8, w8.t(), sa, sw)  # fp8, like torch._scaled_mm (quantize_fp8)
+    o = gemm_ladder.attention(q, k, v, causal=True)  # like F.scaled_dot_product_attention (forward)
 """
 __version__ = "0.1.0"
 
@@ -18,6 +19,7 @@ from .library.select import best_step  # noqa: E402
 # use, so the CLI's torch-free commands stay quick to start.
 _LAZY = {name: "library.api" for name in ("matmul", "matmul_nt", "warmup", "linear", "Linear")}
 _LAZY.update({name: "library.fp8_api" for name in ("scaled_mm", "quantize_fp8", "dequantize_fp8", "Fp8Linear")})
+_LAZY["attention"] = "library.attention_api"
 
 
 def __getattr__(name):
@@ -30,5 +32,5 @@ def __getattr__(name):
 
 
 __all__ = ["matmul", "matmul_nt", "linear", "Linear", "warmup", "scaled_mm", "quantize_fp8", "dequantize_fp8",
-           "Fp8Linear", "best_step", "get_step", "STEPS", "VARIANTS",
+           "Fp8Linear", "attention", "best_step", "get_step", "STEPS", "VARIANTS",
            "ShapeError", "__version__"]

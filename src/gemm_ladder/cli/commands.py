@@ -10,7 +10,7 @@ from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..families.keys import UnknownStep, as_step, parse_step_spec
 from ..families.ladder import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
 from ..families.ladder_step import Step
-from . import doors, simulate, suite_cli
+from . import attention_cli, doors, simulate, suite_cli
 from .console import make_console as _console
 from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
 from .trace import add_calibrate_parser
@@ -77,6 +77,8 @@ def _check_api_flags(args) -> None:
 
 
 def cmd_bench(args) -> int:
+    if attention_cli.check_flags(args):  # its own benchmark, given alone
+        return attention_cli.cmd(args, _console())
     if getattr(args, "call", "kernel") != "kernel":
         if not args.suite:
             raise CliError("--call times a shape suite through the library: give --suite NAME")
@@ -96,7 +98,7 @@ def cmd_bench(args) -> int:
     if args.api:
         _check_api_flags(args)
     elif args.dtype == "both" and not args.suite:
-        raise CliError("--dtype both runs with --suite or --api; the ladder takes fp16 or bf16")
+        raise CliError("--dtype both runs with --suite, --api or --attention; the ladder takes fp16 or bf16")
     if args.suite and args.dry_run:  # plans only: no GPU, no files
         return suite_cli.cmd_suite(args, _console())
     doors.require_hopper("`gemm-ladder report`, `gemm-ladder simulate` and `bench --suite ... --dry-run` need none")
@@ -234,12 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--library", action="store_true", help="end the ladder with the library's kernel for each size "
                    "(on by default without --steps)")
     b.add_argument("--sizes", type=parse_sizes, help=f"{_HELP_SIZES} (default 4096; with --api 4096,8192)")
-    b.add_argument("--dtype", type=doors.dtype_or_both, help=f"{_HELP_DTYPE} (default fp16); with --suite or --api "
-                   "also both (their default)")
+    b.add_argument("--dtype", type=doors.dtype_or_both, help=f"{_HELP_DTYPE} (default fp16); with --suite, --api or "
+                   "--attention also both (their default)")
     b.add_argument("--api", action="store_true", help="the library as a caller sees it: host us per call, "
                    "matmul/matmul_nt vs cuBLAS beside the kernel (JSON <date>_<gpu>_api_<commit>.json)")
     b.add_argument("--fp8", action="store_true", help="the fp8 family (scaled_mm, step 11) against torch._scaled_mm: "
                    "squares and LLM projection shapes, every scale mode (JSON <date>_h200_fp8_<commit>.json)")
+    attention_cli.add_flags(b)
     b.add_argument("--reps", type=doors.number(int, 1, 100_000), default=50, help="timed calls per step at most (slow steps use fewer)")
     b.add_argument("--budget", type=seconds, default=2.0, help="seconds of timed calls per step at most")
     b.add_argument("--json", metavar="FILE", help="exact JSON output path (default: a dated name under --out-dir)")

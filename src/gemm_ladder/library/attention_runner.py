@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..cuda import device as cuda_device
 from ..cuda import driver
-from ..families.attention import HEAD_DIMS, AttnStep, choose, get, make_maps
+from ..families.attention import HEAD_DIMS, MAX_TILES, WG_ROWS, AttnStep, choose, get, make_maps
 from ..families.common import ConfigError, ShapeError
 from .runner import check_device
 
@@ -48,8 +48,8 @@ def check(q, k, v, step: str) -> tuple[int, int, int, int, int, int]:
     if Sq < 1 or Sk < 1 or B < 1 or Hq < 1:
         raise ShapeError(f"attention {step}: batch, heads and lengths must be >= 1 (got B={B}, H={Hq}, "
                          f"Sq={Sq}, Sk={Sk})")
-    if B > 65535 or Hq > 65535:
-        raise ShapeError(f"attention {step}: at most 65535 batches and 65535 heads (got B={B}, H={Hq})")
+    if -(-Sq // WG_ROWS) * Hq * B > MAX_TILES:
+        raise ShapeError(f"attention {step}: B={B} x H={Hq} x Sq={Sq} is more tiles than the kernels count")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not tma_readable(t):
             raise ShapeError(f"attention {step}: {name} must have its head dim contiguous, 16-byte multiple "
