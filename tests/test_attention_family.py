@@ -105,3 +105,13 @@ def test_choice_is_a_step_that_takes_the_head_dim():
         for causal in (False, True):
             st = A.choose(4096, 4096, d, causal)
             assert st.head_dim == d and not st.shape_problems(4096, 4096, d)
+
+
+def test_the_compile_report_lists_every_attention_build():
+    """The CPU main job's report (cmd_default) includes each build under its key and head dim."""
+    from gemm_ladder.measure.report import compile_report
+    rows = compile_report(A.all_builds())
+    assert [r["step"] for r in rows] == [f"{b.key}/d{b.head_dim}" for b in A.all_builds()]
+    assert all(r["ok"] and r["spill_bytes"] == 0 for r in rows)
+    if sass.find_tool("cuobjdump"):
+        assert all(r["claims_missing"] == [] for r in rows)

@@ -199,8 +199,9 @@ def cmd_default(args) -> int:
     console = _console()
     console.print("[yellow]No Hopper GPU here: running what needs none — the compile report of every step "
                   "and the pipeline simulator.[/yellow]")
-    from ..families import fp8
-    rc = _write_report(args, False, all_steps() + fp8.all_entries())  # and step 11 with the fp8 family
+    from ..families import attention, fp8
+    # and step 11 with the fp8 family, and every attention build (A2-A5 and the library's, per head dim)
+    rc = _write_report(args, False, all_steps() + fp8.all_entries() + attention.all_builds())
     with doors.status("simulating the pipelines") as update:
         text = simulate.simulate_report(out, tick=update)
     console.print(text, markup=False, highlight=False)

@@ -80,10 +80,16 @@ class AttnStep(KernelFamily):
         tiles = 2 * self.head_dim * (self.bm + 2 * self.depth * self.bn)
         return 1024 + tiles + 2048
 
-    def smem_problem(self) -> str:
-        if self.dynamic_smem <= H200.smem_per_block:
+    @property
+    def report_key(self) -> str:
+        """The key with the build's head dim (the compile report lists every build)."""
+        return f"{self.key}/d{self.head_dim}"
+
+    def smem_problem(self, static_smem: int = 0) -> str:
+        total = self.dynamic_smem + static_smem
+        if total <= H200.smem_per_block:
             return ""
-        return f"needs {self.dynamic_smem:,} bytes of shared memory, over the {H200.smem_per_block:,}-byte limit"
+        return f"needs {total:,} bytes of shared memory, over the {H200.smem_per_block:,}-byte limit"
 
     # -- the protocol --------------------------------------------------------------------------
     def facts(self) -> Facts:

@@ -17,7 +17,7 @@ def compile_report(steps: list[Step], *, bf16: bool = False, progress=None) -> l
     task = progress.add_task("compiling", total=len(steps)) if progress else None
     for st in steps:
         if progress:
-            progress.update(task, description=f"step {st.key}: compile + SASS")
+            progress.update(task, description=f"step {getattr(st, 'report_key', st.key)}: compile + SASS")
         rows.append(_report_row(st, bf16))
         if progress:
             progress.advance(task)
@@ -25,7 +25,7 @@ def compile_report(steps: list[Step], *, bf16: bool = False, progress=None) -> l
 
 
 def _report_row(st, bf16: bool) -> dict:
-    row = {"step": st.key, "label": st.label, "dtype": "bfloat16" if bf16 else "float16"}
+    row = {"step": getattr(st, "report_key", st.key), "label": st.label, "dtype": "bfloat16" if bf16 else "float16"}
     if problem := st.smem_problem():
         return dict(row, ok=False, failure="smem over limit", error=problem)
     try:
