@@ -30,10 +30,12 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) 
     from ..families.keys import get_step
     from ..library import runner
     from ..measure.accuracy import check_product
-    st = get_step(step_key)
     defines = get_what_if(what_if).ablation
     if not defines:
         raise ValueError(f"what-if {what_if!r} has no kernel ablation: only the simulator models it")
+    if is_attention(step_key):
+        return run_attention_whatif(step_key, defines, repeats)
+    st = get_step(step_key)
     gen = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn((size, size), device="cuda", generator=gen).half()
     b = torch.randn((size, size), device="cuda", generator=gen).half()
@@ -57,6 +59,43 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) 
             ok, _, rel, msg = check_product(out, a, b)
             res = {"outcome": "finished-correct" if ok else "finished-wrong",
                    "message": msg or "output matches the reference", "rel_err": rel}
+        if res["outcome"] != "finished-correct":
+            break
+    res.update(runs=run, repeats=repeats, seconds=time.perf_counter() - t0)
+    return res
+
+
+def is_attention(step_key: str) -> bool:
+    from ..families import attention
+    return step_key in attention.STEPS or step_key in attention.LIBRARY
+
+
+def run_attention_whatif(step_key: str, defines: dict, repeats: int = 1, S: int = 1024) -> dict:
+    """An attention step's debug build with the what-if's ablation, on (1, 4, S, 128) fp16 inputs,
+    up to `repeats` times; each output NaN-poisoned and compared with an fp32 reference."""
+    import math
+
+    import torch
+    from ..library.attention_debug import run_debug
+    from ..library.runner import PipelineDeadlock
+    from ..measure.attention_ref import reference
+    g = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v = (torch.randn((1, 4, S, 128), device="cuda", generator=g).half() for _ in range(3))
+    ref = reference(q, k, v, causal=False, scale=1 / math.sqrt(128))[0]
+    t0 = time.perf_counter()
+    res: dict = {}
+    for run in range(1, repeats + 1):
+        try:
+            o = run_debug(q, k, v, step=step_key, causal=False, extra_defines=defines)
+        except PipelineDeadlock as e:
+            res = {"outcome": "deadlock", "message": str(e)}
+        except Exception as e:
+            res = {"outcome": "error", "message": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+        else:
+            err = float((o.float() - ref.float()).abs().max()) if bool(torch.isfinite(o).all()) else math.inf
+            ok = err <= 1e-2  # fp16 attention against fp32: a few 1e-4 when correct
+            res = {"outcome": "finished-correct" if ok else "finished-wrong",
+                   "message": f"max |o - ref| = {err:.3g}" + ("" if ok else " (over 1e-2)"), "max_abs_err": err}
         if res["outcome"] != "finished-correct":
             break
     res.update(runs=run, repeats=repeats, seconds=time.perf_counter() - t0)

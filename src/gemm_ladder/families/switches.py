@@ -23,6 +23,10 @@ SWITCHES: dict[str, str] = {
     "GL_ABLATE_LOCAL_EMPTY": "in a cluster, a stage's empty barrier counts and hears only this CTA's consumers",
     "GL_ABLATE_NO_EXIT_SYNC": "no cluster barrier before a CTA of a cluster exits",
     "GL_ABLATE_SKEW_NS": "the rank-1 consumer of a cluster sleeps this long per k-tile (the CTAs drift apart)",
+    # attention's what-ifs
+    "GL_ABLATE_TURNS_NO_FIRST": "the ordered barrier's first group waits for a turn like the others: ping-pong deadlock",
+    "GL_ABLATE_V_RING_PHASE": "the attention V ring's producer starts at phase 0: deadlock",
+    "GL_ABLATE_NO_RESCALE": "the online softmax leaves O unscaled when the running max moves: wrong results",
     # measurements
     "GL_ABLATE_NO_PREFETCH": "no prefetch of the tensor maps' descriptors at entry (perf-notes item 64)",
     "GL_ABLATE_NO_MULTICAST": "a cluster's CTAs each load the whole B tile, nothing multicast (perf-notes item 65)",

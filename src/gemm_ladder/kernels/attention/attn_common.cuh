@@ -166,6 +166,7 @@ struct OnlineSoftmax {
 
 // O's rows scaled by the softmax's correction (before the next P V accumulates into it).
 GL_DEVICE void rescale_o(float (&o)[HEAD_D / 2], const float (&corr)[2]) {
+  if constexpr (GL_ABLATE_NO_RESCALE) return;  // the what-if: blocks summed at different scales
 #pragma unroll
   for (int j = 0; j < HEAD_D / 8; ++j) {
     o[4 * j] *= corr[0];

@@ -50,7 +50,7 @@ struct WsTiles {
     const auto kp = kr.bind(tr, KvTile::BYTES);
     const auto vp = vr.bind(tr, KvTile::BYTES);
     auto ks = KRing::State::producer();
-    auto vs = VRing::State::producer();
+    auto vs = GL_ABLATE_V_RING_PHASE ? VRing::State::consumer() : VRing::State::producer();  // the what-if: phase 0
     auto qs = PipelineState<1>::producer();  // the Q buffer: a ring of one
     for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
       const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);

@@ -63,6 +63,23 @@
 #define GL_ABLATE_SKEW_NS 0
 #endif
 
+// ---- attention's what-ifs (choreography/whatifs.py; docs/attention.md) ----------------------
+// The ordered barrier's first group waits for its turn like the others (gl_pipeline.cuh): each
+// consumer waits for its predecessor's turn, which never comes: the ping-pong deadlock.
+#ifndef GL_ABLATE_TURNS_NO_FIRST
+#define GL_ABLATE_TURNS_NO_FIRST 0
+#endif
+// The V ring's producer starts at phase 0 like its consumers (attention/attn_warpspec.cuh): its
+// first wait on a fresh empty barrier blocks, and the consumers wait for V forever.
+#ifndef GL_ABLATE_V_RING_PHASE
+#define GL_ABLATE_V_RING_PHASE 0
+#endif
+// The online softmax leaves O unscaled when the running max moves (attention/attn_common.cuh):
+// blocks summed at different scales, a wrong result.
+#ifndef GL_ABLATE_NO_RESCALE
+#define GL_ABLATE_NO_RESCALE 0
+#endif
+
 // ---- measurements (docs/perf-notes.md) -----------------------------------------------------
 // No prefetch of the tensor maps' descriptors (gl_tma.cuh; item 64).
 #ifndef GL_ABLATE_NO_PREFETCH

@@ -198,7 +198,9 @@ struct OrderedBarrier {
     }
   };
   GL_DEVICE Member member(int group, Tracer& tr) {
-    return Member{*this, tr, group, group == 0 ? PipelineState<1>::producer() : PipelineState<1>::consumer()};
+    // the what-if (GL_ABLATE_TURNS_NO_FIRST): group 0 waits for a first turn nobody passes
+    const bool first = group == 0 && !GL_ABLATE_TURNS_NO_FIRST;
+    return Member{*this, tr, group, first ? PipelineState<1>::producer() : PipelineState<1>::consumer()};
   }
 };
 
