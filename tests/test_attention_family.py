@@ -115,3 +115,30 @@ def test_the_compile_report_lists_every_attention_build():
     assert all(r["ok"] and r["spill_bytes"] == 0 for r in rows)
     if sass.find_tool("cuobjdump"):
         assert all(r["claims_missing"] == [] for r in rows)
+
+
+def test_the_attention_what_ifs_build_and_name_their_ablation():
+    """Each attention what-if with a GPU run has its kernel switch, and its debug build compiles
+    clean on every step it applies to (gemm-ladder deadlock runs them in a child process)."""
+    from gemm_ladder.choreography.gpu_whatifs import attention_gpu_what_ifs, what_if_entry
+    from gemm_ladder.families.switches import SWITCHES
+    names = attention_gpu_what_ifs()
+    assert {"pingpong-order-swapped", "v-ring-phase-0", "no-rescale"} <= set(names)
+    for name in names:
+        w = what_if_entry(name)
+        assert set(w.ablation) <= set(SWITCHES), w.ablation
+        for key in w.steps:
+            k = A.get(key, 128).compile(extra_defines={"GL_DEBUG_WAITS": 1, **w.ablation})
+            assert k.report.spill_bytes == 0
+
+
+def test_the_simulator_refuses_a_what_if_that_changes_numbers_only():
+    from gemm_ladder.choreography.sim.attention import simulate_attention
+    with pytest.raises(ValueError, match="changes numbers, not the schedule"):
+        simulate_attention("A2", what_if="no-rescale")
+
+
+def test_deadlock_offers_the_attention_what_ifs():
+    from gemm_ladder.cli.commands import build_parser
+    args = build_parser().parse_args(["deadlock", "--what-if", "v-ring-phase-0"])
+    assert args.what_if == "v-ring-phase-0"

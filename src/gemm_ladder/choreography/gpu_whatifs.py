@@ -18,7 +18,18 @@ import subprocess
 import sys
 import time
 
-from .whatifs import get_what_if
+from .whatifs import WHAT_IFS, get_what_if
+
+
+def what_if_entry(name: str):
+    """A what-if of either table: the GEMM's (whatifs.WHAT_IFS) or attention's (sim.attn_params)."""
+    from .sim.attn_params import ATTN_WHAT_IFS
+    return WHAT_IFS.get(name) or ATTN_WHAT_IFS.get(name) or get_what_if(name)  # the last raises, naming both
+
+
+def attention_gpu_what_ifs() -> list[str]:
+    from .sim.attn_params import ATTN_WHAT_IFS
+    return [name for name, w in ATTN_WHAT_IFS.items() if w.ablation]
 
 OUTCOMES = ("deadlock", "error", "finished-wrong", "finished-correct")
 
@@ -30,7 +41,7 @@ def run_whatif(step_key: str, what_if: str, size: int = 2048, repeats: int = 1) 
     from ..families.keys import get_step
     from ..library import runner
     from ..measure.accuracy import check_product
-    defines = get_what_if(what_if).ablation
+    defines = what_if_entry(what_if).ablation
     if not defines:
         raise ValueError(f"what-if {what_if!r} has no kernel ablation: only the simulator models it")
     if is_attention(step_key):
@@ -115,7 +126,7 @@ def run_whatif_subprocess(step_key: str, what_if: str, timeout_s: float = 60.0, 
     res = json.loads(line) if line else {"outcome": "error", "message": (p.stderr or p.stdout)[-2000:], "runs": 0}
     res["wall_seconds"] = time.perf_counter() - t0
     res["detected"] = res["outcome"] in ("deadlock", "finished-wrong", "error")
-    res["why"] = get_what_if(what_if).why
+    res["why"] = what_if_entry(what_if).why
     res["summary"] = summary_text(step_key, what_if, res)
     return res
 

@@ -40,6 +40,7 @@ Span kinds::
               wait is a ``try_wait.parity`` that passed at once.
     issue     a short instruction issue (expect_tx, TMA issue, arrive ...)
     idle      nothing to do
+    softmax   a warpgroup on the CUDA cores (attention: max, exp2, sum, rescale)
 
 Keys that tie spans together (used by the ring-occupancy KPI): ``cta``,
 ``tile`` (an output tile id, unique within the CTA: the simulator numbers a
@@ -57,22 +58,11 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 __all__ = [
-    "KINDS",
-    "WGMMA_ISSUED",
-    "Span",
-    "Handoff",
-    "Timeline",
-    "kpis",
-    "union_length",
-    "merge_intervals",
-    "stage_intervals",
-    "timeline_events",
-    "lane_cta",
-    "lane_role",
-    "lane_name",
+    "KINDS", "WGMMA_ISSUED", "Span", "Handoff", "Timeline", "kpis", "union_length", "merge_intervals",
+    "stage_intervals", "timeline_events", "lane_cta", "lane_role", "lane_name",
 ]
 
-KINDS = ("load", "mma", "epilogue", "store", "wait", "issue", "idle")
+KINDS = ("load", "mma", "epilogue", "store", "wait", "issue", "idle", "softmax")
 # The label of the mark (a zero-length ``issue`` span) a consumer leaves when it has issued a
 # k-tile's wgmma group; the simulator and the trace decoder both draw it.
 WGMMA_ISSUED = "wgmma issued"
@@ -132,7 +122,8 @@ class Timeline:
 
     ``meta`` conventions (all optional): ``depth`` (PIPE_DEPTH), ``k_tiles``,
     ``tiles_per_cta``, ``tile`` ([m, n, k]), ``num_ctas``, ``style``
-    ("lockstep" / "warp-specialized"); the simulator also stores ``params``,
+    ("lockstep" / "warp-specialized"), ``ctas_per_sm`` (CTAs c // ctas_per_sm share one
+    SM, a unit of the KPIs; default 1); the simulator also stores ``params``,
     ``verdict``, ``explanation``, ``barriers`` and ``barrier_log``.
     """
 
@@ -363,11 +354,13 @@ def kpis(tl: Timeline) -> dict:
       slots (see :func:`stage_intervals`) over each CTA's makespan, averaged
       over CTAs, and ``per_stage[s]`` the fraction of the makespan slot ``s``
       was full.  Rings: ``"smem"`` (operand ring) and ``"staging"``.
-    * ``per_cta``: the per-CTA figures the means were taken over.
+    * ``softmax_busy`` (with ``softmax`` spans): mean over their lanes of |softmax| / makespan.
+    * ``per_cta``: the per-CTA (per SM, ``meta["ctas_per_sm"]``) figures the means were taken over.
     """
+    unit = max(1, int(tl.meta.get("ctas_per_sm") or 1))
     by_cta: dict[int, list[Span]] = {}
     for s in tl.spans:
-        by_cta.setdefault(s.cta, []).append(s)
+        by_cta.setdefault(s.cta // unit, []).append(s)
 
     per_cta = []
     for c in sorted(by_cta):
@@ -401,7 +394,7 @@ def kpis(tl: Timeline) -> dict:
                   for c in by_cta}
     exposed: dict[str, dict[str, float]] = {}
     for lane, bars in sorted(waits.items()):
-        c = next(s.cta for s in tl.spans if s.lane == lane)
+        c = next(s.cta for s in tl.spans if s.lane == lane) // unit
         exposed[lane] = {}
         for b, iv in sorted(bars.items()):
             w = merge_intervals(iv)
@@ -422,17 +415,14 @@ def kpis(tl: Timeline) -> dict:
         ctas = sorted({c for c, _ in per_stage_cta})
         frac = {}
         for (c, st), iv in per_stage_cta.items():
-            mk = cta_mk.get(c, 0.0)
+            mk = cta_mk.get(c // unit, 0.0)
             frac[(c, st)] = union_length(iv) / mk if mk > 0 else 0.0
         per_stage = {st: _mean([frac.get((c, st), 0.0) for c in ctas]) for st in stages}
         mean = _mean([sum(frac.get((c, st), 0.0) for st in stages) for c in ctas])
         occ[ring] = {"mean": mean, "per_stage": per_stage, "stages": len(stages)}
 
-    if tl.spans:
-        makespan = max(s.end for s in tl.spans) - min(s.start for s in tl.spans)
-    else:
-        makespan = 0.0
-    return {
+    makespan = max(s.end for s in tl.spans) - min(s.start for s in tl.spans) if tl.spans else 0.0
+    out = {
         "tensor_core_busy": _mean([d["tensor_core_busy"] for d in per_cta]),
         "tensor_core_busy_steady": _mean([d["tensor_core_busy_steady"] for d in per_cta]),
         "fill_ns": _mean([d["fill_ns"] for d in per_cta]),
@@ -445,6 +435,12 @@ def kpis(tl: Timeline) -> dict:
         "ring_occupancy": occ,
         "per_cta": per_cta,
     }
+    soft: dict[str, list[tuple[float, float]]] = {}
+    for s in (s for s in tl.spans if s.kind == "softmax"):
+        soft.setdefault(s.lane, []).append((s.start, s.end, cta_mk.get(s.cta // unit) or 1.0))
+    if soft:
+        out["softmax_busy"] = _mean([union_length(x[:2] for x in iv) / iv[0][2] for iv in soft.values()])
+    return out
 
 
 # ---------------------------------------------------------------------------

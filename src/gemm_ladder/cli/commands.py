@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+from ..choreography.gpu_whatifs import attention_gpu_what_ifs
 from ..choreography.whatifs import WHAT_IFS, gpu_what_ifs
 from ..families.keys import UnknownStep, as_step, parse_step_spec
 from ..families.ladder import DEFAULT_BENCH, STEPS, VARIANTS, all_steps
@@ -170,13 +171,19 @@ def cmd_check(args) -> int:
 def cmd_deadlock(args) -> int:
     doors.require_hopper("`gemm-ladder simulate --what-if ...` models the same what-ifs without one")
     from rich.markup import escape
-    from ..choreography.gpu_whatifs import run_whatif_subprocess
-    w = WHAT_IFS[args.what_if]
-    step = args.step or as_step(w.default_step)
-    if problem := w.applies_to(step):
-        raise CliError(f"{problem} (its own step: {w.default_step})")
-    with doors.status(f"step {step.key}, what-if {args.what_if}: a debug build in a child process"):
-        res = run_whatif_subprocess(step.key, args.what_if, timeout_s=args.timeout, repeats=args.repeats)
+    from ..choreography.gpu_whatifs import run_whatif_subprocess, what_if_entry
+    w = what_if_entry(args.what_if)
+    if args.what_if not in WHAT_IFS:  # an attention what-if: on its own step (A2-A5)
+        if args.step is not None:
+            raise CliError(f"{args.what_if} runs on the attention step {w.default_step}; --step takes GEMM steps")
+        key = w.default_step
+    else:
+        step = args.step or as_step(w.default_step)
+        if problem := w.applies_to(step):
+            raise CliError(f"{problem} (its own step: {w.default_step})")
+        key = step.key
+    with doors.status(f"step {key}, what-if {args.what_if}: a debug build in a child process"):
+        res = run_whatif_subprocess(key, args.what_if, timeout_s=args.timeout, repeats=args.repeats)
     _console().print(escape(res["summary"]))
     # a race the runs did not lose is an honest outcome too, not a failure of the command
     return 0 if res["detected"] or (w.race and res["outcome"] == "finished-correct") else 1
@@ -267,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("deadlock", help="run one of the course's what-ifs on the GPU with bounded waits")
     d.add_argument("--step", type=doors.traced_step,
                    help="a step with mbarrier rings (default: the what-if's own step)")
-    d.add_argument("--what-if", default="both-phase-0", choices=gpu_what_ifs(),
+    d.add_argument("--what-if", default="both-phase-0", choices=gpu_what_ifs() + attention_gpu_what_ifs(),
                    help="the ablation to compile in (default both-phase-0)")
     d.add_argument("--timeout", type=seconds, default=60.0, help="seconds before the child process is killed")
     d.add_argument("--repeats", type=doors.number(int, 1, 100), default=5,

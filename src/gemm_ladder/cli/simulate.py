@@ -6,6 +6,8 @@ calls :func:`run`; the no-GPU default job calls :func:`simulate_report`.
     gemm-ladder simulate                      # every simulated step + the course's what-ifs
     gemm-ladder simulate --step 7 --depth 2   # one step (or a variant: --step 7:d4)
     gemm-ladder simulate --what-if both-phase-0
+    gemm-ladder simulate --attention A4         # an attention step (A2..A5, or all) at head dim 128
+    gemm-ladder simulate --attention A4 --what-if pingpong-order-swapped
 
 Writes ``OUT/simulate.html`` (the interactive page) and ``OUT/simulate_trace.json``
 (Chrome / Perfetto trace) under ``--out-dir`` (default ``out/``); ``simulate_step7_d4.*``
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..choreography.sim import SimResult, depth_needed, params_for_step, run_what_if, simulate, simulated_steps
+from ..choreography.sim import attention as attn
 from ..choreography.whatifs import WHAT_IFS
 from ..choreography.viz import write_chrome_trace, write_page
 from . import doors
@@ -45,6 +48,7 @@ MAX_TILES_PER_CTA = 64
 MAX_WORK_ONE = 4096
 MAX_WORK_ALL = 512
 MAX_NS = 100_000.0
+MAX_SEQ_LEN = 131_072  # at most 2048 key blocks of 64 in a tile
 
 
 def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.ArgumentParser:
@@ -68,9 +72,10 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
     p.add_argument("--tiles-per-cta", type=doors.number(int, 1, MAX_TILES_PER_CTA), dest="tiles_per_cta",
                    help="output tiles per CTA (default 1, 2 for persistent steps; "
                         f"k-tiles x tiles per CTA at most {MAX_WORK_ONE} with --step, {MAX_WORK_ALL} without)")
-    p.add_argument("--what-if", dest="what_if", choices=list(WHAT_IFS),
+    p.add_argument("--what-if", dest="what_if", choices=[*WHAT_IFS, *attn.ATTN_WHAT_IFS],
                    help="one of the course's exercises: " +
-                        "; ".join(f"{k}: {w.text}" for k, w in WHAT_IFS.items()))
+                        "; ".join(f"{k}: {w.text}" for k, w in WHAT_IFS.items()) +
+                        "; with --attention: " + "; ".join(f"{k}: {w.text}" for k, w in attn.ATTN_WHAT_IFS.items()))
     p.add_argument("--l2-bw", type=doors.number(float, 0.01, 10_000), dest="l2_bytes_per_ns", metavar="B_PER_NS",
                    help="per-SM L2->SMEM bandwidth in bytes/ns, 0.01..10000 (default: unlimited)")
     p.add_argument("--load-latency-ns", type=doors.number(float, 1, MAX_NS, "ns"), dest="load_latency_ns",
@@ -79,6 +84,17 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
                    help=f"wgmma time per 128x128x64 k-tile, 1..{MAX_NS:.0f} ns (default 280)")
     p.add_argument("--consumer-gap-ns", type=doors.number(float, 0, MAX_NS, "ns"), dest="consumer_gap_ns",
                    help=f"a consumer's shortest wgmma issue-to-issue time, 0..{MAX_NS:.0f} ns (default 411)")
+    a = p.add_argument_group("attention (the fused attention steps A2-A5 on one SM)")
+    a.add_argument("--attention", choices=[*attn.ATTN_STEPS, "all"],
+                   help="simulate an attention step (or all four) instead of a GEMM step")
+    a.add_argument("--head-dim", type=int, choices=(64, 128, 256), dest="head_dim", help="head dim (default 128)")
+    a.add_argument("--seq-len", type=doors.number(int, 1, MAX_SEQ_LEN), dest="seq_len",
+                   help=f"keys per tile, 1..{MAX_SEQ_LEN}: ceil(S / BN) key blocks (default {attn.DEFAULT_SEQ_LEN})")
+    a.add_argument("--softmax-ns-per-elem", type=doors.number(float, 0, 100, "ns"), dest="softmax_ns_per_elem",
+                   help="a warpgroup's softmax time per score element, alone on the SM, 0..100 ns "
+                        f"(default {attn.SOFTMAX_NS_PER_ELEM:.4f})")
+    a.add_argument("--record", metavar="FILE",
+                   help="a `bench --attention` record: print the prediction beside its non-causal fp16 rows")
     if not parents:
         p.add_argument("--out-dir", "--out", dest="out_dir", default=DEFAULT_OUT, metavar="DIR",
                        help=f"output folder (default {DEFAULT_OUT}/)")
@@ -259,11 +275,16 @@ def _json_rows(results: list[SimResult]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run ``gemm-ladder simulate`` with parsed ``args``; returns the exit code. With
     ``--json`` stdout holds the JSON alone; the paths written go to stderr."""
+    if getattr(args, "attention", None) or getattr(args, "what_if", None) in attn.ATTN_WHAT_IFS:
+        return run_attention(args)
     ov = _overrides(args)
     what_if = getattr(args, "what_if", None)
     step = getattr(args, "step", None)
     as_json = getattr(args, "json", False)
     try:
+        given = [f"--{k.replace('_', '-')}" for k in ATTN_ONLY if getattr(args, k, None) is not None]
+        if given:
+            raise doors.CliError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for --attention")
         s = step if step is not None or not what_if else WHAT_IFS[what_if].default_step
         check_work(s, ov)
         out = doors.out_dir(getattr(args, "out_dir", None) or DEFAULT_OUT)
@@ -302,6 +323,91 @@ def run(args: argparse.Namespace) -> int:
             print(res.explanation)
         if what_if and WHAT_IFS[what_if].why:
             print(f"why: {WHAT_IFS[what_if].why}")
+    print(f"wrote {page} and {trace}")
+    return 0
+
+
+ATTN_ONLY = ("head_dim", "seq_len", "softmax_ns_per_elem", "record")
+GEMM_ONLY = ("step", "k_tiles", "tiles_per_cta", "mma_ns", "consumer_gap_ns")
+
+
+def _attn_row(r: SimResult, seq_len: int) -> dict:
+    p, k = r.params, r.kpis
+    grid = attn.grid_tflops(p, k["makespan_ns"], seq_len) if r.ok else dict(tflops=0.0, waves=0, tiles=0)
+    return dict(step=p.step, head_dim=p.head_dim, bn=p.bn, blocks=p.blocks, consumers=p.consumers, depth=p.depth,
+                ctas_per_sm=p.ctas_per_sm, what_if=r.what_if or "", verdict=r.verdict,
+                busy=k["tensor_core_busy"], softmax_busy=k.get("softmax_busy", 0.0), cuda_core_busy=k["cuda_core_busy"],
+                makespan_ns=k["makespan_ns"], per_block_ns=k["per_block_ns"], predicted_tflops=grid["tflops"],
+                waves=grid["waves"], seq_len=seq_len)
+
+
+def run_attention(args: argparse.Namespace) -> int:
+    """``gemm-ladder simulate --attention STEP``: one attention step (or all four, or a what-if
+    beside the correct step) on one SM; writes the page and the trace, prints the KPIs and the
+    predicted TFLOP/s (and, with --record, the prediction beside a record)."""
+    step, what_if, as_json = args.attention, getattr(args, "what_if", None), getattr(args, "json", False)
+    D = getattr(args, "head_dim", None) or 128
+    S = getattr(args, "seq_len", None) or attn.DEFAULT_SEQ_LEN
+    ov = {k: getattr(args, k, None) for k in ("depth", "load_latency_ns", "l2_bytes_per_ns", "softmax_ns_per_elem")}
+    try:
+        given = [f"--{k.replace('_', '-')}" for k in GEMM_ONLY if getattr(args, k, None) is not None]
+        if given:
+            raise doors.CliError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the GEMM steps, "
+                                 "not for --attention")
+        if what_if and what_if not in attn.ATTN_WHAT_IFS:
+            raise doors.CliError(f"the what-if {what_if} breaks a GEMM step; with --attention choose from "
+                                 f"{', '.join(attn.ATTN_WHAT_IFS)}")
+        if what_if and step == "all":
+            raise doors.CliError("a what-if runs on one attention step, not on all")
+        steps = list(attn.ATTN_STEPS) if step == "all" else [step or attn.ATTN_WHAT_IFS[what_if].default_step]
+        out = doors.out_dir(getattr(args, "out_dir", None) or DEFAULT_OUT)
+        with doors.status("simulating") as tick:
+            results = [attn.simulate_attention(steps[0], what_if, head_dim=D, seq_len=S, **ov)] if what_if else []
+            for st in steps:
+                tick(f"simulating attention {st}")
+                results.append(attn.simulate_attention(st, head_dim=D, seq_len=S, **ov))
+            cmp = attn.compare_with_record(args.record, D, S, **ov) if getattr(args, "record", None) else None
+            tick("writing the page")
+            stem = (f"simulate_{what_if}" if what_if else "simulate_attention" + ("" if step == "all" else f"_{step}")
+                    + ("" if D == 128 else f"_d{D}"))
+            p0 = results[-1].params
+            bw = f"{p0.l2_bytes_per_ns:g} B/ns per SM" if p0.l2_bytes_per_ns else "bandwidth unlimited"
+            sub = (f"discrete-event model of the attention steps (gemm_ladder.choreography.sim.attention), H200: "
+                   f"tensor core {p0.tc_flop_per_ns:.0f} FLOP/ns per SM (989 TFLOP/s), softmax "
+                   f"{p0.softmax_ns_per_elem:.4f} ns "
+                   f"per score per warpgroup (MUFU 16 ex2/clk assumed), wgmma issue {p0.mma_issue_ns:.0f} ns and wait "
+                   f"{p0.mma_wait_ns:.0f} ns (the GEMM's fit), TMA latency {p0.load_latency_ns:.0f} ns, {bw}")
+            tls = [r.timeline for r in results]
+            pair = (0, len(tls) - 1) if len(tls) > 1 else (0, -1)
+            page = write_page(tls, out / f"{stem}.html", title="attention - mbarrier choreography", pair=pair,
+                              subtitle=sub)
+            trace = write_chrome_trace(tls, out / f"{stem}_trace.json")
+    except (ValueError, doors.CliError) as exc:
+        print(f"gemm-ladder simulate: error: {exc}", file=sys.stderr)
+        return 2
+    rows = [_attn_row(r, S) for r in results]
+    if as_json:
+        print(json.dumps([dict(d, kpis=r.kpis, explanation=r.explanation) for d, r in zip(rows, results)], default=str))
+        print(f"wrote {page} and {trace}", file=sys.stderr)
+        return 0
+    for d in rows:
+        head = f"attention {d['step']} (D {d['head_dim']}, BN {d['bn']}, {d['blocks']} blocks, depth {d['depth']}"
+        head += (f", {d['ctas_per_sm']} CTAs per SM" if d["ctas_per_sm"] > 1 else "") + ")"
+        head += f" what-if {d['what_if']}" if d["what_if"] else ""
+        tail = (f", predicted {d['predicted_tflops']:.0f} TFLOP/s at S {S} ({d['waves']} waves)"
+                if d["verdict"] == "ok" else "")
+        per = f" ({_fmt_ns(d['per_block_ns'])} per block)" if d["verdict"] == "ok" else ""
+        print(f"{head}: tensor-core busy {d['busy']:.1%}, softmax busy {d['softmax_busy']:.1%} "
+              f"(CUDA cores {d['cuda_core_busy']:.1%}), makespan {_fmt_ns(d['makespan_ns'])}{per}{tail}, "
+              f"verdict {d['verdict']}")
+    if what_if:
+        w = attn.ATTN_WHAT_IFS[what_if]
+        print(f"what-if {what_if}: {w.text}")
+        print(f"verdict: {results[0].verdict}")
+        print(results[0].explanation)
+        print(f"why: {w.why}")
+    if cmp is not None:
+        print(attn.format_comparison(cmp))
     print(f"wrote {page} and {trace}")
     return 0
 

@@ -62,16 +62,23 @@ one-sentence ``explanation``. Hazards are found by timing and by happens-before
 Modules: ``params`` (SimParams from a Step), ``barriers`` (MBarrier, PipelineState),
 ``engine`` (the event loop and its hazard checks), ``roles`` (the kernels' roles),
 ``explain`` (deadlock explanations), ``run`` (simulate, what-ifs), ``calibrate``
-(fitting to a measured trace, and the makespan check).
+(fitting to a measured trace, and the makespan check); for the attention steps A2-A5,
+``attn_params`` (AttnParams from an AttnStep, the attention what-ifs), ``attn_roles`` (the
+team, producer and consumers on one SM's tensor core and CUDA cores) and ``attention``
+(simulate_attention, the predicted TFLOP/s, the comparison with a record).
 """
 from ..whatifs import WHAT_IFS
 from .barriers import MBarrier, PipelineState
 from .calibrate import MAKESPAN_TOLERANCE, calibrate, check_calibration, simulate_like
 from .params import DEFAULT_NUM_SMS, SimParams, depth_needed, params_for_step, simulated_steps
 from .run import SimResult, run_what_if, simulate, simulate_step
+from .attention import (ATTN_STEPS, ATTN_WHAT_IFS, AttnParams, compare_with_record, params_for_attention, predict,
+                        run_attention_what_if, simulate_attention)
 
 __all__ = [
     "SimParams", "SimResult", "MBarrier", "PipelineState", "WHAT_IFS", "DEFAULT_NUM_SMS",
     "simulated_steps", "params_for_step", "simulate", "simulate_step", "run_what_if",
     "depth_needed", "calibrate", "simulate_like", "check_calibration", "MAKESPAN_TOLERANCE",
+    "AttnParams", "ATTN_STEPS", "ATTN_WHAT_IFS", "params_for_attention", "simulate_attention",
+    "run_attention_what_if", "predict", "compare_with_record",
 ]

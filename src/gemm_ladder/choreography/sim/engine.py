@@ -231,6 +231,8 @@ class Engine:
                     self.schedule(cmd[1], lambda: self.step(pr))
                     return
                 continue
+            if op == "park":   # resumed by a shared resource of the model (attention's CUDA cores)
+                return
             if op == "wait":
                 _, b, parity, label = cmd
                 if b.try_wait(parity):

@@ -21,10 +21,15 @@ def _phase_txt(b: MBarrier) -> str:
     return f"phase {b.phase}" + (f" (parity {b.phase & 1})" if b.phase > 1 else "")
 
 
+def _arrivers(e: Engine, b: MBarrier) -> list[str]:
+    """Who arrives on ``b``: per stage where the model says (a ping-pong's turn[c]), else per barrier."""
+    return e.arrivers.get((b.cta, b.name, b.stage)) or e.arrivers.get((b.cta, b.name), [])
+
+
 def _stuck_reason(e: Engine, b: MBarrier, live: dict[str, Proc]) -> tuple[str, Any]:
     """Why can't ``b``'s current phase complete?  ('tx'|'count'|'chain'|'other', detail)."""
     inflight = any(any(x is b for x in r["bars"]) for r in e.inflight.values())
-    arr = e.arrivers.get((b.cta, b.name), [])
+    arr = _arrivers(e, b)
     if b.pending <= 0 and b.tx > 0 and not inflight:
         return "tx", None
     if b.pending > 0:
@@ -65,7 +70,7 @@ def explain_deadlock(e: Engine, live_procs: list[Proc]) -> str:
                     f"transaction bytes and no TMA load to it is in flight - expect_tx announced "
                     f"{b.expected} B while the stage's loads delivered {landed} B, so the phase "
                     f"can never complete")
-        arr = list(dict.fromkeys(e.arrivers.get((b.cta, b.name), [])))
+        arr = list(dict.fromkeys(_arrivers(e, b)))
         per_phase = e.per_phase.get((b.cta, b.name), len(arr))
         warps = e.p.warps_per_consumer if b.name in ("mma2tma", "turn") else 1
         names = ", ".join(e.role(a) for a in arr) or "none"
@@ -80,8 +85,8 @@ def explain_deadlock(e: Engine, live_procs: list[Proc]) -> str:
                 f"{'comes' if per_phase == 1 else 'come'} ({names}) and "
                 f"{'it has' if len(arr) == 1 else 'they have all'} arrived, so the phase can "
                 f"never complete")
-    blocked.sort(key=lambda pr: (0 if lane_role(pr.lane) in ("producer", "team") else 1,
-                                 pr.blocked[2], pr.lane))
+    first = getattr(e, "deadlock_start", ("producer", "team"))  # the role to follow the waits from
+    blocked.sort(key=lambda pr: (0 if lane_role(pr.lane) in first else 1, pr.blocked[2], pr.lane))
     start = blocked[0]
     chain = [start]
     seen = {start.lane}
@@ -93,7 +98,7 @@ def explain_deadlock(e: Engine, live_procs: list[Proc]) -> str:
         if kind != "chain":
             break
         nxt = live[detail[0]]
-        only = "only arriver" if len(e.arrivers.get((b.cta, b.name), [])) == 1 else "arriver"
+        only = "only arriver" if len(_arrivers(e, b)) == 1 else "arriver"
         parts.append((cur, b, parity, only, nxt))
         if nxt.lane in seen or nxt.blocked is None:
             chain.append(nxt)
@@ -114,8 +119,8 @@ def explain_deadlock(e: Engine, live_procs: list[Proc]) -> str:
             txt += f", whose {only} {e.role(nxt.lane)} waits on {nb.ref}{e.cta_txt(nb.cta)} for parity {npar}"
     last = chain[-1]
     if last.lane in {c.lane for c in chain[:-1]}:
-        hint = {"both-phase-0": "both PipelineStates started at phase 0"}.get(e.what_if or "",
-                                                                           "the waits form a cycle")
+        hint = getattr(e, "deadlock_hint", "") or {"both-phase-0": "both PipelineStates started at phase 0"}.get(
+            e.what_if or "", "the waits form a cycle")
         txt += (f" - {hint}, so neither side is ever released" if len(parts) <= 2 else
                 f" - {hint} back to {e.role(last.lane)}, so none of them is ever released")
     else:

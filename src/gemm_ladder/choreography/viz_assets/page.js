@@ -3,9 +3,10 @@
   var DATA = JSON.parse(document.getElementById('gl-data').textContent);
   var KINDS = DATA.kinds, TLS = DATA.timelines, STATES = DATA.states, RINGS = DATA.rings;
   var COLORS = { load: '#4e79a7', mma: '#2ca25f', epilogue: '#9467bd', store: '#17a2b8',
-                 wait: '#e8590c', issue: '#343a40', idle: '#ced4da' };
+                 wait: '#e8590c', issue: '#343a40', idle: '#ced4da', softmax: '#d4a017' };
   var KIND_TEXT = { load: 'TMA load in flight', mma: 'tensor core (wgmma)', epilogue: 'epilogue (regs \u2192 SMEM)',
-                    store: 'TMA store', wait: 'waiting on an mbarrier', issue: 'issue', idle: 'idle' };
+                    store: 'TMA store', wait: 'waiting on an mbarrier', issue: 'issue', idle: 'idle',
+                    softmax: 'softmax on the CUDA cores (exp2, max, sum, rescale)' };
   var LABEL_W = 150, TC_H = 12, ROW_H = 17, ISSUE_H = 4, WAIT_H = 7, PAD = 3, AXIS_H = 22, STARTUP_NS = 6000;
   var SPAN = { lane: 0, kind: 1, t0: 2, t1: 3, stage: 4, phase: 5, bar: 6, tile: 7, k: 8, cta: 9, label: 10 };
   var st = { sel: { a: DATA.defaults[0], b: DATA.defaults[1] }, target: 'a', t0: 0, dt: 1, ev: 0, timer: null };
@@ -110,13 +111,19 @@
   function spanText(tl, s, w) {
     var k = KINDS[s[SPAN.kind]];
     if (w < 26 || k === 'wait' || k === 'issue') return '';
-    if (k === 'mma') return (w > 60 ? 'wgmma ' : '') + 'k' + s[SPAN.k];
+    if (k === 'mma') {
+      var am = /^(Q K\^T|P V) block (\d+)/.exec(s[SPAN.label] || '');  // attention: which MMA of which block
+      if (am) return (am[1] === 'P V' ? 'PV ' : 'QK\u1d40 ') + am[2];
+      return (w > 60 ? 'wgmma ' : '') + 'k' + s[SPAN.k];
+    }
     if (k === 'load') {
       var m = /^TMA (\S+(?: half \d+)?) /.exec(s[SPAN.label] || ''), pc = m ? m[1].replace(' half ', '\u00bd') + ' ' : '';
+      if (s[SPAN.k] === null) return pc;
       return (w > 70 ? pc + 'k' + s[SPAN.k] + '\u2192s' + s[SPAN.stage] : (w > 40 ? pc : '') + 'k' + s[SPAN.k]);
     }
     if (k === 'epilogue') return w > 50 ? 'epilogue' : 'epi';
     if (k === 'store') return w > 50 ? 'TMA store' : 'st';
+    if (k === 'softmax') return (w > 70 ? 'softmax ' : 'sm ') + (s[SPAN.k] === null ? '' : s[SPAN.k]);
     return k;
   }
 
@@ -344,9 +351,12 @@
     o.push('<div class="card" data-kpi="fill_ns"><div class="k">fill</div><div class="v">' + fmtNs(K.fill_ns) + '</div></div>');
     o.push('<div class="card" data-kpi="drain_ns"><div class="k">drain</div><div class="v">' + fmtNs(K.drain_ns) + '</div></div>');
     o.push('<div class="card" data-kpi="makespan_ns"><div class="k">makespan</div><div class="v">' + fmtNs(K.makespan_ns) + '</div></div>');
+    if (K.softmax_busy !== undefined)
+      o.push('<div class="card" data-kpi="softmax_busy"><div class="k">softmax busy</div><div class="v">' + pct(K.softmax_busy) +
+             '</div><div class="meter"><i style="width:' + (100 * K.softmax_busy).toFixed(1) + '%"></i></div></div>');
     var occ = K.ring_occupancy && K.ring_occupancy.smem;
     if (occ) o.push('<div class="card" data-kpi="ring_occupancy"><div class="k">full slots (avg)</div><div class="v">' + occ.mean.toFixed(2) +
-                    ' <small>/ ' + ((tl.meta && tl.meta.depth) || occ.stages) + '</small></div></div>');
+                    ' <small>/ ' + ((tl.meta && (tl.meta.smem_slots || tl.meta.depth)) || occ.stages) + '</small></div></div>');
     var top = (K.top_stalls || []).slice(0, 3);
     o.push('<div class="card stalls" data-kpi="top_stalls"><div class="k">top stalls <span title="of which the tensor core sat idle">(TC idle)</span></div><table>');
     if (!top.length) o.push('<tr><td>none</td></tr>');
@@ -483,7 +493,9 @@
   }
   function legend() {
     var o = [];
-    ['load', 'mma', 'epilogue', 'store', 'wait', 'issue'].forEach(function (k) {
+    var kinds = ['load', 'mma', 'epilogue', 'store', 'wait', 'issue'];
+    if (TLS.some(function (t) { return t.spans.some(function (x) { return KINDS[x[SPAN.kind]] === 'softmax'; }); })) kinds.push('softmax');
+    kinds.forEach(function (k) {
       o.push('<span><i class="sw" style="background:' + COLORS[k] + '"></i>' + KIND_TEXT[k] + '</span>');
     });
     o.push('<span><i class="sw" style="background:#2b8a3e;width:4px"></i>wait passes at once</span>');
