@@ -212,7 +212,9 @@ def cmd_default(args) -> int:
     with doors.status("simulating the pipelines") as update:
         text = simulate.simulate_report(out, tick=update)
     console.print(text, markup=False, highlight=False)
-    return rc
+    # and the attention steps' schedule (A2-A5 at head dim 128: softmax lanes beside the tensor core)
+    rc_attention = simulate.run_attention(argparse.Namespace(attention="all", out_dir=str(out), json=False))
+    return rc or rc_attention
 
 
 _HELP_STEPS = (f"steps: keys {min(STEPS)}..{max(STEPS)}, variants ({', '.join(VARIANTS)}, or N:d<depth>g<group>w<CTAs "
