@@ -69,18 +69,21 @@ attn_a2_fused(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant_
     wgmma_fence();
     mma_qk(sc, s.q, s.k[rd.stage]);
     wgmma_commit();
+    trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, j);
     wgmma_wait<0>();
     fence_acc(sc);
+    trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, j);
     float corr[2];
-    if (OnlineSoftmax::needs_mask(j * BN, t.q0, Sk)) sm.update<true>(sc, j * BN, Sk, scale_log2, corr);
-    else sm.update<false>(sc, j * BN, Sk, scale_log2, corr);
+    softmax_block(sm, sc, j, t.q0, Sk, scale_log2, corr, tr);
     rescale_o(o, corr);
     to_operand(p, sc);
     wgmma_fence();
     mma_pv(o, p, s.v[rd.stage]);
     wgmma_commit();
+    trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, j);
     wgmma_wait<0>();
     fence_acc(o);
+    trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, j);
     __syncthreads();  // the team is done with the stage: the leader may refill it
     if (leader && j + DEPTH < t.blocks) load_kv(s, ring, ld, &tmap_k, &tmap_v, j + DEPTH, t);
     rd.advance();

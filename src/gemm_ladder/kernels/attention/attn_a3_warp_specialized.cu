@@ -35,6 +35,7 @@ attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __gri
     u32 p[BN / 16][4];
     for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
       const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+      tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
@@ -45,20 +46,24 @@ attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __gri
         wgmma_fence();
         mma_qk(sc, s.q[cw], k);
         wgmma_commit();
+        trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, j);
         wgmma_wait<0>();
         fence_acc(sc);
+        trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, j);
         me.release_k(j);  // before the softmax: the producer refills K under it
         if (j == t.blocks - 1) me.release_q(s);
         float corr[2];
-        softmax_block(sm, sc, j, rows0, Sk, scale_log2, corr);
+        softmax_block(sm, sc, j, rows0, Sk, scale_log2, corr, tr);
         rescale_o(o, corr);
         to_operand(p, sc);
         const KvTile& v = me.wait_v(s, j);
         wgmma_fence();
         mma_pv(o, p, v);
         wgmma_commit();
+        trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, j);
         wgmma_wait<0>();
         fence_acc(o);
+        trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, j);
         fence_operand(p);
         me.release_v(j);
       }

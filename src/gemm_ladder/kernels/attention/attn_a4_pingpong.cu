@@ -40,6 +40,7 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
     float corr[2];
     for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
       const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+      tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
@@ -50,12 +51,14 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
       wgmma_fence();
       mma_qk(sc, s.q[cw], me.wait_k(s, 0));
       wgmma_commit();
+      trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, 0);
       turn.pass_turn(me.warp_leader, 0);
       wgmma_wait<0>();
       fence_acc(sc);
+      trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, 0);
       me.release_k(0);
       if (t.blocks == 1) me.release_q(s);
-      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr);  // O is still zero: nothing to rescale
+      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr, tr);  // O is still zero: nothing to rescale
       to_operand(p, sc);
       for (int j = 0; j < t.blocks; ++j) {
         const bool next = j + 1 < t.blocks;
@@ -63,20 +66,23 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
         wgmma_fence();
         mma_pv(o, p, me.wait_v(s, j));
         wgmma_commit();
+        trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, j);
         if (next) {
           mma_qk(sc, s.q[cw], me.wait_k(s, j + 1));
           wgmma_commit();
+          trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, j + 1);
         }
         turn.pass_turn(me.warp_leader, j + 1);
         wgmma_wait<0>();  // the other consumer's MMAs run while this one waits, then computes
         fence_acc(o);
         fence_acc(sc);
+        trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, j);  // Q K^T_{j+1} retired by the same wait
         fence_operand(p);
         me.release_v(j);
         if (next) {
           me.release_k(j + 1);
           if (j + 2 == t.blocks) me.release_q(s);
-          softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr);
+          softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr, tr);
           rescale_o(o, corr);
           to_operand(p, sc);
         }

@@ -40,6 +40,7 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
     float corr[2];
     for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
       const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+      tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
@@ -49,11 +50,13 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
       wgmma_fence();
       mma_qk(sc, s.q[cw], me.wait_k(s, 0));
       wgmma_commit();
+      trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, 0);
       turn.pass_turn(me.warp_leader, 0);
       wgmma_wait<0>();
       fence_acc(sc);
+      trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, 0);
       me.release_k(0);
-      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr);
+      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr, tr);
       to_operand(p, sc);
       // The loop issues Q K^T_{j+1} unconditionally (a wgmma group count that depends on a branch
       // makes ptxas serialize every wgmma of the kernel): the last block's P V follows it alone.
@@ -64,16 +67,20 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
         wgmma_fence();
         mma_qk(sc, s.q[cw], me.wait_k(s, j + 1));  // intra-warpgroup: the next block's scores first
         wgmma_commit();
+        trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, j + 1);
         mma_pv(o, p, me.wait_v(s, j));
         wgmma_commit();
+        trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, j);
         turn.pass_turn(me.warp_leader, j + 1);
         wgmma_wait<1>();  // intra-warpgroup: Q K^T_{j+1} retired, P V_j may still run
         fence_acc(sc);
+        trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, j + 1);
         me.release_k(j + 1);
         if (j + 1 == last) me.release_q(s);
-        softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr);  // under P V_j
+        softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr, tr);  // under P V_j
         wgmma_wait<0>();
         fence_acc(o);
+        trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, j);
         fence_operand(p);
         me.release_v(j);
         rescale_o(o, corr);  // only now: P V_j accumulated at the old scale
@@ -83,9 +90,11 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
       wgmma_fence();
       mma_pv(o, p, me.wait_v(s, last));
       wgmma_commit();
+      trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, last);
       turn.pass_turn(me.warp_leader, last + 1);
       wgmma_wait<0>();
       fence_acc(o);
+      trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, last);
       fence_operand(p);
       me.release_v(last);
       store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);

@@ -10,6 +10,7 @@
 #include "gl_common.cuh"
 #include "gl_tma.cuh"
 #include "gl_wgmma.cuh"
+#include "gl_trace.cuh"
 
 #if !defined(GL_ATTN_D) || !defined(GL_ATTN_BN) || !defined(GL_ATTN_DEPTH) || !defined(GL_ATTN_CAUSAL) || \
     !defined(GL_DYNAMIC_SMEM)
@@ -163,6 +164,26 @@ struct OnlineSoftmax {
       }
   }
 };
+
+// Traced builds record each consumer's softmax and MMA spans, except at head dim 256, where O
+// holds 128 registers and the recorder's stores would spill: those record the rings only.
+constexpr bool TRACE_SPANS = HEAD_D < 256;
+
+// The softmax step of one block for a warpgroup's rows (masked only where a key is hidden),
+// recorded as a span on its tracer (GL_TRACE builds).
+GL_DEVICE void softmax_block(OnlineSoftmax& sm, float (&sc)[BN / 2], int j, int rows0, int Sk, float scale_log2,
+                             float (&corr)[2], Tracer& tr) {
+  if constexpr (TRACE_SPANS) tr.event(EV_SOFTMAX_BEGIN, 0, 0, 0, j);
+  if (OnlineSoftmax::needs_mask(j * BN, rows0, Sk)) sm.update<true>(sc, j * BN, Sk, scale_log2, corr);
+  else sm.update<false>(sc, j * BN, Sk, scale_log2, corr);
+  if constexpr (TRACE_SPANS) tr.event(EV_SOFTMAX_END, 0, 0, 0, j);
+}
+
+// Tracing: an MMA issued or retired, named by the barrier of the operand it reads (BAR_K_FULL:
+// Q K^T of block j, BAR_V_FULL: P V of block j).
+GL_DEVICE void trace_mma(Tracer& tr, u32 kind, u32 which, int j) {
+  if constexpr (TRACE_SPANS) tr.event(kind, which, 0, 0, j);
+}
 
 // O's rows scaled by the softmax's correction (before the next P V accumulates into it).
 GL_DEVICE void rescale_o(float (&o)[HEAD_D / 2], const float (&corr)[2]) {

@@ -116,13 +116,6 @@ struct Consumer {
   }
 };
 
-// The softmax step of one block for a consumer's rows (masked only where a key is hidden).
-GL_DEVICE void softmax_block(OnlineSoftmax& sm, float (&sc)[BN / 2], int j, int rows0, int Sk, float scale_log2,
-                             float (&corr)[2]) {
-  if (OnlineSoftmax::needs_mask(j * BN, rows0, Sk)) sm.update<true>(sc, j * BN, Sk, scale_log2, corr);
-  else sm.update<false>(sc, j * BN, Sk, scale_log2, corr);
-}
-
 // Keep the probabilities' registers live until the P V that reads them has retired.
 GL_DEVICE void fence_operand(u32 (&p)[BN / 16][4]) {
 #pragma unroll

@@ -19,6 +19,8 @@ enum GlEvent : unsigned {  // the Python decoder reads these names from this fil
   EV_STORE_DONE = 9,   // staging read back by TMA (buffer reusable)
   EV_ARRIVE = 10,      // arrived on a barrier (release)
   EV_TILE_BEGIN = 11,  // a new output tile starts
+  EV_SOFTMAX_BEGIN = 12,  // attention: a consumer's online softmax of one key block begins
+  EV_SOFTMAX_END = 13,    // ... and ends (P in registers, O rescaled)
 };
 
 #define GL_TRACE_SLOTS_PER_CTA 4  // team/producer, consumer0, consumer1, writeback
