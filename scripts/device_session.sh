@@ -7,15 +7,17 @@
 #                bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
 #                8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
-#                (tile-order group heights), cublas (cuBLAS's kernel names), trace, energy (each
-#                level's traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
+#                (tile-order group heights), cublas (cuBLAS's kernel names), trace, attntrace (measured
+#                in-kernel traces of A3, A4, A5 at head dim 128, S 4096, non-causal, beside the attention
+#                model: gemm-ladder trace --attention), energy (each level's traffic beside energy per FLOP
+#                at the cap: benchmarks/probes/energy)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_TIMEOUT per tool, default 400 s),
 #                fp8fuzz (the fp8 door on random calls), fp8san (compute-sanitizer over the fp8 builds), check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
-# (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, TESTS_FILES, SMALLM_KEYS /
+# (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, ATTN_TRACE_STEPS, TESTS_FILES, SMALLM_KEYS /
 # _MS / _NK / _PDL / _TIMEOUT (scripts/bench_smallm.py), PARALLEL (default 0).
 # Everything lands in $OUT/session/ and is packed into $OUT/session-<stages>.tgz (one file
 # comes back); the last lines printed are a short summary.
@@ -155,6 +157,14 @@ if has trace; then  # one archive per step: a step's records alone can be severa
     timeout 200 $PY -m gemm_ladder trace --step "$s" --out "$d" 2>&1 | tee -a "$W/trace.log"
     note "trace $s: rc=$?"
     tar czf "$OUT/trace_${s/:/_}.tgz" -C "$d" . && rm -rf "$d"
+  done
+fi
+if has attntrace; then  # each step's page, summary JSON, Perfetto trace and records into the session folder
+  for s in ${ATTN_TRACE_STEPS:-A3 A4 A5}; do
+    timeout 300 $PY -m gemm_ladder trace --attention "$s" --head-dim 128 --seq-len 4096 --out-dir "$W" 2>&1 \
+      | tee "$W/attntrace_$s.log"
+    rc=$?
+    note "attention trace $s: rc=$rc $(grep -m1 'makespan measured' "$W/attntrace_$s.log")"
   done
 fi
 

@@ -15,20 +15,30 @@ from pathlib import Path
 from .timeline import Handoff, Span, Timeline, lane_cta
 
 RECORDS_FORMAT = "gemm-ladder trace records"
+ATTENTION_RECORDS_FORMAT = "gemm-ladder attention trace records"
 
 
-def write_records(path: str | Path, step_key: str, size: tuple[int, int, int], records: list[dict],
-                  **info) -> Path:
+def write_records(path: str | Path, step_key: str, size: tuple[int, ...], records: list[dict], *,
+                  fmt: str = RECORDS_FORMAT, **info) -> Path:
     """The decoded records of a traced run, gzip-compressed JSON (they decode again with
-    :func:`gemm_ladder.choreography.trace.to_timeline`)."""
+    :func:`gemm_ladder.choreography.trace.to_timeline`, an attention step's (``fmt``
+    ATTENTION_RECORDS_FORMAT, size (B, H, S)) with :func:`.attention_trace.attention_timeline`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # event times to 0.1 ns (they are ns after the slot's start): a third of the bytes
     records = [dict(r, events=[[round(e[0], 1), *e[1:]] for e in r["events"]]) for r in records]
-    doc = dict(format=RECORDS_FORMAT, version=1, step=step_key, size=list(size), records=records, **info)
+    doc = dict(format=fmt, version=1, step=step_key, size=list(size), records=records, **info)
     with gzip.open(path, "wt", encoding="utf-8") as f:
         json.dump(doc, f, separators=(",", ":"))
     return path
+
+
+def read_records(path: str | Path) -> dict:
+    """A records file :func:`write_records` wrote, as its JSON document."""
+    doc = json.loads(_read_text(Path(path)))
+    if not isinstance(doc, dict) or doc.get("format") not in (RECORDS_FORMAT, ATTENTION_RECORDS_FORMAT):
+        raise ValueError(f"{path}: not a trace records file")
+    return doc
 
 
 def _read_text(path: Path) -> str:
@@ -124,6 +134,9 @@ def measured_timelines(path: str | Path, ctas: list[int] | None = None) -> list[
     doc = json.loads(text)
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a trace records file, trace JSON, trace page or Perfetto trace")
+    if doc.get("format") == ATTENTION_RECORDS_FORMAT:
+        raise ValueError(f"{path}: an attention step's trace (the calibration fits the GEMM model; "
+                         "attention_trace.attention_timeline decodes it)")
     if doc.get("format") == RECORDS_FORMAT:
         from ..families.keys import get_step
         from .trace import to_timeline

@@ -190,10 +190,14 @@ def cmd_deadlock(args) -> int:
 
 
 def cmd_trace(args) -> int:
+    from .trace import attention_trace_command, check_attention_args, trace_command
+    check_attention_args(args)
     doors.require_hopper("`gemm-ladder simulate` draws the modelled timeline without one")
-    from .trace import trace_command
     args.out = str(doors.out_dir(args.out_dir))
-    args.step = args.step.key
+    if args.attention is not None:
+        return attention_trace_command(args, _console())
+    args.step = (args.step or doors.traced_step("7")).key
+    args.size = args.size or [(4096, 4096, 4096)]
     return trace_command(args, _console())
 
 
@@ -285,10 +289,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_deadlock)
 
     t = sub.add_parser("trace", parents=outp, help="measured in-kernel timeline of a step beside the model (GPU)")
-    t.add_argument("--step", type=doors.traced_step, default="7", help="a step with mbarrier rings, e.g. 7:d4 (default 7)")
-    t.add_argument("--size", type=parse_sizes, default=[(4096, 4096, 4096)], help="N or MxNxK (default 4096)")
+    t.add_argument("--step", type=doors.traced_step, help="a step with mbarrier rings, e.g. 7:d4 (default 7)")
+    t.add_argument("--size", type=parse_sizes, help="N or MxNxK (default 4096)")
     t.add_argument("--events", type=doors.number(int, 1, 1 << 20),
                    help="trace capacity per role per CTA (default: enough for the size)")
+    ta = t.add_argument_group("attention (a fused attention step on about one wave of tiles)")
+    ta.add_argument("--attention", choices=("A2", "A3", "A4", "A5"),
+                    help="trace an attention step instead of a GEMM step, beside the attention model")
+    ta.add_argument("--head-dim", type=int, choices=(64, 128, 256), dest="head_dim", help="head dim (default 128)")
+    ta.add_argument("--seq-len", type=doors.number(int, 1, 1 << 17), dest="seq_len",
+                    help="query and key length, 1..131072 (default 4096)")
+    ta.add_argument("--causal", action="store_true", help="the causal mask (the model draws a full tile)")
     t.set_defaults(fn=cmd_trace)
 
     add_calibrate_parser(sub)

@@ -1,6 +1,6 @@
-"""``gemm-ladder trace``: a measured in-kernel timeline of a step beside the simulator's;
-``gemm-ladder calibrate``: the simulator calibrated to saved traces, checked against them
-(no GPU)."""
+"""``gemm-ladder trace``: a measured in-kernel timeline of a step beside the simulator's (with
+``--attention``: of an attention step beside the attention model's); ``gemm-ladder calibrate``:
+the simulator calibrated to saved traces, checked against them (no GPU)."""
 from __future__ import annotations
 
 import argparse
@@ -74,6 +74,106 @@ def print_kpis(summary: dict, console) -> None:
                   f"{'correct' if summary['correct'] else 'WRONG'}")
     if "calibration" in summary:
         console.print(calibration_line("this run", summary["calibration"]))
+
+
+ATTN_FLAGS = (("head_dim", "--head-dim"), ("seq_len", "--seq-len"), ("causal", "--causal"))
+
+
+def check_attention_args(args) -> None:
+    """trace's flags: --attention takes --head-dim, --seq-len, --causal, --events (not --step or
+    --size), and those three need --attention; a head dim the step lacks is refused. One
+    CliError line each, before any work."""
+    if args.attention is None:
+        given = [flag for name, flag in ATTN_FLAGS if getattr(args, name, None) not in (None, False)]
+        if given:
+            raise doors.CliError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for an attention trace: "
+                                 "add --attention A2..A5")
+        return
+    given = [flag for name, flag in (("step", "--step"), ("size", "--size")) if getattr(args, name, None) is not None]
+    if given:
+        raise doors.CliError(f"--attention traces an attention step: give it without {', '.join(given)} (it takes "
+                             "--head-dim, --seq-len, --causal, --events, --out-dir)")
+    from ..families.attention import get
+    from ..families.common import ConfigError
+    try:
+        get(args.attention, args.head_dim or 128)
+    except ConfigError as e:
+        raise doors.CliError(str(e)) from None
+
+
+def attention_trace_command(args, console) -> int:
+    """``gemm-ladder trace --attention STEP``: the traced build on about one wave of tiles, its
+    timeline (the CTAs of block 0's SM) beside the attention model's for the same step and
+    shape, the KPIs of both and the makespans' ratio; the records, the page, the Perfetto
+    trace and a JSON summary under the output folder."""
+    from ..choreography import attention_trace as at
+    from ..choreography.sim import attention as sim_attn
+    key, D = args.attention, args.head_dim or 128
+    S, causal = args.seq_len or at.TRACE_SEQ_LEN, bool(args.causal)
+    st = at.step_of(key, D)
+    res = at.measure_attention(key, D, S, causal, events=args.events)
+    meta = {"D": D, "S": S, "causal": causal, "B": res["B"], "H": res["H"]}
+    full = at.attention_timeline(res["records"], st, meta)
+    km = at.measured_kpis(full, st, S)
+    simres = sim_attn.simulate_attention(key, head_dim=D, seq_len=S)
+    shown_ids = at.shown_blocks(res["records"], simres.params.ctas_per_sm)
+    shown = at.attention_timeline(res["records"], st, meta, ctas=shown_ids,
+                                  title=f"attention {key} (measured, D {D}, S {S}{', causal' if causal else ''})")
+    ks = {k: v for k, v in simres.kpis.items() if not isinstance(v, (dict, list))}
+    # causal tiles differ in length: block 0 has the longest (all keys), the one the model draws
+    mk_meas = km["makespan_ns_max"] if causal else km["makespan_ns"]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"trace_attention_{key}_d{D}_s{S}" + ("_causal" if causal else "")
+    records_path = saved.write_records(out / f"{stem}_records.json.gz", key, (res["B"], res["H"], S), res["records"],
+                                       fmt=saved.ATTENTION_RECORDS_FORMAT, D=D, causal=causal,
+                                       num_sms=res["num_sms"], ctas=res["blocks"],
+                                       events_per_slot=res["events_per_slot"], correct=res["correct"],
+                                       ms_plain=res["ms_plain"], ms_traced=res["ms_traced"])
+    summary = {"step": key, "D": D, "S": S, "causal": causal, "B": res["B"], "H": res["H"], "tiles": res["tiles"],
+               "ctas": res["blocks"], "correct": res["correct"], "max_abs_err": res["max_abs_err"],
+               "tolerance": res["tolerance"], "ms_plain": res["ms_plain"], "ms_traced": res["ms_traced"],
+               "trace_overhead": res["overhead"], "events_per_slot": res["events_per_slot"],
+               "slots_full": res["overflow"], "records": records_path.name, "shown_blocks": shown_ids,
+               "spans_recorded": km["spans_recorded"], "kpis_measured": {k: v for k, v in km.items() if k != "per_sm"},
+               "kpis_measured_per_sm": km["per_sm"], "kpis_simulated": ks,
+               "makespan_measured_ns": mk_meas, "makespan_simulated_ns": ks["makespan_ns"],
+               "makespan_ratio": mk_meas / ks["makespan_ns"] if ks["makespan_ns"] else None,
+               "makespan_measured_is": "the longest SM's (causal)" if causal else "the median SM's",
+               "simulated": "one tile of S keys on one SM, non-causal (the model has no mask)"}
+    (out / f"{stem}.json").write_text(json.dumps({"summary": summary, "timeline": shown.to_dict()}, default=float))
+    viz.write_page([simres.timeline, shown], out / f"{stem}.html",
+                   title=f"attention {key}, D {D}, S {S}: simulated vs measured")
+    viz.write_chrome_trace([shown], out / f"{stem}_perfetto.json")
+    print_attention_kpis(summary, console)
+    if res["overflow"]:
+        console.print(f"[red]{len(res['overflow'])} trace slots filled up (events lost): pass --events[/red]")
+    console.print(f"wrote {out / stem}.html, .json, _perfetto.json and {records_path.name}")
+    return 0 if res["correct"] and not res["overflow"] else 1
+
+
+def print_attention_kpis(summary: dict, console) -> None:
+    from rich.table import Table
+    s = summary
+    t = Table(title=f"attention {s['step']}, D {s['D']}, S {s['S']}{', causal' if s['causal'] else ''} "
+                    f"(B {s['B']}, H {s['H']}, {s['ctas']} CTAs): measured (mean over SMs) vs simulated")
+    for col, just in (("KPI", "left"), ("measured", "right"), ("simulated", "right")):
+        t.add_column(col, justify=just)
+    km, ks = s["kpis_measured"], s["kpis_simulated"]
+    for key in ("tensor_core_busy", "tensor_core_busy_steady", "softmax_busy", "cuda_core_busy", "per_block_ns",
+                "makespan_ns", "tflops_steady"):
+        fmt = ((lambda v: f"{v:.3f}") if "busy" in key else (lambda v: f"{v:.0f}") if key == "tflops_steady"
+               else (lambda v: f"{v / 1000:.2f} us"))
+        t.add_row(key, *(fmt(v) if isinstance(v, (int, float)) else "-" for v in (km.get(key), ks.get(key))))
+    console.print(t)
+    ratio = f"{s['makespan_ratio']:.2f}" if s["makespan_ratio"] else "-"
+    console.print(f"makespan measured ({s['makespan_measured_is']}) / simulated: {ratio}")
+    err = f"{s['max_abs_err']:.2e}" if s["max_abs_err"] is not None else "non-finite"
+    console.print(f"traced kernel {s['ms_traced']:.4f} ms vs untraced {s['ms_plain']:.4f} ms "
+                  f"(overhead {s['trace_overhead'] * 100:+.1f}%); output "
+                  f"{'correct' if s['correct'] else 'WRONG'} (max |error| {err}, tolerance {s['tolerance']:.2e})")
+    if not s["spans_recorded"]:
+        console.print(s["kpis_measured"]["note"])
 
 
 def calibration_line(source: str, c: dict) -> str:
