@@ -38,6 +38,22 @@ def test_ladder_steps_diff_by_their_forced_move(capsys):
         assert n <= MAX_CHANGED_LINES, f"{pair} changes {n} lines"
 
 
+ATTENTION = [KERNELS / "attention" / f for f in ("attn_a2_fused.cu", "attn_a3_warp_specialized.cu",
+                                                 "attn_a4_pingpong.cu", "attn_a5_intra_overlap.cu")]
+
+
+def test_attention_steps_diff_by_their_forced_move(capsys):
+    """A3 -> A4 -> A5 each change one thing (A2 -> A3 rewrites the kernel around roles; what the
+    warp-specialized steps share lives in attn_warpspec.cuh)."""
+    sizes = {f"{a.stem} -> {b.stem}": changed_lines(a, b) for a, b in zip(ATTENTION, ATTENTION[1:])}
+    with capsys.disabled():
+        print("\nlines changed from each attention step to the next:")
+        for pair, n in sizes.items():
+            print(f"  {pair}: {n}")
+    for pair, n in list(sizes.items())[1:]:  # A3 -> A4, A4 -> A5
+        assert n <= MAX_CHANGED_LINES, f"{pair} changes {n} lines"
+
+
 def _defaults(text: str) -> set[str]:
     return set(re.findall(r"#ifndef\s+(GL_\w+)\s*\n\s*#define\s+\1\b", text))
 
