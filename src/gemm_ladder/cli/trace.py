@@ -45,14 +45,23 @@ def trace_command(args, console) -> int:
         summary["sim_fit_error"] = str(e)
         simres = sim.simulate(sim.params_for_step(st, size=(M, N, K), num_sms=res["num_sms"]))
     summary["kpis_simulated"] = simres.kpis
-    (out / f"{stem}.json").write_text(json.dumps({"summary": summary, "timeline": shown.to_dict()}, default=float))
-    viz.write_page([simres.timeline, shown], out / f"{stem}.html", title=f"step {st.key}: simulated vs measured")
-    viz.write_chrome_trace([shown], out / f"{stem}_perfetto.json")
+    _write_outputs(out, stem, summary, shown, simres, f"step {st.key}: simulated vs measured")
     print_kpis(summary, console)
-    if res["overflow"]:
-        console.print(f"[red]{len(res['overflow'])} trace slots filled up (events lost): pass --events[/red]")
+    _warn_overflow(res, console)
     console.print(f"records: {records_path} (check the model on them: gemm-ladder calibrate {records_path})")
     return 0 if res["correct"] and not res["overflow"] else 1
+
+
+def _write_outputs(out, stem: str, summary: dict, shown, simres, title: str) -> None:
+    """The summary and drawn timeline (JSON), the page (simulated beside measured), the Perfetto trace."""
+    (out / f"{stem}.json").write_text(json.dumps({"summary": summary, "timeline": shown.to_dict()}, default=float))
+    viz.write_page([simres.timeline, shown], out / f"{stem}.html", title=title)
+    viz.write_chrome_trace([shown], out / f"{stem}_perfetto.json")
+
+
+def _warn_overflow(res: dict, console) -> None:
+    if res["overflow"]:
+        console.print(f"[red]{len(res['overflow'])} trace slots filled up (events lost): pass --events[/red]")
 
 
 def print_kpis(summary: dict, console) -> None:
@@ -141,13 +150,9 @@ def attention_trace_command(args, console) -> int:
                "makespan_ratio": mk_meas / ks["makespan_ns"] if ks["makespan_ns"] else None,
                "makespan_measured_is": "the longest SM's (causal)" if causal else "the median SM's",
                "simulated": "one tile of S keys on one SM, non-causal (the model has no mask)"}
-    (out / f"{stem}.json").write_text(json.dumps({"summary": summary, "timeline": shown.to_dict()}, default=float))
-    viz.write_page([simres.timeline, shown], out / f"{stem}.html",
-                   title=f"attention {key}, D {D}, S {S}: simulated vs measured")
-    viz.write_chrome_trace([shown], out / f"{stem}_perfetto.json")
+    _write_outputs(out, stem, summary, shown, simres, f"attention {key}, D {D}, S {S}: simulated vs measured")
     print_attention_kpis(summary, console)
-    if res["overflow"]:
-        console.print(f"[red]{len(res['overflow'])} trace slots filled up (events lost): pass --events[/red]")
+    _warn_overflow(res, console)
     console.print(f"wrote {out / stem}.html, .json, _perfetto.json and {records_path.name}")
     return 0 if res["correct"] and not res["overflow"] else 1
 

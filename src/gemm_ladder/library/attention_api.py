@@ -80,19 +80,9 @@ def _check_call(q, k, v, causal, scale, return_lse, step) -> tuple[int, int, int
     return B, Hq, Hkv, Sq, Sk, D
 
 
-_GOOD_DEVICES: set = set()
-
-
 def _check_gpu(device) -> None:
     """A CUDA device of compute capability 9.0 (checked once per device)."""
-    if device.type != "cuda":
-        raise ValueError(f"attention: q is on {device}; gemm_ladder's attention kernels need CUDA tensors")
-    if device not in _GOOD_DEVICES:
-        try:
-            runner.check_device(device)
-        except RuntimeError as e:
-            raise RuntimeError(f"attention: {e}") from None
-        _GOOD_DEVICES.add(device)
+    runner.check_door_device(device, "attention", "q", "attention kernels")
 
 
 def _readable(t):

@@ -105,19 +105,9 @@ def _check_call(a, b, scale_a, scale_b, out_dtype, bias) -> tuple[int, int, int,
     return M, N, K, mode
 
 
-_GOOD_DEVICES: set = set()
-
-
 def _check_gpu(device) -> None:
     """A CUDA device of compute capability 9.0 (checked once per device)."""
-    if device.type != "cuda":
-        raise ValueError(f"scaled_mm: a is on {device}; gemm_ladder's fp8 kernels need CUDA tensors")
-    if device not in _GOOD_DEVICES:
-        try:
-            runner.check_device(device)
-        except RuntimeError as e:
-            raise RuntimeError(f"scaled_mm: {e}") from None
-        _GOOD_DEVICES.add(device)
+    runner.check_door_device(device, "scaled_mm", "a", "fp8 kernels")
 
 
 def _check_memory(a, b) -> None:

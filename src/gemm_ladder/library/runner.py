@@ -91,6 +91,22 @@ def check_device(device) -> None:
                            "for sm_90a (H100/H200)")
 
 
+_GOOD_DEVICES: set = set()
+
+
+def check_door_device(device, door: str, tensor: str, kernels: str) -> None:
+    """A door's device check, in its own words: `tensor` (its first operand) on a CUDA device of
+    compute capability 9.0; the capability is looked up once per device."""
+    if device.type != "cuda":
+        raise ValueError(f"{door}: {tensor} is on {device}; gemm_ladder's {kernels} need CUDA tensors")
+    if device not in _GOOD_DEVICES:
+        try:
+            check_device(device)
+        except RuntimeError as e:
+            raise RuntimeError(f"{door}: {e}") from None
+        _GOOD_DEVICES.add(device)
+
+
 # ---- debug records -------------------------------------------------------------------------
 _STUCK_FMT = "<IIIIIIIIQ"  # GlStuckRecord in gl_mbarrier.cuh
 _STUCK_MAGIC = 0x57A11ED0
