@@ -7,7 +7,8 @@
 #                bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
 #                8192³ and 2048³), suite, api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
-#                (tile-order group heights), cublas (cuBLAS's kernel names), trace, attntrace (measured
+#                (tile-order group heights), decode (one layer's decode GEMMs in a CUDA graph vs cuBLAS's:
+#                DECODE_DTYPE), tune (every candidate kernel timed per suite shape: TUNE_SUITE, TUNE_DTYPE), cublas (cuBLAS's kernel names), trace, attntrace (measured
 #                in-kernel traces of A3, A4, A5 at head dim 128, S 4096, non-causal, beside the attention
 #                model: gemm-ladder trace --attention), energy (each level's traffic beside energy per FLOP
 #                at the cap: benchmarks/probes/energy)
@@ -77,6 +78,17 @@ if has api; then
   note "api: rc=$?"
   timeout 120 $PY scripts/host_profile.py --json "$W/host_profile.json" 2>&1 | tee "$W/host_profile.log"
   note "host_profile: rc=$?"  # where a call's host time goes
+fi
+if has decode; then  # one layer's decode GEMMs in a CUDA graph, ours (and its ablations) against cuBLAS's
+  timeout "${DECODE_TIMEOUT:-240}" $PY -m gemm_ladder bench --decode-chain --dtype "${DECODE_DTYPE:-both}" \
+    --json "$W/decode_chain.json" 2>&1 | tee "$W/decode_chain.log"
+  note "decode chain: rc=$?"
+fi
+if has tune; then  # every accepted candidate timed per suite shape (the model's pick beside the best measured)
+  mkdir -p "$W/tune"
+  timeout "${TUNE_TIMEOUT:-420}" $PY -m gemm_ladder bench --suite "${TUNE_SUITE:-all}" --dtype "${TUNE_DTYPE:-float16}" \
+    --autotune --out "$W/tune" 2>&1 | tail -n 60 > "$W/tune.log"
+  note "tune: rc=$? $(grep -m1 -i 'geomean' "$W/tune.log")"
 fi
 if has smallm; then
   timeout "${SMALLM_TIMEOUT:-240}" $PY scripts/bench_smallm.py --keys "${SMALLM_KEYS:-smallm,smallm:n128}" \

@@ -67,7 +67,7 @@ def add_flags(b) -> None:
 
 
 _NARROWING = (("head_dims", "--head-dims"), ("seqlens", "--seqlens"), ("attn_steps", "--attn-steps"))
-_OTHERS = (("api", "--api"), ("fp8", "--fp8"), ("suite", "--suite"), ("library", "--library"), ("steps", "--steps"),
+_OTHERS = (("api", "--api"), ("fp8", "--fp8"), ("decode_chain", "--decode-chain"), ("suite", "--suite"), ("library", "--library"), ("steps", "--steps"),
            ("sizes", "--sizes"), ("dry_run", "--dry-run"), ("autotune", "--autotune"), ("with_results", "--with-results"))
 
 

@@ -86,13 +86,21 @@ def cmd_bench(args) -> int:
         if args.autotune:
             raise CliError("--autotune times candidate kernels; --call times the library's own choice")
     if getattr(args, "fp8", False):
-        if args.api or args.suite or args.library or args.steps is not None:
+        if args.api or args.suite or args.library or args.steps is not None or getattr(args, "decode_chain", False):
             raise CliError("--fp8 is its own benchmark (the fp8 family against torch._scaled_mm): give it alone "
                            "(with --sizes, --reps, --budget, --json, --out-dir)")
         doors.require_hopper("`gemm-ladder report` and `gemm-ladder simulate` need none")
         from ..measure.bench_fp8 import cli_main
         return cli_main(args, _console(), doors.out_dir(args.out_dir),
                         doors.out_file(args.json) if args.json else None)
+    if getattr(args, "decode_chain", False):
+        if args.api or args.suite or args.library or args.steps is not None or args.sizes:
+            raise CliError("--decode-chain is its own benchmark (one layer's decode GEMMs in a CUDA graph against "
+                           "cuBLAS's): give it alone (with --dtype, --reps, --json, --out-dir)")
+        doors.require_hopper("`gemm-ladder report` and `gemm-ladder simulate` need none")
+        from ..measure.decode_chain import cli_main as chain_main
+        return chain_main(args, _console(), doors.out_dir(args.out_dir),
+                          doors.out_file(args.json) if args.json else None)
     if args.library and (args.api or args.suite):
         raise CliError("--library ends the ladder with the library's kernel; --api and --suite measure the library "
                        "already")
@@ -256,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "matmul/matmul_nt vs cuBLAS beside the kernel (JSON <date>_<gpu>_api_<commit>.json)")
     b.add_argument("--fp8", action="store_true", help="the fp8 family (scaled_mm, step 11) against torch._scaled_mm: "
                    "squares and LLM projection shapes, every scale mode (JSON <date>_h200_fp8_<commit>.json)")
+    b.add_argument("--decode-chain", action="store_true", dest="decode_chain",
+                   help="one transformer layer's decode GEMMs (M = 1, 8, 16) in one CUDA graph against cuBLAS's "
+                        "(default bf16; JSON <date>_h200_decode_chain_<commit>.json)")
     attention_cli.add_flags(b)
     b.add_argument("--reps", type=doors.number(int, 1, 100_000), default=50, help="timed calls per step at most (slow steps use fewer)")
     b.add_argument("--budget", type=seconds, default=2.0, help="seconds of timed calls per step at most")

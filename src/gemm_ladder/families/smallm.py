@@ -102,6 +102,11 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     persistent: bool = False  # one tile and one K range per CTA; the split sizes the grid
     variant: str = ""
     pdl: bool = True  # the reduction launches programmatically (waits on the SMs for the partials)
+    # the main kernel launches programmatically too: in a chain of GEMMs its launch and set-up
+    # overlap the previous kernel's tail (its producer waits for that grid before any load)
+    chain_pdl: bool = True
+    # k-tiles of B the producer brings into L2 before that wait (0: none; GL_PREFETCH_KT)
+    prefetch_kt: int = 8
     cluster_reduce: bool = False  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
     # the deal model's constants for this entry (None: the module's). Two consumers re-read a
     # 128-row A from L2 for every tile, so more of their SMs are needed before HBM saturates.
@@ -166,7 +171,7 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     @property
     def claims(self) -> tuple[str, ...]:
         return (self.sass_claims + (f"HGMMA.64x{self.bn}x16",) + (("UTMASTG", "STSM") if self.staged_c else ())
-                + (CLUSTER_CLAIMS if self.multicast > 1 else ()))
+                + (CLUSTER_CLAIMS if self.multicast > 1 else ()) + (("UTMAPF",) if self.prefetch_kt else ()))
 
     @property
     def barriers(self) -> int:
@@ -193,7 +198,8 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
-                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast)
+                    GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
+                    GL_PREFETCH_KT=self.prefetch_kt)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:

@@ -420,7 +420,8 @@ class SmallMConfig(_Fast):
             prep = prepare_kernel(fam, self.dev, self.bf16, self.defines)
             reduce = runner.reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
         self.launch = driver.ReusableLaunch(prep.kernel, self.deal.grid, (fam.threads, 1, 1), template,
-                                            dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster)
+                                            dynamic_smem=fam.dynamic_smem, cluster=self.deal.cluster,
+                                            pdl=fam.chain_pdl)
         self._init_stage_copy(prep.kernel)
         self.reduce = None
         if reduce is not None:

@@ -347,7 +347,7 @@ def plan_smallm(fam: SmallM, a, b, out=None, *, splits: int | None = None, units
         stream = torch.cuda.current_stream(dev).cuda_stream
         args = fam.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
         launches = [driver.PreparedLaunch(prep.kernel, d.grid, (fam.threads, 1, 1), args, stream=stream,
-                                          dynamic_smem=fam.dynamic_smem, cluster=d.cluster)]
+                                          dynamic_smem=fam.dynamic_smem, cluster=d.cluster, pdl=fam.chain_pdl)]
         if ws is not None and not d.fixup:
             reduce = reduce_kernel(prep.kernel, fam.reduce_entry)
             launches.append(driver.PreparedLaunch(

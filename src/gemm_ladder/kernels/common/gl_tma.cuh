@@ -68,6 +68,15 @@ GL_DEVICE void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"((u64)map) : "memory");
 }
 
+// Bring box (x, y) of a 2-D map from global memory into L2, nothing into shared memory and
+// no barrier: a hint with no effect on what any thread reads (L2 is the point of coherence,
+// so a line fetched before another grid writes it is updated in place). Used to start
+// streaming a kernel's weights while it still waits for the previous grid (griddepcontrol.wait).
+GL_DEVICE void tma_prefetch_l2_2d(const CUtensorMap* map, int x, int y) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"((u64)map), "r"(x), "r"(y)
+               : "memory");
+}
+
 // Every map of the kernel, fetched at entry by a thread that is idle while thread 0 initialises
 // the barriers: the fetches overlap the set-up (barrier init, the cluster barrier, setmaxnreg)
 // instead of standing in front of the first load. -DGL_ABLATE_NO_PREFETCH=1 leaves them out

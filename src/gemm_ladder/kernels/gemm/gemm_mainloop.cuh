@@ -36,6 +36,18 @@ GL_DEVICE void load_operands(u16* A, u16* B, const CUtensorMap* ta, const CUtens
   }
 }
 
+// The B boxes load_operands would fetch for k-tile kt (this CTA's slice under a cluster),
+// brought into L2 only (tma_prefetch_l2_2d): a kernel that waits for the previous grid
+// before its first load starts its weights' stream from HBM during that wait.
+template <int BN, int BK, int CLUSTER_M, bool B_MN = false>
+GL_DEVICE void prefetch_b_l2(const CUtensorMap* tb, int kt, int n0, int rank) {
+  constexpr int MN = 64, SLICE = BN / CLUSTER_M;
+  const int n = n0 + rank * SLICE;
+#pragma unroll
+  for (int j = 0; j < (B_MN ? (SLICE + MN - 1) / MN : 1); ++j)
+    tma_prefetch_l2_2d(tb, B_MN ? n + j * MN : kt * BK, B_MN ? kt * BK : n);
+}
+
 // Early loads (GL_EARLY_LOADS, the family's early_loads), without a cluster: the thread that
 // initialises the barriers also issues the first min(DEPTH, k_tiles) stages of the CTA's first
 // tile, right after the init and its arrive on the CTA barrier, before setmaxnreg and the role

@@ -69,8 +69,8 @@
 #include "gemm_mainloop.cuh"  // the production GEMM's operand loads (either major order)
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -126,7 +126,12 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dyn
 // Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
 // may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
 // on free SM space until the split-K grid has ended and its stores are visible. Without the
-// attribute both are no-ops.
+// attribute both are no-ops. The main kernel is launched so too (a chain of GEMMs: the next
+// one's launch and set-up overlap this one's tail, and the reduction signals at its start):
+// its producer waits for the previous grid before its first load, every later read and write
+// of the CTA follows that load, and before the wait it only brings its first PREFETCH_KT
+// k-tiles of B into L2 (the weights: a prefetch is a hint, never a stale read).
+constexpr int PREFETCH_KT = GL_PREFETCH_KT;
 GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
@@ -291,6 +296,13 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       const auto ops = s.ops.bind(tr, stage_bytes(a_rows));
       auto st = OperandPipe::State::producer();
       const u32 rank = MC > 1 ? cluster_ctarank() : 0;
+      if constexpr (PREFETCH_KT > 0) {  // while the previous grid may still run: B only, into L2
+        const auto first = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
+        if (first.more())
+          for (int kt = first.k0(); kt < min(first.k1(), first.k0() + PREFETCH_KT); ++kt)
+            prefetch_b_l2<BN, BK, MC, B_MN>(&tmap_b, kt, first.n_block(m_tiles) * BN, rank);
+      }
+      pdl_wait_for_previous();  // what the previous grid wrote (A, C, the workspace) is complete and visible
       for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
@@ -406,6 +418,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
 extern "C" __global__ void __launch_bounds__(128)
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   const int row = blockIdx.y, col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
   pdl_wait_for_previous();  // the partials are complete and visible
   if (col >= N) return;
   const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;

@@ -1,0 +1,59 @@
+"""The decode-chain benchmark without a GPU: the chain's shapes, bytes and ablation forms, the
+command's refusals, and the small-M family's programmatic-launch build switches."""
+import pytest
+
+from gemm_ladder.families import smallm
+from gemm_ladder.families.keys import get_step
+from gemm_ladder.measure import decode_chain
+
+
+def test_chain_shapes_feed_each_other():
+    outs = {name: N for name, N, _, _ in decode_chain.GEMMS}
+    for name, N, K, (src, cols) in decode_chain.GEMMS:
+        assert cols == K
+        assert src is None and K == decode_chain.HIDDEN or outs[src] >= cols
+    assert outs["qkv"] == 6144 and outs["gate_up"] == 2 * 14336
+
+
+def test_chain_bytes_are_every_gemm_once():
+    M = 8
+    want = 2 * sum(M * K + N * K + M * N for _, N, K, _ in decode_chain.GEMMS)
+    assert decode_chain.chain_bytes(M) == want
+    # the weights dominate: (6144 + 4096 + 28672) x 4096 + 4096 x 14336 elements
+    assert decode_chain.chain_bytes(1) > 2 * ((6144 + 4096 + 28672) * 4096 + 4096 * 14336)
+
+
+@pytest.mark.parametrize("form,prefetch,pdl", [("no_prefetch", 0, True), ("no_pdl", 0, False)])
+def test_ablation_forms_change_only_their_moves(form, prefetch, pdl):
+    st = get_step("smallm:n64")
+    v = decode_chain._variant(st, form)
+    assert (v.prefetch_kt, v.chain_pdl, v.key) == (prefetch, pdl, f"smallm:n64~{form}")
+    assert v.kernel_defines()["GL_PREFETCH_KT"] == 0 and st.kernel_defines()["GL_PREFETCH_KT"] == st.prefetch_kt
+    assert {k: x for k, x in v.kernel_defines().items() if k != "GL_PREFETCH_KT"} == \
+        {k: x for k, x in st.kernel_defines().items() if k != "GL_PREFETCH_KT"}
+    assert decode_chain._variant(st, "ours") is None
+    assert decode_chain._variant(get_step("gemm:128x256"), form) is None  # no chain moves there
+
+
+def test_every_small_m_entry_launches_programmatically_and_claims_the_prefetch():
+    for fam in smallm.FAMILIES.values():
+        assert fam.chain_pdl and fam.prefetch_kt > 0
+        assert "UTMAPF" in fam.claims and "ACQBULK" in fam.claims
+
+
+def test_summary_per_form_and_m():
+    rows = [{"M": 1, "dtype": "bfloat16", "form": "ours", "ok": True, "chain_us": 100.0, "ratio_to_cublas": 1.1,
+             "frac_copy_bw": 0.8},
+            {"M": 1, "dtype": "bfloat16", "form": "cublas", "ok": True, "chain_us": 110.0, "ratio_to_cublas": 1.0,
+             "frac_copy_bw": 0.73}]
+    s = decode_chain.summary(rows)
+    assert s["all_ok"] and s["ours"]["M=1 bfloat16"] == {"ratio_to_cublas": 1.1, "frac_copy_bw": 0.8}
+    assert not decode_chain.summary(rows + [{"M": 8, "form": "ours", "ok": False}])["all_ok"]
+
+
+@pytest.mark.parametrize("extra", [["--sizes", "4096"], ["--fp8"], ["--suite", "squares"], ["--attention"]])
+def test_the_command_is_given_alone(extra, capsys):
+    from gemm_ladder.cli.commands import main
+    assert main(["bench", "--decode-chain", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "alone" in err[0]
