@@ -23,22 +23,28 @@ def test_chain_bytes_are_every_gemm_once():
     assert decode_chain.chain_bytes(1) > 2 * ((6144 + 4096 + 28672) * 4096 + 4096 * 14336)
 
 
-@pytest.mark.parametrize("form,prefetch,pdl", [("no_prefetch", 0, True), ("no_pdl", 0, False)])
-def test_ablation_forms_change_only_their_moves(form, prefetch, pdl):
+@pytest.mark.parametrize("form,prefetch,pdl", [("prefetch", decode_chain.PREFETCH_KT, True), ("no_pdl", 0, False)])
+def test_experiment_forms_change_only_their_moves(form, prefetch, pdl):
     st = get_step("smallm:n64")
     v = decode_chain._variant(st, form)
     assert (v.prefetch_kt, v.chain_pdl, v.key) == (prefetch, pdl, f"smallm:n64~{form}")
-    assert v.kernel_defines()["GL_PREFETCH_KT"] == 0 and st.kernel_defines()["GL_PREFETCH_KT"] == st.prefetch_kt
+    assert v.kernel_defines()["GL_PREFETCH_KT"] == prefetch and st.kernel_defines()["GL_PREFETCH_KT"] == 0
     assert {k: x for k, x in v.kernel_defines().items() if k != "GL_PREFETCH_KT"} == \
         {k: x for k, x in st.kernel_defines().items() if k != "GL_PREFETCH_KT"}
     assert decode_chain._variant(st, "ours") is None
     assert decode_chain._variant(get_step("gemm:128x256"), form) is None  # no chain moves there
 
 
+def test_the_prefetch_build_compiles_clean_and_claims_it():
+    v = decode_chain._variant(get_step("smallm:n64"), "prefetch")
+    k = v.compile(strict=True)
+    assert k.report.spill_store_bytes == 0 and "UTMAPF" in v.claims
+
+
 def test_every_small_m_entry_launches_programmatically_and_claims_the_prefetch():
     for fam in smallm.FAMILIES.values():
-        assert fam.chain_pdl and fam.prefetch_kt > 0
-        assert "UTMAPF" in fam.claims and "ACQBULK" in fam.claims
+        assert fam.chain_pdl and fam.prefetch_kt == 0  # the prefetch measured slower (an experiment)
+        assert "UTMAPF" not in fam.claims and "ACQBULK" in fam.claims
 
 
 def test_summary_per_form_and_m():
@@ -56,4 +62,4 @@ def test_the_command_is_given_alone(extra, capsys):
     from gemm_ladder.cli.commands import main
     assert main(["bench", "--decode-chain", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "alone" in err[0]
+    assert len(err) == 1 and ("alone" in err[0] or "without --decode-chain" in err[0])

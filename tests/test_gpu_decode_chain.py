@@ -33,7 +33,7 @@ def _setup(M, dtype, seed):
 
 
 def _plain(fam):
-    return dataclasses.replace(fam, key=fam.key + "~plain", chain_pdl=False, prefetch_kt=0)
+    return dataclasses.replace(fam, key=fam.key + "~plain", chain_pdl=False)
 
 
 @pytest.mark.parametrize("M", (1, 16, 100))
@@ -49,7 +49,8 @@ def test_chain_matches_reference_and_stream_order(M, dtype):
     torch.cuda.synchronize()
     a = x
     for w, out in zip(ws, outs):
-        assert isinstance(fastpath.config_for("mm", a[:, :w.shape[1]], w.T, out).step, smallm.SmallM)
+        if M <= 16:  # decode rows: the small-M family (at 100 rows some GEMMs take a gemm entry)
+            assert isinstance(fastpath.config_for("mm", a[:, :w.shape[1]], w.T, out).step, smallm.SmallM)
         assert_matches(out, a[:, :w.shape[1]].contiguous(), w)
         a = out
     plain = [torch.full_like(o, float("nan")) for o in outs]
@@ -57,7 +58,7 @@ def test_chain_matches_reference_and_stream_order(M, dtype):
 
     def plain_step(a, w, out):
         fam = fastpath.config_for("mm", a, w.T, out).step
-        return variants.setdefault(fam.key, _plain(fam))
+        return variants.setdefault(fam.key, _plain(fam)) if isinstance(fam, smallm.SmallM) else fam
     _chain(torch, gemm_ladder, x, ws, plain, step=plain_step)
     torch.cuda.synchronize()
     for i, (o, p) in enumerate(zip(outs, plain)):
@@ -107,8 +108,8 @@ def test_a_rewritten_just_before_each_call():
 
 
 def test_decode_chain_benchmark_forms_are_correct():
-    """The benchmark's forms (cuBLAS, ours, without the prefetch, in stream order) at M = 1,
-    checked as the benchmark checks them, and timed."""
+    """The benchmark's forms (cuBLAS, ours, with the prefetch, in stream order) at M = 1,
+    checked as the benchmark checks them, and timed: the library's, the prefetch experiment and stream order."""
     from gemm_ladder.measure import decode_chain
     res = decode_chain.run(rows=(1,), dtypes=("bfloat16",), reps=3, log=lambda m: None)
     forms = {r["form"]: r for r in res["rows"]}
@@ -116,3 +117,4 @@ def test_decode_chain_benchmark_forms_are_correct():
     assert all(r["ok"] for r in forms.values()), [r["error"] for r in forms.values() if not r["ok"]]
     assert all(r["chain_us"] > 0 and r["frac_copy_bw"] > 0 for r in forms.values())
     assert all(k.endswith("~no_pdl") for k in forms["no_pdl"]["kernels"])
+    assert all(k.endswith("~prefetch") for k in forms["prefetch"]["kernels"])

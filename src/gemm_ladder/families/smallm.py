@@ -105,8 +105,9 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     # the main kernel launches programmatically too: in a chain of GEMMs its launch and set-up
     # overlap the previous kernel's tail (its producer waits for that grid before any load)
     chain_pdl: bool = True
-    # k-tiles of B the producer brings into L2 before that wait (0: none; GL_PREFETCH_KT)
-    prefetch_kt: int = 8
+    # k-tiles of B the producer brings into L2 before that wait (GL_PREFETCH_KT). 0: measured
+    # slower with it (8 k-tiles: a decode chain 1-2 % slower, docs/perf-notes.md item 81)
+    prefetch_kt: int = 0
     cluster_reduce: bool = False  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
     # the deal model's constants for this entry (None: the module's). Two consumers re-read a
     # 128-row A from L2 for every tile, so more of their SMs are needed before HBM saturates.
