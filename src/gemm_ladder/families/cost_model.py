@@ -97,6 +97,11 @@ class Device:
 # two constants fitted once on the suite's 16 squares at e7560a9 and checked on its other 122
 # rows, held out (scripts/costmodel_record.py, docs/perf-notes.md item 78), and streams at the
 # measured copy rate instead of the datasheet's. Neither changes a pick.
+# Each SM takes its operand tiles from L2 at most this fast (GB/s; the SM's port onto the
+# L2 fabric): a candidate whose CTAs re-read their operands from L2 many times (narrow tiles
+# over a long K, one-consumer 64-row tiles at M > 64) is bound by it before the tensor
+# core or HBM. None: the term is left out.
+L2_SM_GBS: float | None = 120.0
 LAUNCH_US = 6.0  # a call's fixed cost: launch, the ring's first fill, the last tile's store (256^3 runs in 6.1 us)
 TENSOR_EFFICIENCY = 0.755  # the tensor-core rate sustained, as a share of the datasheet peak (clock, issue gaps)
 
@@ -145,6 +150,7 @@ class Score:
     tile_eff: float = math.nan
     t_compute_us: float = math.nan
     t_memory_us: float = math.nan
+    t_l2_us: float = 0.0  # the operand tiles from L2 at L2_SM_GBS per SM busy
     score_us: float = math.inf
     l2_bytes: int = 0
     padded_flop: float = math.nan
@@ -234,10 +240,13 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     # entry measured 1.00-1.06x cuBLAS wherever its deal fills 128 SMs; perf-notes item 28).
     mem = compulsory_bytes(M, N, K) + 2 * 4 * M * N * partials
     s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
-    s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff)
+    s.l2_bytes = operand_bytes(step, *shape)
+    if L2_SM_GBS:  # the SMs that hold CTAs, each fed from L2 at most that fast
+        busy = min(dev.sms, s.tiles * (f.cluster_m if deal is None else 1))
+        s.t_l2_us = s.l2_bytes / (busy * L2_SM_GBS * 1e9) * 1e6
+    s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff, s.t_l2_us)
     if deal is not None and deal.planes:  # the second launch, a fixed cost (~4 % at 1 x 14336 x 4096)
         s.score_us += step.split_overhead_bytes / (dev.hbm_tbs * 1e12) * 1e6
-    s.l2_bytes = operand_bytes(step, *shape)
     s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
     s.slowed = slowed = (b_misaligned and isinstance(step, Step) and f.cluster_m == 1 and s.bound == "compute"
                          and s.waves >= 2)
@@ -264,9 +273,9 @@ def predict_us(s: Score, dev: Device) -> float:
     """The kernel's time as the model predicts it: the score's roofline terms at the sustained
     tensor-core rate and the measured copy rate (the score's charges scaled alike), plus the
     fixed cost of a call."""
-    base = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff)
+    base = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff, s.t_l2_us)
     rates = max(s.t_compute_us / s.wave_eff / TENSOR_EFFICIENCY,
-                s.t_memory_us * dev.hbm_tbs / (dev.copy_tbs or dev.hbm_tbs) / s.mem_wave_eff)
+                s.t_memory_us * dev.hbm_tbs / (dev.copy_tbs or dev.hbm_tbs) / s.mem_wave_eff, s.t_l2_us)
     return LAUNCH_US + s.score_us * rates / base if base > 0 else LAUNCH_US
 
 
