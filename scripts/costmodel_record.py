@@ -6,6 +6,7 @@ a kernel-path suite record, beside the measured time (measure/costmodel.py).
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import sys
 from pathlib import Path
@@ -32,9 +33,10 @@ def main() -> int:
         return 2
     rows = costmodel.rows_from_suite(suite)
     record = {"kind": "gemm-ladder cost model vs suite", "suite": suite_path.name, "suite_commit": suite["commit"],
+              "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "model_commit": git_commit(), "fitted_on": costmodel.FITTED_ON,
               "constants": {"LAUNCH_US": cost_model.LAUNCH_US, "TENSOR_EFFICIENCY": cost_model.TENSOR_EFFICIENCY,
-                            "copy_tbs": cost_model.Device().copy_tbs},
+                            "L2_SM_GBS": cost_model.L2_SM_GBS, "copy_tbs": cost_model.Device().copy_tbs},
               "summary": costmodel.summary(rows), "rows": rows}
     date = suite_path.name[:10]
     out = Path(args.out) if args.out else suite_path.with_name(f"{date}_h200_costmodel_{suite['commit'][:7]}.json")
@@ -43,6 +45,10 @@ def main() -> int:
     print(f"{out}: {s['all']['rows']} rows; held out: worst {s['held_out']['worst']:+.1%}, geomean |error| "
           f"{s['held_out']['geomean_abs_error']:.1%}, {s['held_out']['over_25pct']} over 25 %; fitted: worst "
           f"{s['fitted']['worst']:+.1%}")
+    if "pick" in s:
+        p = s["pick"]["all"]
+        print(f"pick within 3 % of the fastest candidate on {p['within_3pct']:.0%} of {p['shapes']} shapes, geomean "
+              f"loss {p['geomean_loss'] - 1:.1%}, worst {p['worst']} x{p['worst_loss']:.2f}")
     return 0
 
 

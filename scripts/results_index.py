@@ -47,6 +47,7 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         (r"suite_all", "Suite, kernel path (`bench --suite all`)"),
         (r"suite_all-matmul", "Suite through `matmul` (`--call matmul`)"),
         (r"suite_all-matmul_nt", "Suite through `matmul_nt` (`--call matmul_nt`)"),
+        (r"suite_all-tune", "Suite, every candidate kernel timed per shape (`--autotune`)"),
         (r"suite_llm", "Suite, transformer shapes only (`--suite llm`)"),
         (r"suite_llm_ab2?", "Suite `llm`, old and new tree in one process run"),
         (r"suite_logs", "Suite runs' console logs, kernel path"),
@@ -55,6 +56,14 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Library", [
         (r"api", "`bench --api`: host µs per call, call forms against the kernel"),
         (r"host_profile(_.*)?", "Host profile of one call (`scripts/host_profile.py`)"),
+    ]),
+    ("Models", [
+        (r"costmodel", "The cost model's predictions and picks beside the measured candidates "
+                       "(`scripts/costmodel_record.py`)"),
+        (r"sim_heldout", "The simulator fitted on one trace, predicting the others"),
+    ]),
+    ("Decode chain", [
+        (r"decode_chain", "One layer's decode GEMMs in a CUDA graph against cuBLAS's (`bench --decode-chain`)"),
     ]),
     ("fp8", [
         (r"fp8", "The fp8 family against torch._scaled_mm (`bench --fp8`)"),

@@ -19,19 +19,34 @@ FITTED_ON = "squares"  # the suite group the prediction's constants were fitted 
 
 def rows_from_suite(suite: dict) -> list[dict]:
     """One row per shape and dtype of a kernel-path suite record: the model's pick and its
-    predicted time, the measured kernel and time."""
+    predicted time, the measured kernel and time. From a suite run with --autotune (every
+    accepted candidate timed, `autotune_ms`) the pick's time is its own among them, and the
+    row also holds every candidate's predicted and measured time, the fastest one and what
+    the pick lost to it (`pick_loss`: the pick's time over the fastest's)."""
     out = []
     for r in suite["rows"]:
         if not r.get("ok"):
             continue
         M, N, K, dtype = r["M"], r["N"], r["K"], r["dtype"]
         ch = select.choose(M, N, K, dtype, b_misaligned=cost_model.contiguous_b_misaligned(N, K))
-        predicted, measured = ch.pick.predicted_us, r["ms"] * 1e3
-        out.append({"shape": f"{M}x{N}x{K}", "dtype": dtype, "group": r.get("group", ""),
-                    "kernel": ch.pick.key, "measured_kernel": r["kernel"].split()[0],
-                    "predicted_us": round(predicted, 3), "measured_us": round(measured, 3),
-                    "error": round(predicted / measured - 1, 4),
-                    "fitted_on": "fitted" if r.get("group") == FITTED_ON else "held out"})
+        tuned = {k: v * 1e3 for k, v in r.get("autotune_ms", {}).items() if v == v}
+        if tuned and ch.pick.key not in tuned:
+            continue  # the pick did not run in that record: nothing to compare
+        predicted = ch.pick.predicted_us
+        measured = tuned[ch.pick.key] if tuned else r["ms"] * 1e3
+        row = {"shape": f"{M}x{N}x{K}", "dtype": dtype, "group": r.get("group", ""),
+               "kernel": ch.pick.key, "measured_kernel": ch.pick.key if tuned else r["kernel"].split()[0],
+               "predicted_us": round(predicted, 3), "measured_us": round(measured, 3),
+               "error": round(predicted / measured - 1, 4),
+               "fitted_on": "fitted" if r.get("group") == FITTED_ON else "held out"}
+        if tuned:
+            scores = {s.key: s for s in ch.scores if s.accepted}
+            best = min(tuned, key=tuned.get)
+            row.update({"best_kernel": best, "best_us": round(tuned[best], 3),
+                        "pick_loss": round(measured / tuned[best], 4),
+                        "candidates": {k: {"predicted_us": round(scores[k].predicted_us, 3), "measured_us": round(v, 3)}
+                                       for k, v in sorted(tuned.items()) if k in scores}})
+        out.append(row)
     return out
 
 
@@ -42,14 +57,33 @@ def summary(rows: list[dict]) -> dict:
                 "geomean_abs_error": (math.exp(sum(abs(math.log1p(e)) for e in errs) / len(errs)) - 1) if errs
                 else math.nan,
                 "over_25pct": sum(abs(e) > 0.25 for e in errs)}
-    return {"all": stats(rows), "held_out": stats([r for r in rows if r["fitted_on"] == "held out"]),
-            "fitted": stats([r for r in rows if r["fitted_on"] == "fitted"])}
+    out = {"all": stats(rows), "held_out": stats([r for r in rows if r["fitted_on"] == "held out"]),
+           "fitted": stats([r for r in rows if r["fitted_on"] == "fitted"])}
+    picks = [r for r in rows if "pick_loss" in r]
+    if picks:  # the pick against the fastest candidate measured, per group and over all
+        def pick_stats(sel):
+            losses = [r["pick_loss"] for r in sel]
+            return {"shapes": len(losses), "within_3pct": round(sum(x <= 1.03 for x in losses) / len(losses), 4),
+                    "geomean_loss": round(math.exp(sum(map(math.log, losses)) / len(losses)), 4),
+                    "worst": max(sel, key=lambda r: r["pick_loss"])["shape"], "worst_loss": max(losses)}
+        out["pick"] = {"all": pick_stats(picks),
+                       **{g: pick_stats([r for r in picks if r["group"] == g])
+                          for g in sorted({r["group"] for r in picks})}}
+    return out
 
 
 def newest(kind: str) -> Path | None:
-    """The newest record of a kind in this checkout's results (by date in the name), or None."""
+    """The newest record of a kind in this checkout's results: by the date in its name, then
+    by the time it was written (`written`, in records that carry it; those that do not count
+    as older on their date), or None."""
     found = sorted(RESULTS.glob(f"*_h200_{kind}_*.json")) if RESULTS.is_dir() else []
-    return found[-1] if found else None
+
+    def written(p: Path) -> str:
+        try:
+            return json.loads(p.read_text()).get("written", "")
+        except (OSError, ValueError):
+            return ""
+    return max(found, key=lambda p: (p.name[:10], written(p)), default=None)
 
 
 def measured_row(M: int, N: int, K: int, dtype: str) -> tuple[dict | None, Path | None]:
