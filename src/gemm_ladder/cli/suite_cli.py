@@ -131,7 +131,7 @@ def print_candidates(rows: list[dict], title: str, shape: str, console) -> None:
     taken = [r for r in rows if "shape run" in r]
     if taken:
         short = {"shape run": "shape run", "tile eff": "tile\neff", "compute us": "compute\nus",
-                 "memory us": "memory\nus", "score us": "score\nus", "L2->SMEM MB": "L2->SMEM\nMB", "why": "bound",
+                 "memory us": "memory\nus", "L2 us": "L2\nus", "score us": "score\nus", "why": "bound",
                  "waves": "waves\n(full)"}
         runs = {r["shape run"] for r in taken}
         if runs != {shape} and len(runs) == 1:  # padded alike: said once, in the title

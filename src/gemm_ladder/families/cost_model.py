@@ -248,6 +248,8 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     if deal is not None and deal.planes:  # the second launch, a fixed cost (~4 % at 1 x 14336 x 4096)
         s.score_us += step.split_overhead_bytes / (dev.hbm_tbs * 1e12) * 1e6
     s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
+    if s.t_l2_us > max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff):
+        s.bound = "L2"  # the operand tiles' traffic sets the score (MISALIGNED_B_COST charges compute-bound ones only)
     s.slowed = slowed = (b_misaligned and isinstance(step, Step) and f.cluster_m == 1 and s.bound == "compute"
                          and s.waves >= 2)
     if slowed:  # B's rows straddle sectors and no cluster shares its fetches
@@ -256,7 +258,8 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
         s.score_us *= 1 + OVERHANG_B_COST
         s.overhang = True
     s.predicted_us = predict_us(s, dev)
-    s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory); "
+    s.why = (f"{s.bound}-bound ({s.t_compute_us:.1f} us compute, {s.t_memory_us:.1f} us memory, "
+             f"{s.t_l2_us:.1f} us operand tiles from L2); "
              f"{s.tiles} tiles of {cm_rows if deal is None else f.bm}x{f.bn} on {s.slots} slots: {s.waves} wave(s), "
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
              + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else "")

@@ -188,8 +188,7 @@ def explain_rows(ch: Choice) -> list[dict]:
         rows.append({"": mark, "kernel": s.key, "shape run": "x".join(map(str, s.shape)),
                      "tiles": s.tiles, "waves": f"{s.waves} ({s.wave_eff:.0%})",
                      "tile eff": f"{s.tile_eff:.0%}", "compute us": f"{s.t_compute_us:.1f}",
-                     "memory us": f"{s.t_memory_us:.1f}", "score us": f"{s.score_us:.1f}",
-                     "L2->SMEM MB": f"{s.l2_bytes / 1e6:.0f}",
+                     "memory us": f"{s.t_memory_us:.1f}", "L2 us": f"{s.t_l2_us:.1f}", "score us": f"{s.score_us:.1f}",
                      "why": s.bound + ("-bound, padded" if s.padded else "-bound")})
     return rows
 
