@@ -85,3 +85,15 @@ def test_a_first_compile_says_so_once(capsys, tmp_path, monkeypatch):
     code, out, err = run_main(capsys, "report", "--steps", "1,4")
     assert code == 0 and err == ""  # cached: quiet
     assert "compiling 1 kernel " in run_main(capsys, "report", "--steps", "1", "--dtype", "bf16")[2]
+
+
+def test_explain_says_what_the_call_copies_and_what_it_costs(tmp_path):
+    """K = 255: rows of 510 bytes are not 16-byte multiples, so the call copies both operands
+    (one plain-copy launch); 4096^3 with a row-major b reads both in place."""
+    r = run_cli("explain", "127", "8191", "255", cwd=tmp_path, columns=200)
+    out = r.stdout
+    assert r.returncode == 0
+    assert "the call copies a first (K-major, stride 255 is not a multiple of 8 elements)" in out
+    assert "the call copies b first" in out and "copies: 1 launch" in out and "in all before the GEMM" in out
+    r = run_cli("explain", "4096", "4096", "4096", "--b-row-major", cwd=tmp_path, columns=200)
+    assert "the call reads a and b in place (no copy)" in r.stdout and "copies:" not in r.stdout

@@ -187,11 +187,48 @@ def cmd_explain(args) -> int:
         call = "matmul(a, b) with b row-major (K, N)" if b_mn else "matmul_nt(a, b) with b (N, K)"
         run = select.step_for(args.M, args.N, args.K, args.dtype, sms, b_mn=b_mn, b_misaligned=mis)
         console.print(f"{call} runs: {run.key}")
+        for line in staging_lines(args.M, args.N, args.K, b_mn, run, dev):
+            console.print(line, markup=False, highlight=False)
         console.print(f"predicted: {ch.pick.predicted_us:.1f} us for {ch.pick.key} (the model's time: docs/suite.md)",
                       markup=False, highlight=False)
     if args.measured:
         print_measured(args.M, args.N, args.K, args.dtype, console)
     return 0 if ch.pick else 1
+
+
+def staging_lines(M: int, N: int, K: int, b_mn: bool, run, dev) -> list[str]:
+    """What the library's call copies before `run` for contiguous operands (a (M, K); b (N, K),
+    or (K, N) when b_mn), why, and what the copies cost in the selection's model: the bytes
+    read and written at the measured copy rate (a transposing copy at TRANSPOSE_COPY_TBS), and
+    COPY_LAUNCH_US per launch — one `gl_stage_copy` for every plain copy together, one torch
+    copy per transpose (library/staging.py)."""
+    from ..families import cost_model
+    from ..families.common import reads_mn
+    from ..library import layout
+    a_ok, b_ok = reads_mn(run)
+    ops = (("a", layout.operand(M, K, K if M > 1 else None, 1, ptr_aligned=True, mn_major_ok=a_ok)),
+           ("b", layout.operand(N, K, 1 if N > 1 else None, N, ptr_aligned=True, mn_major_ok=b_ok) if b_mn
+            else layout.operand(N, K, K if N > 1 else None, 1, ptr_aligned=True, mn_major_ok=b_ok)))
+    lines, total, plain, transposes = [], 0.0, False, 0
+    for name, op in ops:
+        if op.direct:
+            continue
+        written = (op.k if op.stage_mn else op.rows) * op.staged_ld
+        nbytes = cost_model.ELEMENT_BYTES * (op.rows * op.k + written)
+        transpose = op.major == "MN" and not op.stage_mn
+        tbs = cost_model.TRANSPOSE_COPY_TBS if transpose else dev.copy_tbs
+        us = nbytes / (tbs * 1e12) * 1e6
+        total += us
+        transposes, plain = transposes + transpose, plain or not transpose
+        lines.append(f"the call copies {name} first ({op.why}): {nbytes / 1e6:.2f} MB read and written, "
+                     f"~{us:.1f} us at {tbs} TB/s" + (" (a transpose)" if transpose else ""))
+    if not lines:
+        return ["the call reads a and b in place (no copy)"]
+    launches = int(plain) + transposes
+    total += launches * cost_model.COPY_LAUNCH_US
+    lines.append(f"copies: {launches} launch{'es' if launches > 1 else ''} (~{cost_model.COPY_LAUNCH_US:.0f} us "
+                 f"each of host work and launch), ~{total:.1f} us in all before the GEMM")
+    return lines
 
 
 def print_measured(M: int, N: int, K: int, dtype: str, console) -> None:
