@@ -423,6 +423,13 @@ FAMILIES: dict[str, SmallM] = {
     # so narrow outputs fill the SMs with fewer pieces per tile
     "smallm:c2n64": SmallM("smallm:c2n64", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64",
                            **TWO_CONSUMER_DEAL),
+    # experiments: the two-consumer tiles with their pieces summed in clusters (DSMEM) where the
+    # deal splits K evenly, instead of 4-13 workspace planes and a second pass (the long-K
+    # narrow rows at M = 128-256, docs/perf-notes.md item 81); not selection candidates
+    "smallm:c2n64d": SmallM("smallm:c2n64d", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64d",
+                            cluster_reduce=True, **TWO_CONSUMER_DEAL),
+    "smallm:c2n128d": SmallM("smallm:c2n128d", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128d",
+                             cluster_reduce=True, **TWO_CONSUMER_DEAL),
 }
 
 
