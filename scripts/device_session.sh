@@ -10,8 +10,11 @@
 #                (tile-order group heights), decode (one layer's decode GEMMs in a CUDA graph vs cuBLAS's:
 #                DECODE_DTYPE), tune (every candidate kernel timed per suite shape: TUNE_SUITE, TUNE_DTYPE), cublas (cuBLAS's kernel names), trace, attntrace (measured
 #                in-kernel traces of A3, A4, A5 at head dim 128, S 4096, non-causal, beside the attention
-#                model: gemm-ladder trace --attention), energy (each level's traffic beside energy per FLOP
-#                at the cap: benchmarks/probes/energy)
+#                model: gemm-ladder trace --attention), simheldout (the simulator held out: 7:d4, 8, 9, 9:c1, 10
+#                traced at 2048, 4096 and 8192 and A3-A5 at D 128, S 4096, each traced build timed beside the
+#                kernel; fitted once on 7:d4 at 4096³, every other run predicted: the record
+#                <date>_h200_sim_heldout_<commit>.json; SIMHELDOUT_STEPS, _SIZES, _ATTN), energy (each level's
+#                traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -178,6 +181,27 @@ if has attntrace; then  # each step's page, summary JSON, Perfetto trace and rec
     rc=$?
     note "attention trace $s: rc=$rc $(grep -m1 'makespan measured' "$W/attntrace_$s.log")"
   done
+fi
+
+if has simheldout; then  # traces in a scratch folder; back come the held-out record, the logs and the records (CTAs 0-1)
+  d=/tmp/simheldout
+  rm -rf "$d" && mkdir -p "$d"
+  for s in ${SIMHELDOUT_STEPS:-7:d4 8 9 9:c1 10}; do
+    timeout 240 $PY -m gemm_ladder trace --step "$s" --size "${SIMHELDOUT_SIZES:-2048,4096,8192}" --ctas 2 --no-page \
+      --out-dir "$d" > "$W/simheldout_trace_${s/:/_}.log" 2>&1
+    note "simheldout trace $s: rc=$? $(grep -o 'overhead [^)]*' "$W/simheldout_trace_${s/:/_}.log" | tr '\n' ' ')"
+  done
+  for s in ${SIMHELDOUT_ATTN:-A3 A4 A5}; do
+    timeout 200 $PY -m gemm_ladder trace --attention "$s" --head-dim 128 --seq-len 4096 --out-dir "$d" \
+      > "$W/simheldout_attntrace_$s.log" 2>&1
+    note "simheldout attention trace $s: rc=$? $(grep -o 'overhead [^)]*' "$W/simheldout_attntrace_$s.log")"
+  done
+  rm -f "$d"/*.html "$d"/*_perfetto.json
+  commit=$($PY -c "from gemm_ladder.measure.bench import git_commit; print(git_commit()[:7])")  # GEMM_LADDER_COMMIT without .git
+  rec="$W/$(date -u +%F)_h200_sim_heldout_${commit}.json"
+  timeout 300 $PY -m gemm_ladder calibrate --held-out "$d" --fit-on 7:d4@4096 --json "$rec" > "$W/simheldout.log" 2>&1
+  note "simheldout: rc=$? $(tail -1 "$W/simheldout.log")"
+  tar czf "$OUT/simheldout_records.tgz" -C "$d" $(cd "$d" && ls *_records*.json.gz) && rm -rf "$d"
 fi
 
 # ---- correctness stages: side by side when PARALLEL=1 -------------------------------------

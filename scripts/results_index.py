@@ -90,6 +90,8 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ]),
     ("Traces and what-ifs", [
         (r"trace_kpis", "Measured traces' KPIs beside the simulator's"),
+        (r"sim_heldout", "The simulator held out: fitted on one trace, predicting the others "
+                         "(`gemm-ladder calibrate --held-out`)"),
         (r"whatifs", "The course's what-ifs on the GPU (`gemm-ladder deadlock`)"),
         (r"whatifs_.*", "What-ifs, other checks"),
     ]),

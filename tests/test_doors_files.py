@@ -75,7 +75,7 @@ def test_calibrate_reads_the_shipped_perfetto_trace(capsys, tmp_path):
     assert code == 0 and err == "", err
     (row,) = json.loads((tmp_path / "c.json").read_text())
     assert (row["step"], row["depth"], row["k_tiles"], row["within"]) == ("7:d4", 4, 64, True)
-    assert f"{PERFETTO}: step 7:d4 depth 4" in out
+    assert out.startswith(f"{PERFETTO}:\n") and "fitted to this trace: " in out and "step 7:d4 depth 4" in out
 
 
 def test_calibrate_refuses_a_simulated_perfetto_trace(capsys, tmp_path):

@@ -6,6 +6,7 @@ the calibrated simulator is checked against them."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -167,7 +168,7 @@ def test_calibrate_command_on_saved_traces(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     rows = json.loads((tmp_path / "c.json").read_text())
-    assert [r["step"] for r in rows] == ["7", "5"] and all(r["within"] for r in rows)
+    assert [r["step"] for r in rows] == ["7:d4", "5"] and all(r["within"] for r in rows)
     assert "within 15%" in out
     assert main(["calibrate", str(tmp_path / "c.json")]) == 2      # not a trace: one line, exit 2
     assert "c.json: not a measured trace" in capsys.readouterr().err
@@ -188,9 +189,13 @@ def test_trace_command_writes_records_page_and_check(tmp_path, monkeypatch):
     monkeypatch.setattr(trace, "measure", lambda *a, **k: fake)
     args = argparse.Namespace(step="9", size=[(256, 512, 512)], events=None, out=str(tmp_path))
     assert trace_command(args, Console(file=open(tmp_path / "log.txt", "w"), width=200)) == 0
-    summary = json.loads((tmp_path / "trace_step9.json").read_text())["summary"]
+    stem = tmp_path / "trace_step9_256x512x512"  # a size other than 4096³ is in the names
+    summary = json.loads(stem.with_suffix(".json").read_text())["summary"]
     assert summary["calibration"]["within"] and summary["sim_calibrated"]
-    [tl] = saved.measured_timelines(tmp_path / "trace_step9_records.json.gz")
+    # the traced build 25 % slower than the kernel: the summary and the page say so
+    assert summary["timeline_is_the_kernels"] is False
+    [tl] = saved.measured_timelines(tmp_path / "trace_step9_256x512x512_records.json.gz")
     assert {"cta0.rank0/consumer1", "cta1.rank1/consumer0"} <= set(tl.lanes)
     assert "within 15%" in (tmp_path / "log.txt").read_text()
-    assert (tmp_path / "trace_step9.html").exists() and (tmp_path / "trace_step9_perfetto.json").exists()
+    assert stem.with_suffix(".html").exists() and (tmp_path / "trace_step9_256x512x512_perfetto.json").exists()
+    assert html.escape("not the kernel's") in stem.with_suffix(".html").read_text()

@@ -29,8 +29,9 @@ def events_needed(step, M: int, N: int, K: int, num_sms: int, ctas: int | None =
     Per k-tile: the producer records a wait (2) and a load issue, a consumer a wait (2), the
     wgmma issue and retirement and a release (5). Per epilogue chunk: a consumer's acquire
     wait (2), staging begin/end (2) and commit (1); the writeback's wait (2), store issue/done
-    (2) and release (1). Ping-pong adds a turn wait (2) and arrive (1) per tile. ``ctas``: the
-    launched grid (a cluster launch may hold fewer CTAs than SMs)."""
+    (2) and release (1). Ping-pong adds a turn wait (2) and arrive (1) per tile. The k-loops
+    write those as records of two slots (EV_STAGE_LOAD, EV_KTILE), so this is a bound. ``ctas``:
+    the launched grid (a cluster launch may hold fewer CTAs than SMs)."""
     from .sim.params import busiest_cta_tiles
     k_tiles = -(-K // step.bk)
     chunks = max(1, step.bn // EPI_CHUNK_COLS) if step.epi_stages else 1
@@ -40,8 +41,11 @@ def events_needed(step, M: int, N: int, K: int, num_sms: int, ctas: int | None =
 
 def decode(words, num_blocks: int, events: int) -> list[dict]:
     """Raw int64 words -> one record per recording slot: {block, slot, role, smid, t0, t1,
-    events: [(t_ns, kind, barrier, stage, phase, k, tile)]}; t0/t1 are the slot's
-    globaltimer anchors (int ns) and event times are ns after t0."""
+    events: [(t_ns, kind, barrier, stage, phase, k, tile)], slots_used}; t0/t1 are the slot's
+    globaltimer anchors (int ns) and event times are ns after t0. A consumer's k-tile record
+    (EV_KTILE, two slots) comes out as the five events it stands for (:func:`expand_ktile`), a
+    producer's stage record (EV_STAGE_LOAD) as its three (:func:`expand_stage_load`);
+    ``slots_used`` counts the slots written (the capacity check)."""
     stride = HEADER_WORDS + 2 * events
     out = []
     for block in range(num_blocks):
@@ -53,18 +57,70 @@ def decode(words, num_blocks: int, events: int) -> list[dict]:
             count = min(sm_count >> 32, events)
             role = ROLES.get(int(words[base + 6]), "?")
             scale = (gt1 - gt0) / (clk1 - clk0) if clk1 > clk0 else 0.0
+            word = lambda i: int(words[base + HEADER_WORDS + i]) & 0xFFFFFFFFFFFFFFFF  # noqa: E731
             evs = []
-            for i in range(count):
-                clk = int(words[base + HEADER_WORDS + 2 * i]) & 0xFFFFFFFFFFFFFFFF
-                d = int(words[base + HEADER_WORDS + 2 * i + 1]) & 0xFFFFFFFFFFFFFFFF
+            last = clk0  # the latest clock seen: records carry 32-bit stamps, unwrapped against it
+            i = 0
+            while i < count:
+                clk, d = word(2 * i), word(2 * i + 1)
+                if d & 0xFF in RECORDS_OF_TWO and i + 1 < count:
+                    start = last + ((clk - last) & 0xFFFFFFFF)  # word 0's low half: the start's clock
+                    evs += RECORDS_OF_TWO[d & 0xFF](start, clk0, scale, (clk, d, word(2 * i + 2), word(2 * i + 3)))
+                    last = start
+                    i += 2
+                    continue
                 # ns after this slot's own start: small, so float keeps sub-ns precision
                 # (globaltimer itself is ~1.8e18 ns, where a float64 only resolves 256 ns)
-                t = (clk - clk0) * scale
-                evs.append((t, d & 0xFF, (d >> 8) & 0xFF, (d >> 16) & 0xFF, (d >> 24) & 1,
-                            (d >> 32) & 0xFFFF, (d >> 48) & 0xFFFF))
+                evs.append(((clk - clk0) * scale, *_fields(d)))
+                last = clk
+                i += 1
             out.append({"block": block, "slot": slot, "role": role, "smid": sm_count & 0xFFFFFFFF,
-                        "events": evs, "ns_per_clock": scale, "t0": gt0, "t1": gt1})
+                        "events": evs, "ns_per_clock": scale, "t0": gt0, "t1": gt1, "slots_used": count})
     return out
+
+
+EV_KTILE, EV_STAGE_LOAD = EVENTS["EV_KTILE"], EVENTS["EV_STAGE_LOAD"]
+
+
+def _fields(d: int) -> tuple[int, int, int, int, int, int]:
+    """An event's info word -> (kind, barrier, stage, phase, k, tile)."""
+    return d & 0xFF, (d >> 8) & 0xFF, (d >> 16) & 0xFF, (d >> 24) & 1, (d >> 32) & 0xFFFF, (d >> 48) & 0xFFFF
+
+
+def expand_ktile(start: int, clk0: int, scale: float, words: tuple[int, int, int, int]) -> list[tuple]:
+    """A consumer's k-tile record (gl_trace.cuh: Tracer::ktile_head, ktile_tail) -> the events
+    its loop used to write one by one: the wait on the full barrier (begin, end), the wgmma
+    issue, and, once `lag` groups are in flight, the retirement of k-tile k - lag and the
+    release of its stage. ``start``: the wait's start (clock64, unwrapped); ``clk0``: the slot's
+    first clock; times come out in ns after it."""
+    waited, info, stamps, done = words
+    _, full, stage, phase, k, tile = _fields(info)
+    old_stage, old_phase = (info >> 25) & 0x3F, (info >> 31) & 1
+    at = lambda c: (start + c - clk0) * scale  # noqa: E731  (c: cycles after the start)
+    after = lambda lo: (lo - start) & 0xFFFFFFFF  # noqa: E731  (a 32-bit stamp, unwrapped)
+    evs = [(at(0), EVENTS["EV_WAIT_BEGIN"], full, stage, phase, k, 0),
+           (at(waited >> 32), EVENTS["EV_WAIT_END"], full, stage, phase, k, 0),
+           (at(after(stamps & 0xFFFFFFFF)), EVENTS["EV_MMA_ISSUE"], 0, stage, phase, k, tile)]
+    if (done >> 32) & 1:  # a group retired (k >= lag): the one lag k-tiles older
+        retired, empty, k_old = after(stamps >> 32), (done >> 24) & 0xFF, (k - ((done >> 16) & 0xFF)) & 0xFFFF
+        evs += [(at(retired), EVENTS["EV_MMA_DONE"], 0, old_stage, old_phase, k_old, tile),
+                (at(retired + (done & 0xFFFF)), EVENTS["EV_ARRIVE"], empty, old_stage, old_phase, k_old, 0)]
+    return evs
+
+
+def expand_stage_load(start: int, clk0: int, scale: float, words: tuple[int, int, int, int]) -> list[tuple]:
+    """A producer's stage record (Tracer::stage_load) -> its wait on the empty barrier (begin,
+    end) and the issue of the stage's loads."""
+    waited, info, issued, _ = words
+    _, full, stage, phase, k, tile = _fields(info)
+    empty = (issued >> 32) & 0xFF
+    at = lambda c: (start + c - clk0) * scale  # noqa: E731
+    return [(at(0), EVENTS["EV_WAIT_BEGIN"], empty, stage, phase, k, 0),
+            (at(waited >> 32), EVENTS["EV_WAIT_END"], empty, stage, phase, k, 0),
+            (at(issued & 0xFFFFFFFF), EVENTS["EV_LOAD_ISSUE"], full, stage, phase, k, tile)]
+
+
+RECORDS_OF_TWO = {EV_KTILE: expand_ktile, EV_STAGE_LOAD: expand_stage_load}
 
 
 def _signed16(k: int) -> int:
@@ -242,10 +298,13 @@ def _settle_mma_spans(raw: list[Span], cap_ns: dict[str, float]) -> list[Span]:
     return out
 
 
-def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 10,
-            extra_defines: dict | None = None) -> dict:
+def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: int = 20,
+            extra_defines: dict | None = None, decode_ctas: int | None = None) -> dict:
     """Run `step` with tracing on the GPU. Returns {records, overhead, timeline kwargs}.
-    extra_defines: ablation switches of both builds, traced and plain (experiments)."""
+    The traced and the untraced build are timed in turns (``reps`` calls each, L2 flushed
+    before each, medians), so the tracer's cost is known for this step and size.
+    extra_defines: ablation switches of both builds, traced and plain (experiments);
+    decode_ctas: decode the first N CTAs only (every CTA records; large sizes decode slowly)."""
     import statistics
 
     import torch
@@ -268,17 +327,19 @@ def measure(step, M: int, N: int, K: int, *, events: int | None = None, reps: in
     traced.synchronize()
     ok, _, rel, msg = check_product(out, a, b)
     plain = runner.plan(step, a, b, torch.empty_like(out), extra_defines=extra_defines)
+    plain()  # loaded and run once before the timing, as the traced build was
     t_plain, t_traced = bench.time_interleaved([plain, traced], reps)
     buf.zero_()
     bench.flush_l2()
     traced()
     traced.synchronize()
-    records = decode(buf.cpu().tolist(), blocks, cap)
+    n = blocks if decode_ctas is None else min(blocks, decode_ctas)
+    records = decode(buf[: n * SLOTS_PER_CTA * (HEADER_WORDS + 2 * cap)].cpu().tolist(), n, cap)
     return {"records": records, "correct": ok, "rel_err": rel, "check": msg,
             "ms_plain": statistics.median(t_plain), "ms_traced": statistics.median(t_traced),
-            "overhead": statistics.median(t_traced) / statistics.median(t_plain) - 1.0,
-            "blocks": blocks, "events_per_slot": cap, "num_sms": sms,
-            "overflow": [(r["block"], r["slot"]) for r in records if len(r["events"]) >= cap]}
+            "overhead": statistics.median(t_traced) / statistics.median(t_plain) - 1.0, "reps": reps,
+            "blocks": blocks, "decoded_ctas": n, "events_per_slot": cap, "num_sms": sms,
+            "overflow": [(r["block"], r["slot"]) for r in records if r["slots_used"] >= cap - 1]}
 
 
 def launched_ctas(step, M: int, N: int, num_sms: int, dev: int) -> int:

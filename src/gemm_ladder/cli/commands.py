@@ -14,7 +14,7 @@ from ..families.ladder_step import Step
 from . import attention_cli, doors, simulate, suite_cli
 from .console import make_console as _console
 from .doors import CliError, OneLineParser, dtype as _dtype, parse_sizes
-from .trace import add_calibrate_parser
+from .calibrate_cli import add_calibrate_parser
 
 DESCRIPTION = """\
 A GEMM ladder for Hopper: CUDA kernels from a naive GEMM to warp-specialized TMA + wgmma,
@@ -301,9 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("trace", parents=outp, help="measured in-kernel timeline of a step beside the model (GPU)")
     t.add_argument("--step", type=doors.traced_step, help="a step with mbarrier rings, e.g. 7:d4 (default 7)")
-    t.add_argument("--size", type=parse_sizes, help="N or MxNxK (default 4096)")
+    t.add_argument("--size", type=parse_sizes, help="N or MxNxK, comma separated: each traced in turn (default 4096; "
+                   "files of another size than 4096³ name it)")
     t.add_argument("--events", type=doors.number(int, 1, 1 << 20),
                    help="trace capacity per role per CTA (default: enough for the size)")
+    t.add_argument("--reps", type=doors.number(int, 1, 1000), default=20,
+                   help="timed calls of the traced and the untraced build each, in turns (default 20; medians)")
+    t.add_argument("--ctas", type=doors.number(int, 1, 1 << 20),
+                   help="decode and save the first N CTAs only (default all; large sizes decode slowly)")
+    t.add_argument("--no-page", action="store_true", dest="no_page",
+                   help="write the records and the summary JSON only (no page, no Perfetto trace)")
     ta = t.add_argument_group("attention (a fused attention step on about one wave of tiles)")
     ta.add_argument("--attention", choices=("A2", "A3", "A4", "A5"),
                     help="trace an attention step instead of a GEMM step, beside the attention model")

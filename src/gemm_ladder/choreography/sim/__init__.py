@@ -15,7 +15,8 @@ What is modelled
   parity 0.
 * **PipelineState** ``{stage, phase}`` with ``advance()`` (stage + 1, phase flips on
   wrap).  The producer of a ring starts at phase 1, its consumer at phase 0.
-* **TMA loads**: a load issued at ``t`` lands at ``t + load_latency_ns`` (plus,
+* **TMA loads**: a load issued at ``t`` lands at ``t + load_latency_ns`` (the loads of a
+  CTA's first ring round after ``first_load_latency_ns``, when set: cold; plus,
   when ``l2_bytes_per_ns`` is set, the time its bytes spend in the issuing SM's
   L2->SMEM pipe, which serialises that SM's loads).  Landing performs
   ``complete_tx`` on the destination stage's full barrier - in every CTA it is

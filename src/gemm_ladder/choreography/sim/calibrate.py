@@ -13,6 +13,9 @@ from .run import SimResult, simulate
 
 # How far the calibrated model's makespan may be from the measured one (issue 8).
 MAKESPAN_TOLERANCE = 0.15
+# The timings calibrate() fits; every other field of SimParams is the step's configuration.
+FITTED_TIMINGS = ("mma_ns", "consumer_gap_ns", "mma_issue_ns", "mma_wait_ns", "load_latency_ns",
+                  "first_load_latency_ns", "setup_ns", "epilogue_ns", "store_latency_ns")
 
 
 def _median_duration(measured: Timeline, kind: str) -> float | None:
@@ -103,6 +106,23 @@ def mma_wait(measured: Timeline) -> float | None:
     return statistics.median(out) if out else None
 
 
+def first_loads(measured: Timeline) -> tuple[float | None, float | None]:
+    """The cold start, per CTA: how long its first load took (issue -> seen landed: exact, its
+    consumer waits for it), and how long after the CTA's first event that load was issued
+    (less the model's own two issues before it); medians over CTAs."""
+    first: dict[int, Span] = {}
+    start: dict[int, float] = {}
+    for s in measured.spans:
+        start[s.cta] = min(start.get(s.cta, s.start), s.start)
+        if s.kind == "load" and (s.cta not in first or s.start < first[s.cta].start):
+            first[s.cta] = s
+    if not first:
+        return None, None
+    lat = statistics.median(s.dur for s in first.values())
+    setup = statistics.median(s.start - start[c] for c, s in first.items())
+    return lat, setup
+
+
 def calibrate(params: SimParams, measured: Timeline) -> SimParams:
     """Fit the model's timing parameters to a measured :class:`Timeline`.
 
@@ -115,6 +135,7 @@ def calibrate(params: SimParams, measured: Timeline) -> SimParams:
       transfer time of one piece when ``l2_bytes_per_ns`` is set.
     * ``epilogue_ns`` / ``store_latency_ns``: median ``epilogue`` / ``store``
       span durations, rescaled the same way the model scales them.
+    * ``first_load_latency_ns``, ``setup_ns``: the cold start, :func:`first_loads`.
 
     Parameters without matching spans are left as they are.
     """
@@ -138,6 +159,10 @@ def calibrate(params: SimParams, measured: Timeline) -> SimParams:
     lat = _median_duration(measured, "load")
     if lat is not None:
         upd["load_latency_ns"] = max(0.0, lat - params.transfer_ns(params.a_bytes))
+    cold, setup = first_loads(measured)
+    if cold is not None:
+        upd["first_load_latency_ns"] = max(0.0, cold - params.transfer_ns(params.a_bytes))
+        upd["setup_ns"] = max(0.0, setup - 2 * params.issue_ns)
     epi = _median_duration(measured, "epilogue")
     if epi is not None:
         area = (params.tile_m * params.tile_n) / (128 * 128)
@@ -148,7 +173,7 @@ def calibrate(params: SimParams, measured: Timeline) -> SimParams:
     return dataclasses.replace(params, **upd)
 
 
-def simulate_like(measured: Timeline, fit: bool = True, **overrides: Any) -> SimResult:
+def simulate_like(measured: Timeline, fit: bool = True, title: str | None = None, **overrides: Any) -> SimResult:
     """Simulate the configuration a measured timeline describes (its step and the
     ``depth``/``k_tiles``/``tiles_per_cta`` in its meta; k_tiles and tiles_per_cta
     are inferred from the wgmma spans' ``k``/``tile`` when the meta lacks them),
@@ -169,8 +194,8 @@ def simulate_like(measured: Timeline, fit: bool = True, **overrides: Any) -> Sim
     p = params_for_step(m.get("key") or measured.step, **kw)
     if fit:
         p = calibrate(p, measured)
-    res = simulate(p, title=f"{p.title}, depth {p.depth} (simulated{', calibrated' if fit else ''})")
-    return res
+    what = "fitted to this trace" if fit else "the model's defaults"
+    return simulate(p, title=title or f"{p.title}, depth {p.depth} (simulated, {what})")
 
 
 def busiest_makespan(tl: Timeline) -> float:
@@ -184,13 +209,18 @@ def check_calibration(measured: Timeline, tolerance: float = MAKESPAN_TOLERANCE)
     compare makespans (the busiest CTA's, measured vs simulated). Returns the step, both
     makespans, the relative error, whether it is within ``tolerance``, both busy fractions
     and the fitted parameters."""
-    res = simulate_like(measured, fit=True)
+    return calibration_and_run(measured, tolerance)[0]
+
+
+def calibration_and_run(measured: Timeline, tolerance: float = MAKESPAN_TOLERANCE,
+                        title: str | None = None) -> tuple[dict, SimResult]:
+    """:func:`check_calibration`'s result and the fitted simulation it compared (for the page)."""
+    res = simulate_like(measured, fit=True, title=title)
     m, s = busiest_makespan(measured), busiest_makespan(res.timeline)
     err = s / m - 1.0 if m > 0 else float("nan")
-    fitted = {k: getattr(res.params, k) for k in ("mma_ns", "consumer_gap_ns", "mma_issue_ns", "mma_wait_ns",
-                                                   "load_latency_ns", "epilogue_ns", "store_latency_ns")}
+    fitted = {k: getattr(res.params, k) for k in FITTED_TIMINGS}
     return dict(step=res.params.key, depth=res.params.depth, k_tiles=res.params.k_tiles,
                 tiles_per_cta=res.params.tiles_per_cta, measured_makespan_ns=m, simulated_makespan_ns=s,
                 error=err, tolerance=tolerance, within=abs(err) <= tolerance,
                 busy_measured=kpis(measured)["tensor_core_busy"], busy_simulated=res.kpis["tensor_core_busy"],
-                verdict=res.verdict, fitted=fitted)
+                verdict=res.verdict, fitted=fitted), res

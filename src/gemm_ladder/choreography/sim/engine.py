@@ -359,9 +359,9 @@ class Engine:
             xfer = nbytes / self.p.l2_bytes_per_ns
             s0 = max(self.now, self.pipe_free.get(src, 0.0))
             self.pipe_free[src] = s0 + xfer
-            land = s0 + xfer + self.p.load_latency_ns
+            land = s0 + xfer + self.p.load_latency(tile, k)
         else:
-            land = self.now + self.p.load_latency_ns
+            land = self.now + self.p.load_latency(tile, k)
         vc = dict(self.tick(issuer))
         bars = [self.bar(d, "tma2mma", stage) for d in dests]
         self.load_seq += 1

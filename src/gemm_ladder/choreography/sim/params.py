@@ -58,6 +58,13 @@ class SimParams:
       issue, on an SM clock at which a k-tile needs 305.7 ns at peak; the same clocks at the
       1.83 GHz of ``mma_ns`` are 411, 122 and 119 ns. The traced loop includes the tracer's
       own stores.
+    * ``first_load_latency_ns = None``: the loads of a CTA's first ring round (its first
+      tile's first ``depth`` k-tiles) land this long after issue instead (cold: descriptors,
+      TLB, an L2 the benchmark flushed). None: ``load_latency_ns``. Measured traces show the
+      first load landing ~1.8 µs after its issue against ~0.93 µs for the median
+      (docs/samples' 7:d4); :func:`~.calibrate.calibrate` fits it.
+    * ``setup_ns = 0``: a CTA's start (its first event) to its producer's first wait: the
+      roles' set-up (barrier init, descriptor prefetch, register reallocation). Fitted the same way.
     """
 
     step: int = 7
@@ -85,6 +92,8 @@ class SimParams:
     mma_issue_ns: float = 122.0  # of which: from its barrier wait returning to the group issued
     mma_wait_ns: float = 119.0  # and: from the group waited for being done to the stage's release
     load_latency_ns: float = 800.0
+    first_load_latency_ns: float | None = None  # the CTA's first ring round (cold); None: load_latency_ns
+    setup_ns: float = 0.0      # a CTA's start to its producer's first wait
     l2_bytes_per_ns: float | None = None
     epilogue_ns: float = 300.0  # per 128x128 tile, scaled by area
     store_latency_ns: float = 500.0
@@ -161,6 +170,13 @@ class SimParams:
     @property
     def store_chunk_bytes(self) -> int:
         return self.cta_m * self.tile_n * self.out_bytes // self.chunks
+
+    def load_latency(self, tile: int, k: int) -> float:
+        """A load's latency: the cold one for the CTA's first ring round (the first ``depth``
+        k-tiles of its first tile), else the steady one."""
+        if self.first_load_latency_ns is not None and tile == 0 and k < self.depth:
+            return self.first_load_latency_ns
+        return self.load_latency_ns
 
     def transfer_ns(self, nbytes: float) -> float:
         """Time ``nbytes`` spend in the SM's L2->SMEM pipe (0 without a bandwidth limit)."""

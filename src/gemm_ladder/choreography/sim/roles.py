@@ -32,6 +32,8 @@ def lockstep_team(e: Engine, cta: int) -> Iterator:
         e.tma_load(cta, [cta], s, tile, g - tile * K, p.a_bytes, "A")
         e.tma_load(cta, [cta], s, tile, g - tile * K, p.b_bytes, "B")
 
+    if p.setup_ns > 0:
+        yield ("sleep", p.setup_ns)
     for tile in range(p.tiles_per_cta):
         base = tile * K
         for kk in range(min(D - 1, K)):
@@ -115,6 +117,8 @@ def producer(e: Engine, cta: int) -> Iterator:
     else:
         b_piece = ("B", [cta], p.b_bytes)
     pieces = [("A", [cta], p.a_bytes), b_piece]
+    if p.setup_ns > 0:
+        yield ("sleep", p.setup_ns)
     for tile in range(p.tiles_per_cta):
         for k in range(p.k_tiles):
             s = st.stage

@@ -99,6 +99,16 @@ struct Pipeline {
       traced_wait(&empty[st.stage], EMPTY, first + st.stage, st.phase, k, tr);
       if constexpr (TX) mbar_arrive_expect_tx(&full[st.stage], expected_tx(tx_bytes));
     }
+    // The same, its wait stamped for the producer's stage record instead of recorded (producer_loop).
+    GL_DEVICE void producer_acquire_stamped(const State& st, KTileStamps& ts) const {
+      ts.wait_begin = tr.stamp();
+      mbar_wait(&empty[st.stage], st.phase, tr.role, EMPTY, first + st.stage);
+      ts.wait_end = tr.stamp();
+      if constexpr (TX) mbar_arrive_expect_tx(&full[st.stage], expected_tx(tx_bytes));
+    }
+    GL_DEVICE void record_stage_load(const KTileStamps& ts, const State& st, u32 k, int tile) const {
+      tr.stage_load(ts, FULL, EMPTY, first + st.stage, st.phase, k, tile);
+    }
     // Producer, on the first lap of a fresh ring (no consumer has had the stage yet, so there is
     // nothing to wait for): announce the bytes only. The production kernel's early loads.
     GL_DEVICE void producer_acquire_fresh(const State& st) const {
@@ -115,9 +125,15 @@ struct Pipeline {
     GL_DEVICE void consumer_wait(const State& st, u32 k = 0) const {
       traced_wait(&full[st.stage], FULL, first + st.stage, st.phase, k, tr);
     }
+    // The same wait without its events: the k-loop records it in its k-tile record.
+    GL_DEVICE void consumer_wait_unrecorded(const State& st) const {
+      mbar_wait(&full[st.stage], st.phase, tr.role, FULL, first + st.stage);
+    }
     GL_DEVICE void consumer_release(const State& st, u32 k = 0) const { consumer_release_for(st, 1, k); }
     // Release on behalf of `arrivals` consumer threads at once (a role that kept the stage
-    // for them: the same arrivals, to every CTA of the cluster).
+    // for them: the same arrivals, to every CTA of the cluster). RECORD false: the k-loop
+    // records the release in its k-tile record.
+    template <bool RECORD = true>
     GL_DEVICE void consumer_release_for(const State& st, u32 arrivals, u32 k = 0) const {
       if (RELEASE_CTAS == 1) {
         if (arrivals == 1) mbar_arrive(&empty[st.stage]);
@@ -129,7 +145,17 @@ struct Pipeline {
           else mbar_arrive_cluster_n(map_to_cta(&empty[st.stage], r), arrivals);
         }
       }
-      tr.event(EV_ARRIVE, EMPTY, first + st.stage, st.phase, k);
+      if constexpr (RECORD) tr.event(EV_ARRIVE, EMPTY, first + st.stage, st.phase, k);
+    }
+    // A consumer's k-tile k as one record: the head (its wait and issue; `retiring`, the group
+    // `lag` k-tiles older that retires in it) once the group is issued, the tail (that group's
+    // retirement and release, when `has_retired`) at its end.
+    GL_DEVICE void record_ktile_head(const KTileStamps& s, const State& st, const State& retiring, u32 k,
+                                     int tile) const {
+      tr.ktile_head(s, FULL, first + st.stage, st.phase, k, tile, first + retiring.stage, retiring.phase);
+    }
+    GL_DEVICE void record_ktile_tail(const KTileStamps& s, bool has_retired, u32 lag) const {
+      tr.ktile_tail(s, has_retired, EMPTY, lag);
     }
   };
   // A role's view of the ring. tx_bytes: what a stage delivers (TX rings); first: this ring's

@@ -4,6 +4,14 @@
 // slot of a global buffer: clock64 (per-SM cycle counter) plus a packed description. Each
 // slot's header anchors clock64 to %globaltimer at its start and end, so the host can put
 // every SM on one nanosecond axis. With GL_TRACE=0 every call compiles to nothing.
+//
+// The consumers' k-loop is where the recorder costs the kernel time: with one consumer issuing
+// (steps 7, 8, 10) its loop, not the tensor core, sets the pace, and five events per k-tile
+// (each a branch around ~14 instructions) made the traced builds 24-32 % slower. So the loop
+// takes clock stamps (one instruction each) and writes the k-tile as one EV_KTILE record of
+// two slots, in two halves without a branch (Tracer::ktile_head, ktile_tail); the decoder
+// expands it into the five events. The producer's loop does the same with its three
+// (EV_STAGE_LOAD, Tracer::stage_load): it sets the fill's pace.
 #pragma once
 #include "gl_common.cuh"
 
@@ -21,6 +29,8 @@ enum GlEvent : unsigned {  // the Python decoder reads these names from this fil
   EV_TILE_BEGIN = 11,  // a new output tile starts
   EV_SOFTMAX_BEGIN = 12,  // attention: a consumer's online softmax of one key block begins
   EV_SOFTMAX_END = 13,    // ... and ends (P in registers, O rescaled)
+  EV_KTILE = 14,       // a consumer's k-tile in one record of two slots (Tracer::ktile_head)
+  EV_STAGE_LOAD = 15,  // a producer's stage (wait until free, loads issued) in one record (Tracer::stage_load)
 };
 
 #define GL_TRACE_SLOTS_PER_CTA 4  // team/producer, consumer0, consumer1, writeback
@@ -30,6 +40,16 @@ enum GlEvent : unsigned {  // the Python decoder reads these names from this fil
 __device__ u64* gl_trace_buf;   // set by the runtime
 __device__ u32 gl_trace_events;  // capacity per slot, in events
 #endif
+
+// The clock stamps (the low 32 bits of clock64: %clock) of one consumer k-tile (mma_mainloop):
+// when its wait for the stage began and returned, its wgmma group was issued, the oldest
+// group in flight retired and that group's stage was released. A producer's stage
+// (producer_loop) uses the first three: its wait for the free stage, and its loads' issue.
+// 32 bits keep the loop's live registers down; the decoder unwraps them against the slot's
+// previous event (records of one slot are in time order, less than 2^32 clocks apart).
+struct KTileStamps {
+  u32 wait_begin, wait_end, issued, retired, released;
+};
 
 struct Tracer {
   u32 role;
@@ -69,6 +89,77 @@ struct Tracer {
     }
 #else
     (void)kind; (void)barrier; (void)stage; (void)phase; (void)k; (void)tile;
+#endif
+  }
+  // A clock stamp for a record (%clock, the low 32 bits of clock64). Nothing is read
+  // untraced, so the untraced kernel is the same instruction for instruction.
+  GL_DEVICE u32 stamp() const {
+#if GL_TRACE
+    u32 c;
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(c));
+    return c;
+#else
+    return 0;
+#endif
+  }
+  // One k-tile as two slots (four words), written in two halves without a branch (every
+  // thread runs them; the stores are predicated on the recorder's room), so the consumer's
+  // registers and its warp's convergence are spared. The head, once the wgmma group is
+  // issued: 0: the wait's start (bits 0-31) and the cycles to its return (32-63); 1: the info
+  // word of the wait (EV_KTILE, the full barrier, stage, phase, k, tile) with the stage of the
+  // group that retires in this k-tile in bits 25-30 and its phase in bit 31. The tail, at the
+  // k-tile's end: 2: the clock at the issue (0-31) and at the retirement (32-63); 3: cycles from
+  // the retirement to the release (0-15, saturated), the lag (16-23: the retired group is
+  // k - lag), the empty barrier (24-31), whether a group retired (32: not in the first `lag`
+  // k-tiles). A record that does not fit is left out (the host sees the slot full).
+  GL_DEVICE void ktile_head(const KTileStamps& s, u32 full_bar, u32 stage, u32 phase, u32 k, u32 tile,
+                            u32 retiring_stage, u32 retiring_phase) const {
+#if GL_TRACE
+    // no masks: a ring's stages (< 64), a phase (0, 1), k and the tile (< 2^16) fit their fields
+    const u32 where = EV_KTILE | full_bar << 8 | stage << 16 | phase << 24 | retiring_stage << 25 | retiring_phase << 31;
+    const u64 info = (u64)where | ((u64)(k | tile << 16) << 32);
+    const u64 when = (u64)s.wait_begin | ((u64)(s.wait_end - s.wait_begin) << 32);
+    asm volatile("{\n .reg .pred p;\n setp.ge.u32 p, %3, 2;\n @p st.global.v2.u64 [%0], {%1, %2};\n}"
+                 ::"l"(cursor), "l"(when), "l"(info), "r"(left) : "memory");
+#else
+    (void)s; (void)full_bar; (void)stage; (void)phase; (void)k; (void)tile; (void)retiring_stage; (void)retiring_phase;
+#endif
+  }
+  GL_DEVICE void ktile_tail(const KTileStamps& s, bool retired, u32 empty_bar, u32 lag) {
+#if GL_TRACE
+    const u32 release = retired ? s.released - s.retired : 0u;
+    const u64 when = (u64)s.issued | ((u64)(retired ? s.retired : 0u) << 32);
+    const u64 done = (u64)(release < 0xffffu ? release : 0xffffu) | ((u64)(lag & 0xff) << 16) |
+                     ((u64)(empty_bar & 0xff) << 24) | ((u64)retired << 32);
+    asm volatile("{\n .reg .pred p;\n setp.ge.u32 p, %3, 2;\n @p st.global.v2.u64 [%0+16], {%1, %2};\n}"
+                 ::"l"(cursor), "l"(when), "l"(done), "r"(left) : "memory");
+    const bool room = left >= 2;
+    cursor += room ? 4 : 0;
+    left -= room ? 2 : 0;
+#else
+    (void)s; (void)retired; (void)empty_bar; (void)lag;
+#endif
+  }
+  // A producer's stage as two slots. 0: the start of its wait for the free stage (bits 0-31)
+  // and the cycles to its return (32-63). 1: the info word of the load (EV_STAGE_LOAD, the
+  // full barrier, stage, phase, k, tile). 2: cycles from the start to the loads' issue (0-31)
+  // and the empty barrier (32-39). 3: unused.
+  GL_DEVICE void stage_load(const KTileStamps& s, u32 full_bar, u32 empty_bar, u32 stage, u32 phase, u32 k,
+                            u32 tile) {
+#if GL_TRACE
+    if (left >= 2) {
+      const u64 info = (u64)EV_STAGE_LOAD | ((u64)(full_bar & 0xff) << 8) | ((u64)(stage & 0xff) << 16) |
+                       ((u64)(phase & 1) << 24) | ((u64)(k & 0xffff) << 32) | ((u64)(tile & 0xffff) << 48);
+      const u32 t0 = s.wait_begin;
+      const u64 when = (u64)t0 | ((u64)(s.wait_end - t0) << 32);
+      const u64 issued = (u64)(s.issued - t0) | ((u64)(empty_bar & 0xff) << 32);
+      asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(cursor), "l"(when), "l"(info) : "memory");
+      asm volatile("st.global.v2.u64 [%0+16], {%1, %2};" ::"l"(cursor), "l"(issued), "l"(0ull) : "memory");
+      cursor += 4;
+      left -= 2;
+    }
+#else
+    (void)s; (void)full_bar; (void)empty_bar; (void)stage; (void)phase; (void)k; (void)tile;
 #endif
   }
   GL_DEVICE void finish() {

@@ -47,9 +47,11 @@ GL_DEVICE void producer_loop(const typename Pipe::Port& ops, Work work, const Ti
         st.advance();
         continue;
       }
-      ops.producer_acquire(st, kt);
+      KTileStamps ts;  // traced: one record per stage (gl_trace.cuh)
+      ops.producer_acquire_stamped(st, ts);
       load(st.stage, ops.producer_barrier(st), kt, t);
-      ops.tr.event(EV_LOAD_ISSUE, Pipe::FULL_NAME, st.stage, st.phase, kt, t.id);
+      ts.issued = ops.tr.stamp();
+      ops.record_stage_load(ts, st, kt, t.id);
       st.advance();
     }
   });
@@ -74,17 +76,27 @@ GL_DEVICE State mma_mainloop(const Port& ops, State& st, int k_tiles, int tile, 
   static_assert(LAG >= 1 && LAG < State::depth, "the stages held in flight must leave the producer one to fill");
   State oldest = st;
   for (int kt = 0; kt < k_tiles; ++kt) {
-    ops.consumer_wait(st, kt);
+    // traced: clock stamps along the k-tile, one record written in two halves (gl_trace.cuh:
+    // five events here made the loop, and so the one-consumer kernels, a quarter slower)
+    KTileStamps ts;
+    ts.wait_begin = ops.tr.stamp();
+    ops.consumer_wait_unrecorded(st);
+    ts.wait_end = ops.tr.stamp();
     ablation_skew();
     wgmma_fence();
     issue(st.stage);
     wgmma_commit();
-    ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, tile);
+    ts.issued = ops.tr.stamp();
+    ops.record_ktile_head(ts, st, oldest, kt, tile);
     wgmma_wait<LAG>();  // k-tile kt-LAG has retired: its stage goes back to the producer(s)
     if (kt >= LAG) {
-      ops.tr.event(EV_MMA_DONE, 0, oldest.stage, oldest.phase, kt - LAG, tile);
-      if (warp_leader) ops.consumer_release(oldest, kt - LAG);
+      ts.retired = ops.tr.stamp();
+      if (warp_leader) ops.template consumer_release_for<false>(oldest, 1, kt - LAG);
+      ts.released = ops.tr.stamp();
+      ops.record_ktile_tail(ts, true, LAG);
       oldest.advance();
+    } else {
+      ops.record_ktile_tail(ts, false, LAG);
     }
     st.advance();
   }
