@@ -86,6 +86,33 @@ def test_scaled_mm_matches_torch_scaled_mm(mode, M):
     assert_near(ours, theirs.double(), 1e-2, f"{mode} M={M} vs torch._scaled_mm")
 
 
+@pytest.mark.parametrize("mode", ["tensor", "row", "block"])
+def test_repeated_calls_read_fresh_data_and_recheck_what_changed(mode):
+    """A configuration seen before launches at once (the door's hot path): every call reads its
+    own operands; a change the first call's checks decided (a scale on another device, a
+    misaligned operand, a strided scale, a bias) is checked again."""
+    torch, api = _torch(), _api()
+    M, N, K = 96, 256, 384
+    for seed in range(3):  # same shapes, strides, dtypes: fresh data each time
+        a, b, sa, sb = operands(M, N, K, mode, seed=seed)
+        got = api.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+        assert_near(got, reference(a, b, sa, sb, mode), 1e-2, f"{mode} call {seed}")
+    bias = torch.randn(N, device="cuda").to(torch.bfloat16)
+    assert_near(api.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, bias=bias),
+                reference(a, b, sa, sb, mode, bias), 1e-2, f"{mode} with a bias after calls without")
+    with pytest.raises(ValueError, match="^scaled_mm: scale_a is on cpu but a is on cuda"):
+        api.scaled_mm(a, b, sa.cpu(), sb, out_dtype=torch.bfloat16)
+    flat = torch.empty(M * K + 16, device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn)
+    shifted = flat[1:M * K + 1].view(M, K)
+    shifted.copy_(a)
+    with pytest.raises(ValueError, match="^scaled_mm: a must be 16-byte aligned"):
+        api.scaled_mm(shifted, b, sa, sb, out_dtype=torch.bfloat16)
+    wide = torch.stack([sb, torch.full_like(sb, float("nan"))], dim=-1)[..., 0]  # same values, strided
+    assert not wide.is_contiguous() or wide.numel() == 1
+    assert_near(api.scaled_mm(a, b, sa, wide, out_dtype=torch.bfloat16), reference(a, b, sa, sb, mode), 1e-2,
+                f"{mode} with a strided scale_b")
+
+
 def test_empty_and_placement_errors_on_the_gpu():
     torch, api = _torch(), _api()
     a, b, sa, sb = operands(32, 64, 128, "row")

@@ -58,6 +58,7 @@ class Fp8Entry(KernelFamily):
     split: bool = False  # split-K: a tile's k-tiles over several CTAs, partials summed by a reduction
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
+    row_bias16: bool = True  # row-wise scales with a 16-bit bias fit the registers (False: they spill)
     bm: int = 128
     bk: int = BK
     consumers: int = 2
@@ -135,6 +136,8 @@ class Fp8Entry(KernelFamily):
             return "e5m2 x e5m2 is not supported (one operand must be e4m3)"
         if self.step == 11 and (v.bias or v.a_e5m2 or v.b_e5m2):
             return "step 11 takes e4m3 operands and no bias"
+        if v.mode == "row" and v.bias and v.out != "float32" and not self.row_bias16:
+            return f"{self.key}: row-wise scales with a {v.out} bias spill registers here"
         return ""
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
@@ -223,13 +226,14 @@ class Fp8Entry(KernelFamily):
 
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
-             pieces: int = 1, split: bool = False) -> Fp8Entry:
+             pieces: int = 1, split: bool = False, row_bias16: bool = True) -> Fp8Entry:
     every = "every k-tile" if promote == 1 else f"every {promote} k-tiles"
     how = (f"promoted {every}" + (f" in {pieces} column pieces" if pieces > 1 else "")
            if promote else "summed in the tensor core") + (", split-K" if split else "") + \
         (", no cluster" if cluster_m == 1 else "")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
-                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split)
+                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split,
+                    row_bias16=row_bias16)
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -242,9 +246,9 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     _library("128x128p", 128, 6, promote=1),
     # promoted on 128 x 256 tiles: each k-tile's MMAs in two 128-column pieces through one
     # 64-register partial sum, so the tile's 128-register sum fits beside it (twice the operand
-    # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a bias
-    # spill here: row-wise goes to 128 x 128.
-    _library("128x256p", 256, 4, promote=1, pieces=2, modes=("tensor", "block")),
+    # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a
+    # 16-bit bias spill here (their column factors and the bias per chunk): those go to 128 x 128.
+    _library("128x256p", 256, 4, promote=1, pieces=2, row_bias16=False),
     # one tile row (M <= 128): no cluster, whose second CTA would take a tile below C
     _library("128x128pc1", 128, 6, promote=1, cluster_m=1),
     _library("128x256c1", 256, 4, promote=0, cluster_m=1, modes=("tensor", "row")),
@@ -270,17 +274,20 @@ def all_entries() -> list[Fp8Entry]:
     return [STEP11, *ENTRIES.values()]
 
 
-def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms) -> Fp8Entry:
+def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms, *,
+           bias16: bool = False) -> Fp8Entry:
     """The library's entry for a call: promoted unless the caller asked for the tensor core's
     own accumulation and the scales apply at the end; without a cluster where C has one tile
-    row; promoted on 128 x 256 tiles where they fill at least a wave (per-tensor and block
-    scales), else on 128 x 128. (Split-K, fp8:128x128sk, is not chosen: it measured slower.)"""
+    row; promoted on 128 x 256 tiles where they fill at least a wave (except row-wise scales
+    with a 16-bit bias, bias16, which spill there), else on 128 x 128. (Split-K,
+    fp8:128x128sk, is not chosen: it measured slower.)"""
     one_row = M <= 128  # one tile row: a cluster's second CTA would compute below C
     if fast_accum and mode != "block":
         return ENTRIES["fp8:128x256c1" if one_row else "fp8:128x256"]
     if one_row:
         return ENTRIES["fp8:128x128pc1"]
     wide = ENTRIES["fp8:128x256p"]  # twice 128 x 128's operand reuse, where its tiles fill a wave
-    if mode in wide.modes and -(-M // 128) * -(-N // 256) >= num_sms:
+    fits = mode in wide.modes and (wide.row_bias16 or not (mode == "row" and bias16))
+    if fits and -(-M // 128) * -(-N // 256) >= num_sms:
         return wide
     return ENTRIES["fp8:128x128p"]
