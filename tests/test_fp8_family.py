@@ -12,6 +12,10 @@ ENTRIES = fp8.all_entries()
 IDS = [e.key for e in ENTRIES]
 VARIANTS = [(e, fp8.Variant(mode, out, bias=(out == "float32" and e.step != 11)))
             for e in ENTRIES for mode in e.modes for out in e.outs]
+# row-wise scales with a 16-bit bias hold the most registers in the epilogue: every entry that
+# takes them must build them clean (the ones that cannot say so, and choose() avoids them)
+VARIANTS += [(e, v) for e in ENTRIES if e.step != 11 and "row" in e.modes
+             for v in [fp8.Variant("row", "bfloat16", bias=True)] if not e.variant_problem(v)]
 
 
 def _sass(cubin):
@@ -70,17 +74,38 @@ def test_split_k_fills_the_gpu_without_empty_splits():
         k_tiles, tiles = -(-K // 128), -(-M // 128) * -(-N // 128)
         assert 1 <= s <= 16 and tiles * s <= 132
         assert -(-k_tiles // s) * (s - 1) < k_tiles, "every split holds k-tiles"
-    assert fp8.choose(128, 7168, 2048, "row", False).key == "fp8:128x128pc1"  # one tile row: no cluster
-    assert fp8.choose(64, 4096, 7168, "tensor", True).key == "fp8:128x256c1"
+    assert fp8.choose(64, 4096, 7168, "row", False).split  # 32 tiles of 128: a quarter of a wave
+    assert not fp8.choose(64, 4096, 256, "row", False).split  # two k-tiles: nothing to split
     assert not fp8.choose(4096, 4096, 4096, "row", False).split
 
 
-def test_choice_follows_mode_and_accumulation():
+def test_choice_follows_mode_accumulation_and_the_waves():
     assert fp8.choose(4096, 4096, 4096, "block", True).promote == 1  # block scales always promote
     assert fp8.choose(4096, 4096, 4096, "tensor", False).key == "fp8:128x256p"  # 512 tiles of 128 x 256
     assert fp8.choose(1024, 4096, 4096, "tensor", False).key == "fp8:128x128p"  # 128 tiles: under a wave
-    assert fp8.choose(4096, 4096, 4096, "row", False).promote == 1
-    assert fp8.choose(4096, 4096, 4096, "tensor", True).fast_accum
+    assert fp8.choose(2048, 7168, 2048, "tensor", False).key == "fp8:128x128p"  # 448 tiles: 85 % of 4 waves
+    assert fp8.choose(4096, 4096, 4096, "row", False).key == "fp8:128x256p"
+    assert fp8.choose(4096, 4096, 4096, "row", False, bias16=True).key == "fp8:128x128p"  # it spills there
+    assert fp8.choose(4096, 4096, 4096, "tensor", True).key == "fp8:128x256"
+    assert fp8.choose(512, 4096, 7168, "tensor", True).key == "fp8:128x128"
+    # one tile row: no cluster; the widest tile that fills 80 % of the SMs, 64 wide at the least
+    assert fp8.choose(128, 28672, 4096, "row", False).key == "fp8:128x128pc1"
+    assert fp8.choose(128, 7168, 2048, "row", False).key == "fp8:128x64pc1"
+    assert fp8.choose(128, 7168, 2048, "block", False).key == "fp8:128x128pc1"  # 64 wide takes no block scales
+    assert fp8.choose(64, 28672, 4096, "tensor", True).key == "fp8:128x256c1"
+    assert fp8.choose(64, 4096, 7168, "tensor", True).key == "fp8:128x64c1"
+    for M, N, K in [(1, 256, 512), (128, 7168, 2048), (4096, 4096, 4096), (300, 520, 2064)]:
+        for mode in fp8.SCALE_MODES:
+            for fast in (False, True):
+                for bias16 in (False, True):
+                    e = fp8.choose(M, N, K, mode, fast, bias16=bias16)
+                    v = fp8.Variant(mode, "bfloat16", bias=bias16)
+                    assert not e.variant_problem(v), (M, N, K, mode, fast, bias16, e.key)
+                    assert e.fast_accum == (fast and mode != "block")
+
+
+def test_wave_fill():
+    assert fp8.wave_fill(264, 132) == 1.0 and fp8.wave_fill(133, 132) == 133 / 264 and fp8.wave_fill(0, 132) == 0.0
 
 
 def test_fp8_record_draws_its_roofline(tmp_path):

@@ -63,8 +63,9 @@ def _compile(args):
 
 
 def kernel_scales(mode, sa, sb, M, N):
-    return {"tensor": (sa.reshape(1), sb.reshape(1)), "row": (sa.reshape(M), sb.reshape(N)),
-            "block": (sa, sb)}[mode]
+    if mode == "tensor":
+        return sa.reshape(1), sb.reshape(1)
+    return (sa.reshape(M), sb.reshape(N)) if mode == "row" else (sa, sb)
 
 
 def graphed(fn):

@@ -249,16 +249,21 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a
     # 16-bit bias spill here (their column factors and the bias per chunk): those go to 128 x 128.
     _library("128x256p", 256, 4, promote=1, pieces=2, row_bias16=False),
-    # one tile row (M <= 128): no cluster, whose second CTA would take a tile below C
+    # one tile row (M <= 128): no cluster, whose second CTA would take a tile below C; narrower
+    # tiles where 128-wide ones leave SMs idle (64 wide: no block scales, whose n-block is 128)
     _library("128x128pc1", 128, 6, promote=1, cluster_m=1),
+    _library("128x64pc1", 64, 6, promote=1, cluster_m=1, modes=("tensor", "row")),
     _library("128x256c1", 256, 4, promote=0, cluster_m=1, modes=("tensor", "row")),
+    _library("128x128c1", 128, 6, promote=0, cluster_m=1, modes=("tensor", "row")),
+    _library("128x64c1", 64, 6, promote=0, cluster_m=1, modes=("tensor", "row")),
     # small M, split-K: 128 x 128 tiles, promoted, each tile's k-tiles split over several CTAs;
-    # their fp32 partials summed in order by a second launch. Measured slower than 128x128pc1 at
-    # 128 x 7168 x 2048 and 64 x 4096 x 7168 (docs/perf-notes.md item 79): not chosen.
+    # their fp32 partials summed in order by a second launch: where C has a quarter of a wave
+    # of tiles or fewer (64 x 4096 x 7168: 1.16x _scaled_mm row-wise, docs/perf-notes.md item 84)
     _library("128x128sk", 128, 6, promote=1, cluster_m=1, split=True),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
-    # that applies at the end
+    # that applies at the end, and 128 x 128 where 128 x 256 tiles fill the waves badly
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),
+    _library("128x128", 128, 6, promote=0, modes=("tensor", "row")),
 )}
 
 
@@ -274,20 +279,37 @@ def all_entries() -> list[Fp8Entry]:
     return [STEP11, *ENTRIES.values()]
 
 
+def wave_fill(tiles: int, ctas: int) -> float:
+    """The share of a persistent grid's CTA turns that get a tile: tiles over turns x CTAs."""
+    return tiles / (-(-tiles // ctas) * ctas) if tiles else 0.0
+
+
 def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms, *,
            bias16: bool = False) -> Fp8Entry:
-    """The library's entry for a call: promoted unless the caller asked for the tensor core's
-    own accumulation and the scales apply at the end; without a cluster where C has one tile
-    row; promoted on 128 x 256 tiles where they fill at least a wave (except row-wise scales
-    with a 16-bit bias, bias16, which spill there), else on 128 x 128. (Split-K,
-    fp8:128x128sk, is not chosen: it measured slower.)"""
-    one_row = M <= 128  # one tile row: a cluster's second CTA would compute below C
-    if fast_accum and mode != "block":
-        return ENTRIES["fp8:128x256c1" if one_row else "fp8:128x256"]
-    if one_row:
-        return ENTRIES["fp8:128x128pc1"]
-    wide = ENTRIES["fp8:128x256p"]  # twice 128 x 128's operand reuse, where its tiles fill a wave
+    """The library's entry for a call, from the graph-timed measurements of every entry
+    (docs/perf-notes.md item 84): promoted unless the caller asked for the tensor core's own
+    accumulation and the scales apply at the end.
+    - One tile row (M <= 128; no cluster, whose second CTA would compute below C): split-K
+      where C has a quarter of a wave of 128-wide tiles or fewer; else the widest tile (256
+      for fast, 128, 64; 64 takes no block scales) whose tiles fill 80 % of the SMs; else 64.
+    - Several tile rows: 128 x 256 where its tiles fill every wave to 90 % or more (twice the
+      operand reuse of 128 x 128; not row-wise scales with a 16-bit bias, bias16, which spill
+      there), else 128 x 128."""
+    fast = fast_accum and mode != "block"
+    if M <= 128:
+        tiles128 = -(-N // 128)
+        if not fast and 4 * tiles128 <= num_sms and -(-K // BK) >= 4:  # two k-tiles a split at least
+            return ENTRIES["fp8:128x128sk"]
+        widths = ((256, "fp8:128x256c1"), (128, "fp8:128x128c1"), (64, "fp8:128x64c1")) if fast else \
+            ((128, "fp8:128x128pc1"), (64, "fp8:128x64pc1"))
+        usable = [key for _, key in widths if mode in ENTRIES[key].modes]
+        for bn, key in widths:
+            if key in usable and -(-N // bn) >= 0.8 * num_sms:
+                return ENTRIES[key]
+        return ENTRIES[usable[-1]]
+    wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256p"]
     fits = mode in wide.modes and (wide.row_bias16 or not (mode == "row" and bias16))
-    if fits and -(-M // 128) * -(-N // 256) >= num_sms:
+    tiles = -(-M // 128) * -(-N // 256)
+    if fits and tiles >= num_sms and wave_fill(tiles, num_sms) >= 0.9:
         return wide
-    return ENTRIES["fp8:128x128p"]
+    return ENTRIES["fp8:128x128" if fast else "fp8:128x128p"]

@@ -221,8 +221,11 @@ def _no_backward(ctx, grad):
 scaled_mm_op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
 
 
-def _wants_grad(*tensors) -> bool:
-    return _grad_enabled() and any(getattr(t, "requires_grad", False) for t in tensors)
+def _wants_grad(a, b, scale_a, scale_b, bias) -> bool:
+    """An input requires grad (the caller checks that grad mode is on)."""
+    return (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)
+            or getattr(scale_a, "requires_grad", False) or getattr(scale_b, "requires_grad", False)
+            or getattr(bias, "requires_grad", False))
 
 
 def scaled_mm(a, b, scale_a, scale_b, *, out_dtype=torch.bfloat16, bias=None, use_fast_accum=False):
@@ -237,7 +240,7 @@ def scaled_mm(a, b, scale_a, scale_b, *, out_dtype=torch.bfloat16, bias=None, us
     K must be a multiple of 16; N of 8 (of 4 for float32 output). bias: (N,) of out_dtype.
     use_fast_accum keeps the sum in the tensor core's accumulator (faster, less exact).
     Returns a contiguous (M, N) tensor; forward only (a backward pass raises)."""
-    if _compiling() or _wants_grad(a, b, scale_a, scale_b, bias):
+    if _compiling() or (_grad_enabled() and _wants_grad(a, b, scale_a, scale_b, bias)):
         return torch.ops.gemm_ladder.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
     return _scaled_mm_eager(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
 

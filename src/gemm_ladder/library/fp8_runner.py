@@ -10,6 +10,7 @@ from ..cuda import device as cuda_device
 from ..cuda import driver
 from ..families.common import ConfigError, ShapeError
 from ..families.fp8 import SCALE_BLOCK, Fp8Entry, Variant, choose, get
+from .fastconfig import _raw_stream
 from .runner import check_device
 
 _FP8 = {"float8_e4m3fn": False, "float8_e5m2": True}  # dtype name -> is e5m2
@@ -116,15 +117,15 @@ class HotCall:
     """A validated configuration's launch, for a door that has checked everything a call's
     shapes, strides, dtypes and alignment decide: allocate C, launch on the current stream.
     Takes the door's own tensors (b (K, N) column-major: b.t()'s pointer is b's)."""
-    __slots__ = ("go", "with_bias", "shape", "out_dtype")
+    __slots__ = ("go", "with_bias", "shape", "out_dtype", "dev")
 
-    def __init__(self, go: _Launch, with_bias: int, M: int, N: int, out_dtype):
-        self.go, self.with_bias, self.shape, self.out_dtype = go, with_bias, (M, N), out_dtype
+    def __init__(self, go: _Launch, with_bias: int, M: int, N: int, out_dtype, dev: int):
+        self.go, self.with_bias, self.shape, self.out_dtype, self.dev = go, with_bias, (M, N), out_dtype, dev
 
     def __call__(self, a, b, scale_a, scale_b, bias):
         out = a.new_empty(self.shape, dtype=self.out_dtype)
         ws = _workspace(self.go, a)
-        self.go(_stream(a.device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
+        self.go(_raw_stream(self.dev), a.data_ptr(), b.data_ptr(), out.data_ptr(),
                 (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)[:self.with_bias],
                 ws.data_ptr() if ws is not None else 0)
         return out
@@ -135,7 +136,11 @@ def hot_call(M: int, N: int, K: int, mode: str, fast_accum: bool, a_dtype, b_dty
     """The launch run_fp8(checked=True) prepared for this configuration, or None before its
     first call (the door keys it by everything else a call's tensors decide)."""
     hit = _HOT.get((M, N, K, mode, fast_accum, a_dtype, b_dtype, out_dtype, not has_bias, None, device))
-    return HotCall(hit[0], hit[1], M, N, out_dtype) if hit is not None else None
+    if hit is None:
+        return None
+    import torch
+    return HotCall(hit[0], hit[1], M, N, out_dtype, device.index if device.index is not None else
+                   torch.cuda.current_device())
 
 
 def _stream(device) -> int:
