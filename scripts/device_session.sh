@@ -18,7 +18,7 @@
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_TIMEOUT per tool, default 400 s),
-#                fp8fuzz (the fp8 door on random calls), fp8san (compute-sanitizer over the fp8 builds), check (debug builds), whatif, tests, fuzz, sanitize, soak
+#                fp8fuzz (the fp8 door on random calls), fp8san (compute-sanitizer over the fp8 builds; FP8_SAN_ENTRIES: only these keys), check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
 # (default 5), SAN_* (scripts/sanitize.sh), CHECK_STEPS, TRACE_STEPS, ATTN_TRACE_STEPS, TESTS_FILES, SMALLM_KEYS /
@@ -161,7 +161,8 @@ if has fp8san; then  # compute-sanitizer over every fp8 build at small shapes
   for tool in memcheck racecheck synccheck; do
     timeout 400 "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" --report-api-errors no \
       --error-exitcode 86 \
-      $PY scripts/fp8_sanitize_cases.py $([ "$tool" = racecheck ] && echo 1) > "$W/fp8_sanitizer_$tool.log" 2>&1
+      $PY scripts/fp8_sanitize_cases.py $([ "$tool" = racecheck ] && echo 1 || echo 2) ${FP8_SAN_ENTRIES:-} \
+      > "$W/fp8_sanitizer_$tool.log" 2>&1
     note "fp8 sanitizer $tool: rc=$? $(grep -m1 'ERROR SUMMARY' "$W/fp8_sanitizer_$tool.log")"
   done
 fi
