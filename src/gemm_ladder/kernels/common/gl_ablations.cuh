@@ -25,6 +25,10 @@
 #ifndef GL_FP8_B_E5M2
 #define GL_FP8_B_E5M2 0
 #endif
+// The fp8 family's block scales of A stored transposed, (ceil(K/128), M) (fp8/fp8_scales.cuh).
+#ifndef GL_FP8_SA_MN
+#define GL_FP8_SA_MN 0
+#endif
 // In-kernel event tracing (gl_trace.cuh).
 #ifndef GL_TRACE
 #define GL_TRACE 0
@@ -93,4 +97,9 @@
 // (gemm/gemm_epilogue.cuh; a race: item 62).
 #ifndef GL_ABLATE_BORROW_NO_SYNC
 #define GL_ABLATE_BORROW_NO_SYNC 0
+#endif
+// The fp8 family reads no block scales of A: each row's is 1 (fp8/fp8_scales.cuh), to measure
+// what their loads cost.
+#ifndef GL_ABLATE_FP8_UNIT_SA
+#define GL_ABLATE_FP8_UNIT_SA 0
 #endif

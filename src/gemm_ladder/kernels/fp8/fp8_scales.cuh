@@ -38,8 +38,15 @@ template <int PIECES, int PN>
 GL_DEVICE BlockScales<PIECES> block_scales(const float* sa, const float* sb, int M, int k_blocks, int row, int n0,
                                            int kb) {
   BlockScales<PIECES> s;
-  s.lo = row < M ? load_scale(sa + (long long)row * k_blocks + kb) : 0.f;
-  s.hi = row + 8 < M ? load_scale(sa + (long long)(row + 8) * k_blocks + kb) : 0.f;
+#if GL_ABLATE_FP8_UNIT_SA
+  s.lo = row < M ? 1.f : 0.f;
+  s.hi = row + 8 < M ? 1.f : 0.f;
+#else
+  // (M, k_blocks): a warp's 16 rows are 16 sectors; GL_FP8_SA_MN's (k_blocks, M): 64 bytes in a row
+  const float* p = GL_FP8_SA_MN ? sa + (long long)kb * M + row : sa + (long long)row * k_blocks + kb;
+  s.lo = row < M ? load_scale(p) : 0.f;
+  s.hi = row + 8 < M ? load_scale(p + (GL_FP8_SA_MN ? 8LL : 8LL * k_blocks)) : 0.f;
+#endif
 #pragma unroll
   for (int h = 0; h < PIECES; ++h) s.b[h] = load_scale(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + kb);
   return s;

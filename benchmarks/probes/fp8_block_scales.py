@@ -1,0 +1,102 @@
+"""Where block scales cost time: the library's block-scaled entry per shape against
+torch._scaled_mm per-tensor, built three ways: as is (A's scales (M, K/128)), with A's scales
+transposed (GL_FP8_SA_MN: (K/128, M), a warp's rows contiguous), and reading no A scales
+(GL_ABLATE_FP8_UNIT_SA, a measurement, not a result: its output is checked against a reference
+without A's scales). Graph replays, interleaved, L2 flushed, medians (fp8_graphs.py's method).
+
+Usage: PYTHONPATH=src python benchmarks/probes/fp8_block_scales.py [--json PATH] [MxNxK ...]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+
+import torch
+
+from gemm_ladder.families import fp8
+from gemm_ladder.library import fp8_api
+from gemm_ladder.library.fp8_runner import run_fp8
+from gemm_ladder.measure import bench
+from gemm_ladder.measure.gpuinfo import Sampler
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 7168), (512, 28672, 4096), (2048, 7168, 2048),
+          (128, 7168, 2048), (64, 4096, 7168)]
+FORMS = {"as is": {}, "A scales MN-major": {"GL_FP8_SA_MN": 1}, "no A scales": {"GL_ABLATE_FP8_UNIT_SA": 1}}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeEntry(fp8.Fp8Entry):
+    extra: tuple = ()
+
+    def kernel_defines(self):
+        return {**super().kernel_defines(), **dict(self.extra)}
+
+
+def graphed(fn):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "fp8_block_scales.json"))
+    ap.add_argument("--reps", type=int, default=25)
+    ap.add_argument("shapes", nargs="*")
+    args = ap.parse_args()
+    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes] or SHAPES
+    b = bench.Bench()
+    rows = []
+    for M, N, K in shapes:
+        base = fp8.choose(M, N, K, "block", False)
+        x = torch.randn(M, K, device="cuda", generator=b.gen)
+        w = torch.randn(N, K, device="cuda", generator=b.gen)
+        qa, sa = fp8_api.quantize_fp8(x, "block", operand="a")
+        qb, sb = fp8_api.quantize_fp8(w, "block", operand="b")
+        deq_b = fp8_api.dequantize_fp8(qb, sb, "block", "b")
+        ref = fp8_api.dequantize_fp8(qa, sa, "block", "a") @ deq_b.t()
+        ref_unit = qa.float() @ deq_b.t()
+        ta, tsa = fp8_api.quantize_fp8(x, "tensor", operand="a")
+        tb, tsb = fp8_api.quantize_fp8(w, "tensor", operand="b")
+        theirs = graphed(lambda: torch._scaled_mm(ta, tb.t(), tsa, tsb, out_dtype=torch.bfloat16))
+        sa_mn = sa.t().contiguous().view(sa.shape)  # (K/128, M) in memory; the runner checks only the shape
+        graphs, names = [], []
+        for name, extra in FORMS.items():
+            e = ProbeEntry(**{f.name: getattr(base, f.name) for f in dataclasses.fields(fp8.Fp8Entry)},
+                           extra=tuple(extra.items()))
+            e = dataclasses.replace(e, name=f"{base.name}-{'-'.join(extra) or 'base'}")
+            s_a = sa_mn if extra.get("GL_FP8_SA_MN") else sa
+            fn = lambda e=e, s_a=s_a: run_fp8(qa, qb, s_a, sb, mode="block", out_dtype=torch.bfloat16,  # noqa: E731
+                                              entry=e)
+            want = ref_unit if extra.get("GL_ABLATE_FP8_UNIT_SA") else ref
+            err = float((fn().float() - want).abs().max() / want.abs().max())
+            graphs.append(graphed(fn))
+            names.append((name, err))
+        replays = [g.replay for g in graphs] + [theirs.replay]
+        b.time_interleaved(replays, 3)
+        with Sampler(b.nvml) as s:
+            t = b.time_interleaved(replays, args.reps)
+        med = [statistics.median(x) * 1e3 for x in t]
+        for (name, err), us in zip(names, med[:-1]):
+            rows.append({"shape": [M, N, K], "entry": base.key, "form": name, "us": us, "scaled_mm_us": med[-1],
+                         "ratio": med[-1] / us, "err": err, "gpu": s.summary()})
+            print(f"{M}x{N}x{K} {base.key:>15} {name:>18}: {us:8.1f} us vs {med[-1]:8.1f}  x{med[-1] / us:.3f}"
+                  f"  err {err:.1e}", flush=True)
+        del qa, qb, ta, tb, ref, ref_unit, graphs, theirs
+        torch.cuda.empty_cache()
+    with open(args.json, "w") as f:
+        json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
