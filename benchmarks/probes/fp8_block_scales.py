@@ -1,8 +1,10 @@
-"""Where block scales cost time: the library's block-scaled entry per shape against
-torch._scaled_mm per-tensor, built three ways: as is (A's scales (M, K/128)), with A's scales
-transposed (GL_FP8_SA_MN: (K/128, M), a warp's rows contiguous), and reading no A scales
+"""Where scales cost time: the library's block-scaled entry per shape against torch._scaled_mm
+per-tensor, built four ways: as is (A's scales (M, K/128), the tile's scales fetched into L2 as
+it starts), without that prefetch (GL_ABLATE_FP8_NO_SCALE_PREFETCH), with A's scales transposed
+(GL_FP8_SA_MN: (K/128, M), a warp's rows contiguous), and reading no A scales
 (GL_ABLATE_FP8_UNIT_SA, a measurement, not a result: its output is checked against a reference
-without A's scales). Graph replays, interleaved, L2 flushed, medians (fp8_graphs.py's method).
+without A's scales); and the row-wise entry with and without the prefetch against _scaled_mm
+row-wise. Graph replays, interleaved, L2 flushed, medians (fp8_graphs.py's method).
 
 Usage: PYTHONPATH=src python benchmarks/probes/fp8_block_scales.py [--json PATH] [MxNxK ...]
 """
@@ -24,7 +26,9 @@ from gemm_ladder.measure.gpuinfo import Sampler
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 7168), (512, 28672, 4096), (2048, 7168, 2048),
           (128, 7168, 2048), (64, 4096, 7168)]
-FORMS = {"as is": {}, "A scales MN-major": {"GL_FP8_SA_MN": 1}, "no A scales": {"GL_ABLATE_FP8_UNIT_SA": 1}}
+FORMS = {"as is": {}, "no prefetch": {"GL_ABLATE_FP8_NO_SCALE_PREFETCH": 1}, "A scales MN-major": {"GL_FP8_SA_MN": 1},
+         "no A scales": {"GL_ABLATE_FP8_UNIT_SA": 1}}
+ROW_FORMS = {"as is": {}, "no prefetch": {"GL_ABLATE_FP8_NO_SCALE_PREFETCH": 1}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +49,35 @@ def graphed(fn):
     with torch.cuda.graph(g):
         fn()
     return g
+
+
+def row_mode(b, M, N, K, x, w, reps):
+    base = fp8.choose(M, N, K, "row", False)
+    qa, sa = fp8_api.quantize_fp8(x, "row", operand="a")
+    qb, sb = fp8_api.quantize_fp8(w, "row", operand="b")
+    ref = fp8_api.dequantize_fp8(qa, sa, "row", "a") @ fp8_api.dequantize_fp8(qb, sb, "row", "b").t()
+    theirs = graphed(lambda: torch._scaled_mm(qa, qb.t(), sa, sb, out_dtype=torch.bfloat16))
+    graphs, names, out = [], [], []
+    for name, extra in ROW_FORMS.items():
+        e = ProbeEntry(**{f.name: getattr(base, f.name) for f in dataclasses.fields(fp8.Fp8Entry)},
+                       extra=tuple(extra.items()))
+        e = dataclasses.replace(e, name=f"{base.name}-row-{'-'.join(extra) or 'base'}")
+        fn = lambda e=e: run_fp8(qa, qb, sa.reshape(M), sb.reshape(N), mode="row", out_dtype=torch.bfloat16,  # noqa
+                                 entry=e)
+        err = float((fn().float() - ref).abs().max() / ref.abs().max())
+        graphs.append(graphed(fn))
+        names.append((name, err))
+    replays = [g.replay for g in graphs] + [theirs.replay]
+    b.time_interleaved(replays, 3)
+    with Sampler(b.nvml) as s:
+        t = b.time_interleaved(replays, reps)
+    med = [statistics.median(v) * 1e3 for v in t]
+    for (name, err), us in zip(names, med[:-1]):
+        out.append({"shape": [M, N, K], "entry": base.key, "mode": "row", "form": name, "us": us,
+                    "scaled_mm_us": med[-1], "ratio": med[-1] / us, "err": err, "gpu": s.summary()})
+        print(f"{M}x{N}x{K} {base.key:>15} {'row ' + name:>18}: {us:8.1f} us vs {med[-1]:8.1f}  x{med[-1] / us:.3f}"
+              f"  err {err:.1e}", flush=True)
+    return out
 
 
 def main() -> int:
@@ -91,6 +124,7 @@ def main() -> int:
                          "ratio": med[-1] / us, "err": err, "gpu": s.summary()})
             print(f"{M}x{N}x{K} {base.key:>15} {name:>18}: {us:8.1f} us vs {med[-1]:8.1f}  x{med[-1] / us:.3f}"
                   f"  err {err:.1e}", flush=True)
+        rows += row_mode(b, M, N, K, x, w, args.reps)
         del qa, qb, ta, tb, ref, ref_unit, graphs, theirs
         torch.cuda.empty_cache()
     with open(args.json, "w") as f:

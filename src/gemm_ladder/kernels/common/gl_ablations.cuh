@@ -103,3 +103,7 @@
 #ifndef GL_ABLATE_FP8_UNIT_SA
 #define GL_ABLATE_FP8_UNIT_SA 0
 #endif
+// The fp8 family fetches no tile's scales into L2 as the tile starts (fp8/fp8_scales.cuh).
+#ifndef GL_ABLATE_FP8_NO_SCALE_PREFETCH
+#define GL_ABLATE_FP8_NO_SCALE_PREFETCH 0
+#endif

@@ -52,6 +52,8 @@ GL_DEVICE u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p);
 // Warp and warpgroup indices, made warp-uniform so role branches don't diverge.
 GL_DEVICE int warp_idx() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0); }
 GL_DEVICE int lane_idx() { return (int)threadIdx.x % 32; }
+// Ask L2 to fetch the 128-byte line holding p from HBM: no register written, nothing waits.
+GL_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 GL_DEVICE int warpgroup_idx() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0); }
 
 // One lane of the (fully active) warp returns true.

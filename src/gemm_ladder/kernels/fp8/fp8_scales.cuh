@@ -51,6 +51,33 @@ GL_DEVICE BlockScales<PIECES> block_scales(const float* sa, const float* sb, int
   for (int h = 0; h < PIECES; ++h) s.b[h] = load_scale(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + kb);
   return s;
 }
+// A tile's scales fetched into L2 as the tile starts (unless GL_ABLATE_FP8_NO_SCALE_PREFETCH):
+// after the L2 has been flushed a scale's first load goes to HBM, slower than the k-tile its
+// read-ahead hides under. Block scales: this thread's two rows of A's and the pieces' n-blocks of
+// B's, k-blocks [kb0, kb1), a 128-byte line (32 k-blocks) at a time; row-wise scales and a bias:
+// the tile's columns (the caller's one thread).
+template <int PIECES, int PN>
+GL_DEVICE void prefetch_block_scales(const float* sa, const float* sb, int M, int k_blocks, int row, int n0,
+                                     int kb0, int kb1) {
+  if (GL_ABLATE_FP8_NO_SCALE_PREFETCH || lane_idx() % 4) return;  // four lanes share a row
+  for (int kb = kb0; kb < kb1 + 31; kb += 32) {
+    const int k = min(kb, kb1 - 1);  // the last line, however the k-blocks fall on lines
+    if (row < M) prefetch_l2(sa + (long long)row * k_blocks + k);
+    if (row + 8 < M) prefetch_l2(sa + (long long)(row + 8) * k_blocks + k);
+#pragma unroll
+    for (int h = 0; h < PIECES; ++h)
+      if (lane_idx() == 0) prefetch_l2(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + k);
+  }
+}
+template <int BN, int OUT_BYTES>
+GL_DEVICE void prefetch_col_factors(const float* sb, const void* bias, int ncols, int n0) {
+  if (GL_ABLATE_FP8_NO_SCALE_PREFETCH) return;
+  for (int c = 0; c < BN; c += 32) {  // 32 floats per line: the scales'; a 16-bit bias's lines span 64
+    if (n0 + c >= ncols) break;
+    if (sb) prefetch_l2(sb + n0 + c);
+    if (bias && c % (128 / OUT_BYTES) == 0) prefetch_l2(static_cast<const char*>(bias) + (long long)(n0 + c) * OUT_BYTES);
+  }
+}
 template <int PIECES>
 GL_DEVICE BlockScales<PIECES> unit_scales() {
   BlockScales<PIECES> s;
