@@ -27,7 +27,8 @@ from gemm_ladder.measure.gpuinfo import Sampler
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 7168), (512, 28672, 4096), (2048, 7168, 2048),
           (128, 7168, 2048), (64, 4096, 7168)]
 FORMS = {"as is": {}, "no prefetch": {"GL_ABLATE_FP8_NO_SCALE_PREFETCH": 1}, "A scales MN-major": {"GL_FP8_SA_MN": 1},
-         "no A scales": {"GL_ABLATE_FP8_UNIT_SA": 1}}
+         "no A scales": {"GL_ABLATE_FP8_UNIT_SA": 1},
+         "no scales": {"GL_ABLATE_FP8_UNIT_SA": 1, "GL_ABLATE_FP8_UNIT_SB": 1}}
 ROW_FORMS = {"as is": {}, "no prefetch": {"GL_ABLATE_FP8_NO_SCALE_PREFETCH": 1}}
 
 
@@ -111,9 +112,17 @@ def main() -> int:
             fn = lambda e=e, s_a=s_a: run_fp8(qa, qb, s_a, sb, mode="block", out_dtype=torch.bfloat16,  # noqa: E731
                                               entry=e)
             want = ref_unit if extra.get("GL_ABLATE_FP8_UNIT_SA") else ref
+            if extra.get("GL_ABLATE_FP8_UNIT_SB"):
+                want = qa.float() @ qb.float().t()
             err = float((fn().float() - want).abs().max() / want.abs().max())
             graphs.append(graphed(fn))
             names.append((name, err))
+        tfn = lambda: run_fp8(ta, tb, tsa.reshape(1), tsb.reshape(1), mode="tensor",  # noqa: E731
+                              out_dtype=torch.bfloat16, entry=base)
+        graphs.append(graphed(tfn))
+        names.append(("per-tensor, same entry", float((tfn().float() - ta.float() @ tb.float().t() * tsa * tsb)
+                                                      .abs().max() / (ta.float() @ tb.float().t() * tsa * tsb)
+                                                      .abs().max())))
         replays = [g.replay for g in graphs] + [theirs.replay]
         b.time_interleaved(replays, 3)
         with Sampler(b.nvml) as s:

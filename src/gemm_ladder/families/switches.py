@@ -32,6 +32,7 @@ SWITCHES: dict[str, str] = {
     "GL_ABLATE_NO_PREFETCH": "no prefetch of the tensor maps' descriptors at entry (perf-notes item 64)",
     "GL_ABLATE_NO_MULTICAST": "a cluster's CTAs each load the whole B tile, nothing multicast (perf-notes item 65)",
     "GL_ABLATE_FP8_UNIT_SA": "the fp8 family reads no block scales of A, each row's is 1 (what their loads cost)",
+    "GL_ABLATE_FP8_UNIT_SB": "the fp8 family reads no block scales of B, each n-block's is 1 (what their loads cost)",
     "GL_ABLATE_FP8_NO_SCALE_PREFETCH": "the fp8 family fetches no tile's scales into L2 as the tile starts",
     "GL_ABLATE_BORROW_NO_SYNC": "the production kernel's borrowed stage written without waiting for the partner "
                                 "consumer (a race, perf-notes item 62)",

@@ -98,10 +98,13 @@
 #ifndef GL_ABLATE_BORROW_NO_SYNC
 #define GL_ABLATE_BORROW_NO_SYNC 0
 #endif
-// The fp8 family reads no block scales of A: each row's is 1 (fp8/fp8_scales.cuh), to measure
-// what their loads cost.
+// The fp8 family reads no block scales of A (of B): each row's (n-block's) is 1
+// (fp8/fp8_scales.cuh), to measure what their loads cost.
 #ifndef GL_ABLATE_FP8_UNIT_SA
 #define GL_ABLATE_FP8_UNIT_SA 0
+#endif
+#ifndef GL_ABLATE_FP8_UNIT_SB
+#define GL_ABLATE_FP8_UNIT_SB 0
 #endif
 // The fp8 family fetches no tile's scales into L2 as the tile starts (fp8/fp8_scales.cuh).
 #ifndef GL_ABLATE_FP8_NO_SCALE_PREFETCH

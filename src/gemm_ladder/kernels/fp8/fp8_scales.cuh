@@ -48,7 +48,8 @@ GL_DEVICE BlockScales<PIECES> block_scales(const float* sa, const float* sb, int
   s.hi = row + 8 < M ? load_scale(p + (GL_FP8_SA_MN ? 8LL : 8LL * k_blocks)) : 0.f;
 #endif
 #pragma unroll
-  for (int h = 0; h < PIECES; ++h) s.b[h] = load_scale(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + kb);
+  for (int h = 0; h < PIECES; ++h)
+    s.b[h] = GL_ABLATE_FP8_UNIT_SB ? 1.f : load_scale(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + kb);
   return s;
 }
 // A tile's scales fetched into L2 as the tile starts (unless GL_ABLATE_FP8_NO_SCALE_PREFETCH):
