@@ -99,6 +99,7 @@ def main() -> int:
         deq_b = fp8_api.dequantize_fp8(qb, sb, "block", "b")
         ref = fp8_api.dequantize_fp8(qa, sa, "block", "a") @ deq_b.t()
         ref_unit = qa.float() @ deq_b.t()
+        ref_raw = qa.float() @ qb.float().t()
         ta, tsa = fp8_api.quantize_fp8(x, "tensor", operand="a")
         tb, tsb = fp8_api.quantize_fp8(w, "tensor", operand="b")
         theirs = graphed(lambda: torch._scaled_mm(ta, tb.t(), tsa, tsb, out_dtype=torch.bfloat16))
@@ -113,7 +114,7 @@ def main() -> int:
                                               entry=e)
             want = ref_unit if extra.get("GL_ABLATE_FP8_UNIT_SA") else ref
             if extra.get("GL_ABLATE_FP8_UNIT_SB"):
-                want = qa.float() @ qb.float().t()
+                want = ref_raw
             err = float((fn().float() - want).abs().max() / want.abs().max())
             graphs.append(graphed(fn))
             names.append((name, err))
@@ -123,6 +124,19 @@ def main() -> int:
         names.append(("per-tensor, same entry", float((tfn().float() - ta.float() @ tb.float().t() * tsa * tsb)
                                                       .abs().max() / (ta.float() @ tb.float().t() * tsa * tsb)
                                                       .abs().max())))
+        # the same kernels on the other mode's bytes: does the data (its power) set the pace?
+        ones_a, ones_b = torch.ones_like(sa), torch.ones_like(sb)
+        bfn = lambda: run_fp8(ta, tb, ones_a, ones_b, mode="block", out_dtype=torch.bfloat16, entry=base)  # noqa
+        graphs.append(graphed(bfn))
+        names.append(("block, per-tensor bytes", float((bfn().float() - ta.float() @ tb.float().t()).abs().max()
+                                                      / (ta.float() @ tb.float().t()).abs().max())))
+        one = torch.ones((), device="cuda")
+        t2fn = lambda: run_fp8(qa, qb, one.reshape(1), one.reshape(1), mode="tensor", out_dtype=torch.bfloat16,  # noqa
+                               entry=base)
+        graphs.append(graphed(t2fn))
+        names.append(("per-tensor, block bytes", float((t2fn().float() - ref_raw).abs().max() / ref_raw.abs().max())))
+        graphs.append(graphed(lambda: torch._scaled_mm(qa, qb.t(), one, one, out_dtype=torch.bfloat16)))
+        names.append(("_scaled_mm, block bytes", 0.0))
         replays = [g.replay for g in graphs] + [theirs.replay]
         b.time_interleaved(replays, 3)
         with Sampler(b.nvml) as s:
@@ -134,7 +148,7 @@ def main() -> int:
             print(f"{M}x{N}x{K} {base.key:>15} {name:>18}: {us:8.1f} us vs {med[-1]:8.1f}  x{med[-1] / us:.3f}"
                   f"  err {err:.1e}", flush=True)
         rows += row_mode(b, M, N, K, x, w, args.reps)
-        del qa, qb, ta, tb, ref, ref_unit, graphs, theirs
+        del qa, qb, ta, tb, ref, ref_unit, ref_raw, graphs, theirs
         torch.cuda.empty_cache()
     with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)
