@@ -1,10 +1,12 @@
-"""Where scales cost time: the library's block-scaled entry per shape against torch._scaled_mm
-per-tensor, built four ways: as is (A's scales (M, K/128), the tile's scales fetched into L2 as
-it starts), without that prefetch (GL_ABLATE_FP8_NO_SCALE_PREFETCH), with A's scales transposed
-(GL_FP8_SA_MN: (K/128, M), a warp's rows contiguous), and reading no A scales
-(GL_ABLATE_FP8_UNIT_SA, a measurement, not a result: its output is checked against a reference
-without A's scales); and the row-wise entry with and without the prefetch against _scaled_mm
-row-wise. Graph replays, interleaved, L2 flushed, medians (fp8_graphs.py's method).
+"""Where block scales cost time: the library's block-scaled entry per shape against
+torch._scaled_mm per-tensor, built three ways: as is, reading no A scales
+(GL_ABLATE_FP8_UNIT_SA) and reading no scales at all (with GL_ABLATE_FP8_UNIT_SB) — measurements,
+not results: their outputs are checked against references without those scales; beside them
+the same entry with per-tensor scales, each kernel on the other mode's bytes, and _scaled_mm on
+the block-quantized bytes. Then the row-wise entry with and without its column scales' L2
+prefetch (GL_ABLATE_FP8_NO_SCALE_PREFETCH) against _scaled_mm row-wise. Graph replays,
+interleaved, L2 flushed, medians (fp8_graphs.py's method). Records:
+benchmarks/results/experiments/fp8/*_fp8_block_scales_*.
 
 Usage: PYTHONPATH=src python benchmarks/probes/fp8_block_scales.py [--json PATH] [MxNxK ...]
 """
@@ -26,8 +28,7 @@ from gemm_ladder.measure.gpuinfo import Sampler
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 7168), (512, 28672, 4096), (2048, 7168, 2048),
           (128, 7168, 2048), (64, 4096, 7168)]
-FORMS = {"as is": {}, "no prefetch": {"GL_ABLATE_FP8_NO_SCALE_PREFETCH": 1}, "A scales MN-major": {"GL_FP8_SA_MN": 1},
-         "no A scales": {"GL_ABLATE_FP8_UNIT_SA": 1},
+FORMS = {"as is": {}, "no A scales": {"GL_ABLATE_FP8_UNIT_SA": 1},
          "no scales": {"GL_ABLATE_FP8_UNIT_SA": 1, "GL_ABLATE_FP8_UNIT_SB": 1}}
 ROW_FORMS = {"as is": {}, "no prefetch": {"GL_ABLATE_FP8_NO_SCALE_PREFETCH": 1}}
 
@@ -103,14 +104,12 @@ def main() -> int:
         ta, tsa = fp8_api.quantize_fp8(x, "tensor", operand="a")
         tb, tsb = fp8_api.quantize_fp8(w, "tensor", operand="b")
         theirs = graphed(lambda: torch._scaled_mm(ta, tb.t(), tsa, tsb, out_dtype=torch.bfloat16))
-        sa_mn = sa.t().contiguous().view(sa.shape)  # (K/128, M) in memory; the runner checks only the shape
         graphs, names = [], []
         for name, extra in FORMS.items():
             e = ProbeEntry(**{f.name: getattr(base, f.name) for f in dataclasses.fields(fp8.Fp8Entry)},
                            extra=tuple(extra.items()))
             e = dataclasses.replace(e, name=f"{base.name}-{'-'.join(extra) or 'base'}")
-            s_a = sa_mn if extra.get("GL_FP8_SA_MN") else sa
-            fn = lambda e=e, s_a=s_a: run_fp8(qa, qb, s_a, sb, mode="block", out_dtype=torch.bfloat16,  # noqa: E731
+            fn = lambda e=e: run_fp8(qa, qb, sa, sb, mode="block", out_dtype=torch.bfloat16,  # noqa: E731
                                               entry=e)
             want = ref_unit if extra.get("GL_ABLATE_FP8_UNIT_SA") else ref
             if extra.get("GL_ABLATE_FP8_UNIT_SB"):

@@ -14,7 +14,6 @@ SWITCHES: dict[str, str] = {
     "GL_B_MN": "B read N-major (a row-major (K, N) matrix), by the kernels that take it",
     "GL_FP8_A_E5M2": "the fp8 family's A in e5m2 instead of e4m3",
     "GL_FP8_B_E5M2": "the fp8 family's B in e5m2 instead of e4m3",
-    "GL_FP8_SA_MN": "the fp8 family's block scales of A stored transposed, (ceil(K/128), M)",
     "GL_TRACE": "in-kernel event tracing (gl_trace.cuh)",
     "GL_DEBUG_WAITS": "bounded mbarrier waits that name who was stuck where, then trap (gl_mbarrier.cuh)",
     "GL_WAIT_TIMEOUT_NS": "how long a debug wait waits before it reports (default 1 s)",
@@ -33,7 +32,8 @@ SWITCHES: dict[str, str] = {
     "GL_ABLATE_NO_MULTICAST": "a cluster's CTAs each load the whole B tile, nothing multicast (perf-notes item 65)",
     "GL_ABLATE_FP8_UNIT_SA": "the fp8 family reads no block scales of A, each row's is 1 (what their loads cost)",
     "GL_ABLATE_FP8_UNIT_SB": "the fp8 family reads no block scales of B, each n-block's is 1 (what their loads cost)",
-    "GL_ABLATE_FP8_NO_SCALE_PREFETCH": "the fp8 family fetches no tile's scales into L2 as the tile starts",
+    "GL_ABLATE_FP8_NO_SCALE_PREFETCH": "the fp8 family fetches no tile's row-wise column scales and bias into L2 as "
+                                       "the tile starts",
     "GL_ABLATE_BORROW_NO_SYNC": "the production kernel's borrowed stage written without waiting for the partner "
                                 "consumer (a race, perf-notes item 62)",
 }

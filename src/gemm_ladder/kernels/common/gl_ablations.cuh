@@ -25,10 +25,6 @@
 #ifndef GL_FP8_B_E5M2
 #define GL_FP8_B_E5M2 0
 #endif
-// The fp8 family's block scales of A stored transposed, (ceil(K/128), M) (fp8/fp8_scales.cuh).
-#ifndef GL_FP8_SA_MN
-#define GL_FP8_SA_MN 0
-#endif
 // In-kernel event tracing (gl_trace.cuh).
 #ifndef GL_TRACE
 #define GL_TRACE 0
@@ -106,7 +102,8 @@
 #ifndef GL_ABLATE_FP8_UNIT_SB
 #define GL_ABLATE_FP8_UNIT_SB 0
 #endif
-// The fp8 family fetches no tile's scales into L2 as the tile starts (fp8/fp8_scales.cuh).
+// The fp8 family fetches no tile's row-wise column scales and bias into L2 as the tile starts
+// (fp8/fp8_scales.cuh).
 #ifndef GL_ABLATE_FP8_NO_SCALE_PREFETCH
 #define GL_ABLATE_FP8_NO_SCALE_PREFETCH 0
 #endif

@@ -139,8 +139,6 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       const int row0 = t.m0 + 64 * cw;  // this consumer's first row of C
       // the epilogue's factors of the first chunk, read now: their latency hides under the mainloop
       // (a sum and a partial of 64 x 256 leave no registers to hold them: each chunk reads its own)
-      if constexpr (SCALE == FP8_SCALE_BLOCK)
-        prefetch_block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, w.k0, w.k1);
       if constexpr (!SPLIT && (SCALE == FP8_SCALE_ROW || BIAS))
         if (cw == 0 && wg_leader)  // one thread: the columns are the whole CTA's
           prefetch_col_factors<BN, OUT == FP8_OUT_F32 ? 4 : 2>(SCALE == FP8_SCALE_ROW ? scale_b : nullptr,

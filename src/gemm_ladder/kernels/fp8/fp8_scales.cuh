@@ -42,34 +42,17 @@ GL_DEVICE BlockScales<PIECES> block_scales(const float* sa, const float* sb, int
   s.lo = row < M ? 1.f : 0.f;
   s.hi = row + 8 < M ? 1.f : 0.f;
 #else
-  // (M, k_blocks): a warp's 16 rows are 16 sectors; GL_FP8_SA_MN's (k_blocks, M): 64 bytes in a row
-  const float* p = GL_FP8_SA_MN ? sa + (long long)kb * M + row : sa + (long long)row * k_blocks + kb;
-  s.lo = row < M ? load_scale(p) : 0.f;
-  s.hi = row + 8 < M ? load_scale(p + (GL_FP8_SA_MN ? 8LL : 8LL * k_blocks)) : 0.f;
+  s.lo = row < M ? load_scale(sa + (long long)row * k_blocks + kb) : 0.f;
+  s.hi = row + 8 < M ? load_scale(sa + (long long)(row + 8) * k_blocks + kb) : 0.f;
 #endif
 #pragma unroll
   for (int h = 0; h < PIECES; ++h)
     s.b[h] = GL_ABLATE_FP8_UNIT_SB ? 1.f : load_scale(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + kb);
   return s;
 }
-// A tile's scales fetched into L2 as the tile starts (unless GL_ABLATE_FP8_NO_SCALE_PREFETCH):
-// after the L2 has been flushed a scale's first load goes to HBM, slower than the k-tile its
-// read-ahead hides under. Block scales: this thread's two rows of A's and the pieces' n-blocks of
-// B's, k-blocks [kb0, kb1), a 128-byte line (32 k-blocks) at a time; row-wise scales and a bias:
-// the tile's columns (the caller's one thread).
-template <int PIECES, int PN>
-GL_DEVICE void prefetch_block_scales(const float* sa, const float* sb, int M, int k_blocks, int row, int n0,
-                                     int kb0, int kb1) {
-  if (GL_ABLATE_FP8_NO_SCALE_PREFETCH || lane_idx() % 4) return;  // four lanes share a row
-  for (int kb = kb0; kb < kb1 + 31; kb += 32) {
-    const int k = min(kb, kb1 - 1);  // the last line, however the k-blocks fall on lines
-    if (row < M) prefetch_l2(sa + (long long)row * k_blocks + k);
-    if (row + 8 < M) prefetch_l2(sa + (long long)(row + 8) * k_blocks + k);
-#pragma unroll
-    for (int h = 0; h < PIECES; ++h)
-      if (lane_idx() == 0) prefetch_l2(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + k);
-  }
-}
+// A tile's row-wise column scales and bias fetched into L2 as the tile starts (unless
+// GL_ABLATE_FP8_NO_SCALE_PREFETCH): after the L2 has been flushed their first loads, in the
+// epilogue, go to HBM (the caller's one thread; the lines of BN columns).
 template <int BN, int OUT_BYTES>
 GL_DEVICE void prefetch_col_factors(const float* sb, const void* bias, int ncols, int n0) {
   if (GL_ABLATE_FP8_NO_SCALE_PREFETCH) return;
