@@ -24,6 +24,7 @@ from gemm_ladder.families import fp8
 from gemm_ladder.library import fp8_api
 from gemm_ladder.library.fp8_runner import run_fp8
 from gemm_ladder.measure import bench
+from gemm_ladder.measure.bench import graphed
 from gemm_ladder.measure.gpuinfo import Sampler
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 4096, 7168), (512, 28672, 4096), (2048, 7168, 2048),
@@ -39,18 +40,6 @@ class ProbeEntry(fp8.Fp8Entry):
 
     def kernel_defines(self):
         return {**super().kernel_defines(), **dict(self.extra)}
-
-
-def graphed(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
 
 
 def row_mode(b, M, N, K, x, w, reps):

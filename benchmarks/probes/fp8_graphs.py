@@ -21,6 +21,7 @@ from gemm_ladder.families import fp8
 from gemm_ladder.library import fp8_api
 from gemm_ladder.library.fp8_runner import run_fp8
 from gemm_ladder.measure import bench
+from gemm_ladder.measure.bench import graphed
 from gemm_ladder.measure.bench_fp8 import PROJECTIONS, SQUARES
 from gemm_ladder.measure.gpuinfo import Sampler
 
@@ -66,18 +67,6 @@ def kernel_scales(mode, sa, sb, M, N):
     if mode == "tensor":
         return sa.reshape(1), sb.reshape(1)
     return (sa.reshape(M), sb.reshape(N)) if mode == "row" else (sa, sb)
-
-
-def graphed(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
 
 
 def host_us(b, size: int, calls: int = 2000, rounds: int = 5):

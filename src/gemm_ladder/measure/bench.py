@@ -87,6 +87,21 @@ class Row(Measured):
     library: bool = False  # the library's kernel for the size (the table's last row)
 
 
+def graphed(fn):
+    """fn captured once in a CUDA graph (after a run on a side stream, as capture wants): a
+    replay launches what fn launches without its host cost."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
 class Bench:
     def __init__(self, device_index: int = 0, seed: int = 0, flush_mb: int = 256):
         import torch

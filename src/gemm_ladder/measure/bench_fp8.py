@@ -47,23 +47,10 @@ def _quantized(torch, b: bench.Bench, M, N, K, mode):
     return qa, sa, qb, sb, ref
 
 
-def _graphed(torch, fn):
-    """fn captured once in a CUDA graph (after a run on a side stream, as capture wants)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g
-
-
 def _timed(b: bench.Bench, fns, reps: int, budget_s: float):
     """Each call captured in a CUDA graph and the graphs replayed, interleaved, L2 flushed before
     each: the kernels' time, not the host's (host_overhead measures that apart)."""
-    graphs = [_graphed(b.torch, f) for f in fns]
+    graphs = [bench.graphed(f) for f in fns]
     replays = [g.replay for g in graphs]
     one = b.time_interleaved(replays, 1)[0][0]
     n = max(3, min(reps, int(budget_s * 1e3 / max(one, 1e-3))))
