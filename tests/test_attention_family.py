@@ -1,7 +1,7 @@
 """The attention family on the CPU: every build compiles strictly (no spills, no stack), its SASS
-holds what it claims and keeps its wgmma groups in flight, each step file opens with its forced
-move and refuses to build without its configuration, and the launch geometry follows from the
-step's fields."""
+holds what it claims and keeps its wgmma groups in flight (traced too, its key block one record
+written without a branch), each step file opens with its forced move and refuses to build
+without its configuration, and the launch geometry follows from the step's fields."""
 from __future__ import annotations
 
 import re
@@ -53,6 +53,37 @@ def test_sass_claims_and_wgmma_in_flight(st):
     assert any("HGMMA" in t and ".tnspB" in t and "gdesc" in t for _, t in sass.instructions(text))
     if st.key.startswith("A5"):  # the next block's Q K^T retires alone, P V still running
         assert any(t.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1") for _, t in sass.instructions(text))
+
+
+def block_loop(text: str) -> list[str]:
+    """The instructions of the innermost loop that issues both MMAs (a consumer's key blocks)."""
+    ins = sass.instructions(text)
+    loops = [(int(m.group(1), 16), a) for a, t in ins
+             if (m := re.match(r"(?:@!?U?P\w+ )?BRA (?:`\(\.L_x_\d+\) )?(0x[0-9a-f]+)", t)) and int(m.group(1), 16) < a]
+    bodies = [[t for a, t in ins if lo <= a <= hi] for lo, hi in loops]
+    return min((b for b in bodies if {"tnspB" in t for t in b if t.startswith("HGMMA")} == {True, False}), key=len)
+
+
+WS_BUILDS = [b for b in BUILDS if b.producer]
+
+
+@pytest.mark.parametrize("st", WS_BUILDS, ids=[f"{b.key}-d{b.head_dim}" for b in WS_BUILDS])
+def test_traced_block_is_one_record_without_a_branch(st):
+    """A traced consumer's key block (attn_warpspec.cuh's BlockRecord): no spill, the wgmma
+    groups still in flight, and the record four predicated 16-byte stores in the loop, which
+    has no branch the untraced loop lacks (the recorder's warp never diverges)."""
+    if not sass.find_tool("cuobjdump"):
+        pytest.skip("no cuobjdump")
+    traced = st.compile(causal=True, extra_defines={"GL_TRACE": 1})
+    assert traced.report.spill_bytes == 0 and traced.report.stack_frame_bytes == 0, traced.report
+    text = sass.disassemble(traced.cubin)
+    ops = sass.opcodes(text)
+    assert sass.count_class(ops, "WARPGROUP.DEPBAR") <= 4 < sass.count_class(ops, "HGMMA")
+    loop, plain = block_loop(text), block_loop(sass.disassemble(st.compile(causal=True).cubin))
+    stores = [t for t in loop if "STG" in t]
+    assert len(stores) == 4 and all(t.startswith("@P") and "STG.E.128" in t for t in stores), stores
+    branches = lambda body: sorted(t.split()[0] for t in body if re.match(r"(@!?U?P\w+ )?(BRA|BSSY)", t))  # noqa: E731
+    assert len(branches(loop)) == len(branches(plain)) and not any("BSSY" in t for t in loop)
 
 
 @pytest.mark.parametrize("key", list(A.STEPS))

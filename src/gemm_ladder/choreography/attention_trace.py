@@ -10,6 +10,9 @@ drawn as the simulator's ``kv_full``), the producer's TMA issues (barrier and bl
 consumer its tile, each MMA's issue and retirement (named by the operand's full barrier: Q K^T
 of block k on k_full, P V on v_full) and each block's softmax. At head dim 256 the consumers
 record the rings only (the spans' stores would spill): such a trace has no MMA or softmax spans.
+A3-A5 write a consumer's key block as one record of four slots (EV_ATTN_BLOCK) and each of the
+producer's K and V stages as one of two (EV_STAGE_LOAD); :func:`trace.decode` expands them into
+those events, so traces recorded one event at a time decode the same way.
 
 Spans follow the simulator's conventions: lanes ``cta<i>/producer``, ``consumer<c>``, ``tma``
 (A2: ``team``, ``tma``); ``mma`` spans on the consumer's lane with the SMEM slot (K stage s is
@@ -57,11 +60,11 @@ def spans_recorded(step) -> bool:
 
 
 def events_needed(step, seq_len: int, tiles_per_cta: int = 1) -> int:
-    """Capacity per slot that holds every event of the busiest role. Per key block a consumer
-    records at most 15 (A4, A5: a turn's wait and pass, the K and V waits, two MMA issues and a
-    retirement or two, two releases, the softmax's begin and end), the producer 6, A2's team 9;
-    per tile at most 13 (the tile, the Q wait, the first block's turn and Q K^T). 16 and 16, and
-    16 to spare."""
+    """Capacity per slot that holds every event of the busiest role. Per key block A2's team
+    records 9 events; A3-A5's consumers one record of 4 slots (up to 15 events: a turn's wait
+    and pass, the K and V waits, two MMA issues and a retirement or two, two releases, the
+    softmax's begin and end), their producer two of 2; per tile at most 7 slots besides (the
+    tile, the Q wait, A4 and A5's first block). 16 and 16, and 16 to spare."""
     blocks = -(-seq_len // step.bn)
     return tiles_per_cta * (16 * blocks + 16) + 16
 
@@ -395,4 +398,4 @@ def measure_attention(step_key: str, D: int = 128, S: int = TRACE_SEQ_LEN, causa
             "tolerance": tol, "sdpa_max_abs_err": sdpa_err, "ms_plain": ms_plain, "ms_traced": ms_traced,
             "overhead": ms_traced / ms_plain - 1.0, "B": B, "H": H, "S": S, "D": D, "causal": causal,
             "tiles": tiles, "blocks": grid[0], "tiles_per_cta": per_cta, "events_per_slot": cap, "num_sms": sms,
-            "overflow": [(r["block"], r["slot"]) for r in records if len(r["events"]) >= cap]}
+            "overflow": [(r["block"], r["slot"]) for r in records if r["slots_used"] > cap - 4]}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..cuda.kernel_enums import barrier_names, event_ids, role_names
+from ..cuda.kernel_enums import barrier_names, block_flags, event_ids, role_names
 from ..families.common import EPI_CHUNK_COLS
 from .timeline import WGMMA_ISSUED, Handoff, Span, Timeline, lane_name
 
@@ -44,8 +44,9 @@ def decode(words, num_blocks: int, events: int) -> list[dict]:
     events: [(t_ns, kind, barrier, stage, phase, k, tile)], slots_used}; t0/t1 are the slot's
     globaltimer anchors (int ns) and event times are ns after t0. A consumer's k-tile record
     (EV_KTILE, two slots) comes out as the five events it stands for (:func:`expand_ktile`), a
-    producer's stage record (EV_STAGE_LOAD) as its three (:func:`expand_stage_load`);
-    ``slots_used`` counts the slots written (the capacity check)."""
+    producer's stage record (EV_STAGE_LOAD) as its three (:func:`expand_stage_load`), an
+    attention consumer's key block (EV_ATTN_BLOCK, four slots) as up to fifteen
+    (:func:`expand_attn_block`); ``slots_used`` counts the slots written (the capacity check)."""
     stride = HEADER_WORDS + 2 * events
     out = []
     for block in range(num_blocks):
@@ -63,11 +64,11 @@ def decode(words, num_blocks: int, events: int) -> list[dict]:
             i = 0
             while i < count:
                 clk, d = word(2 * i), word(2 * i + 1)
-                if d & 0xFF in RECORDS_OF_TWO and i + 1 < count:
-                    start = last + ((clk - last) & 0xFFFFFFFF)  # word 0's low half: the start's clock
-                    evs += RECORDS_OF_TWO[d & 0xFF](start, clk0, scale, (clk, d, word(2 * i + 2), word(2 * i + 3)))
-                    last = start
-                    i += 2
+                slots, expand = RECORDS.get(d & 0xFF, (0, None))
+                if expand is not None and i + slots <= count:
+                    got, last = expand(last, clk0, scale, tuple(word(2 * i + w) for w in range(2 * slots)))
+                    evs += got
+                    i += slots
                     continue
                 # ns after this slot's own start: small, so float keeps sub-ns precision
                 # (globaltimer itself is ~1.8e18 ns, where a float64 only resolves 256 ns)
@@ -79,7 +80,9 @@ def decode(words, num_blocks: int, events: int) -> list[dict]:
     return out
 
 
-EV_KTILE, EV_STAGE_LOAD = EVENTS["EV_KTILE"], EVENTS["EV_STAGE_LOAD"]
+EV_KTILE, EV_STAGE_LOAD, EV_ATTN_BLOCK = EVENTS["EV_KTILE"], EVENTS["EV_STAGE_LOAD"], EVENTS["EV_ATTN_BLOCK"]
+BAR_IDS = {v: k for k, v in BARRIERS.items()}
+BLOCK = block_flags()
 
 
 def _fields(d: int) -> tuple[int, int, int, int, int, int]:
@@ -87,13 +90,20 @@ def _fields(d: int) -> tuple[int, int, int, int, int, int]:
     return d & 0xFF, (d >> 8) & 0xFF, (d >> 16) & 0xFF, (d >> 24) & 1, (d >> 32) & 0xFFFF, (d >> 48) & 0xFFFF
 
 
-def expand_ktile(start: int, clk0: int, scale: float, words: tuple[int, int, int, int]) -> list[tuple]:
+def _unwrap(last: int, lo: int) -> int:
+    """A 32-bit clock stamp -> the clock64 it was, the first such after ``last``."""
+    return last + ((lo - last) & 0xFFFFFFFF)
+
+
+def expand_ktile(last: int, clk0: int, scale: float, words: tuple[int, ...]) -> tuple[list[tuple], int]:
     """A consumer's k-tile record (gl_trace.cuh: Tracer::ktile_head, ktile_tail) -> the events
     its loop used to write one by one: the wait on the full barrier (begin, end), the wgmma
     issue, and, once `lag` groups are in flight, the retirement of k-tile k - lag and the
-    release of its stage. ``start``: the wait's start (clock64, unwrapped); ``clk0``: the slot's
-    first clock; times come out in ns after it."""
+    release of its stage; and the record's start (the wait's, clock64) to unwrap the next
+    against. ``last``: the latest clock before it; ``clk0``: the slot's first clock; times come
+    out in ns after it."""
     waited, info, stamps, done = words
+    start = _unwrap(last, waited & 0xFFFFFFFF)
     _, full, stage, phase, k, tile = _fields(info)
     old_stage, old_phase = (info >> 25) & 0x3F, (info >> 31) & 1
     at = lambda c: (start + c - clk0) * scale  # noqa: E731  (c: cycles after the start)
@@ -105,22 +115,69 @@ def expand_ktile(start: int, clk0: int, scale: float, words: tuple[int, int, int
         retired, empty, k_old = after(stamps >> 32), (done >> 24) & 0xFF, (k - ((done >> 16) & 0xFF)) & 0xFFFF
         evs += [(at(retired), EVENTS["EV_MMA_DONE"], 0, old_stage, old_phase, k_old, tile),
                 (at(retired + (done & 0xFFFF)), EVENTS["EV_ARRIVE"], empty, old_stage, old_phase, k_old, 0)]
-    return evs
+    return evs, start
 
 
-def expand_stage_load(start: int, clk0: int, scale: float, words: tuple[int, int, int, int]) -> list[tuple]:
+def expand_stage_load(last: int, clk0: int, scale: float, words: tuple[int, ...]) -> tuple[list[tuple], int]:
     """A producer's stage record (Tracer::stage_load) -> its wait on the empty barrier (begin,
-    end) and the issue of the stage's loads."""
+    end) and the issue of the stage's loads; and the record's start."""
     waited, info, issued, _ = words
+    start = _unwrap(last, waited & 0xFFFFFFFF)
     _, full, stage, phase, k, tile = _fields(info)
     empty = (issued >> 32) & 0xFF
     at = lambda c: (start + c - clk0) * scale  # noqa: E731
     return [(at(0), EVENTS["EV_WAIT_BEGIN"], empty, stage, phase, k, 0),
             (at(waited >> 32), EVENTS["EV_WAIT_END"], empty, stage, phase, k, 0),
-            (at(issued & 0xFFFFFFFF), EVENTS["EV_LOAD_ISSUE"], full, stage, phase, k, tile)]
+            (at(issued & 0xFFFFFFFF), EVENTS["EV_LOAD_ISSUE"], full, stage, phase, k, tile)], start
 
 
-RECORDS_OF_TWO = {EV_KTILE: expand_ktile, EV_STAGE_LOAD: expand_stage_load}
+def expand_attn_block(last: int, clk0: int, scale: float, words: tuple[int, ...]) -> tuple[list[tuple], int]:
+    """An attention consumer's key block (kernels/attention/attn_warpspec.cuh: BlockRecord, whose
+    comment lays out its sixteen 32-bit words) -> the events its loop used to write one by one,
+    those its flags name, in time order (two stamps of one clock in A5's order): the turn's
+    wait and pass, K's wait and release, Q K^T's issue and retirement, the softmax, V's wait and
+    release, P V's issue and retirement; and the latest of its clocks. K, Q K^T, the softmax
+    and the turn are block k; V and P V block k - 1 with BLOCK_V_LAG."""
+    u = [(w >> shift) & 0xFFFFFFFF for w in words for shift in (0, 32)]
+    info, where = u[2], u[3]
+    k, flags = (info >> 8) & 0xFFFF, info >> 24
+    kv = (k - (1 if flags & BLOCK["V_LAG"] else 0)) & 0xFFFF
+    k_stage, k_phase, v_stage, v_phase = where & 0xF, (where >> 4) & 1, (where >> 5) & 0xF, (where >> 9) & 1
+    group, wait_phase, to, pass_phase = (where >> 10) & 3, (where >> 12) & 1, (where >> 13) & 3, (where >> 15) & 1
+    clock = lambda i: _unwrap(last, u[i])  # noqa: E731
+    E, B = EVENTS, BAR_IDS
+    has = {name: bool(flags & bit) for name, bit in BLOCK.items()}
+    evs = []  # (clock, kind, barrier, stage, phase, k), in the order A5 meets them
+    if has["TURN"]:
+        evs += [(clock(12), E["EV_WAIT_BEGIN"], B["turn"], group, wait_phase, k),
+                (clock(13), E["EV_WAIT_END"], B["turn"], group, wait_phase, k)]
+    if has["K"]:
+        evs += [(clock(0), E["EV_WAIT_BEGIN"], B["k_full"], k_stage, k_phase, k),
+                (clock(1), E["EV_WAIT_END"], B["k_full"], k_stage, k_phase, k)]
+    if has["QK_ISSUE"]:
+        evs.append((clock(1) + (u[3] >> 16), E["EV_MMA_ISSUE"], B["k_full"], 0, 0, k))
+    if has["V"]:
+        evs += [(clock(8), E["EV_WAIT_BEGIN"], B["v_full"], v_stage, v_phase, kv),
+                (clock(9), E["EV_WAIT_END"], B["v_full"], v_stage, v_phase, kv)]
+    if has["PV"]:
+        evs.append((clock(9) + (u[15] & 0xFFFF), E["EV_MMA_ISSUE"], B["v_full"], 0, 0, kv))
+    if has["TURN"]:
+        evs.append((clock(14), E["EV_ARRIVE"], B["turn"], to, pass_phase, k))
+    if has["QK_DONE"]:
+        evs.append((clock(4), E["EV_MMA_DONE"], B["k_full"], 0, 0, k))
+    if has["K"]:
+        evs.append((clock(5), E["EV_ARRIVE"], B["k_empty"], k_stage, k_phase, k))
+    if has["SOFTMAX"]:
+        evs += [(clock(6), E["EV_SOFTMAX_BEGIN"], 0, 0, 0, k), (clock(7), E["EV_SOFTMAX_END"], 0, 0, 0, k)]
+    if has["PV"]:
+        evs.append((clock(10), E["EV_MMA_DONE"], B["v_full"], 0, 0, kv))
+    if has["V"]:
+        evs.append((clock(11), E["EV_ARRIVE"], B["v_empty"], v_stage, v_phase, kv))
+    evs.sort(key=lambda e: e[0])  # stable: a tie keeps the order above
+    return [((c - clk0) * scale, *rest, 0) for c, *rest in evs], max((e[0] for e in evs), default=last)
+
+
+RECORDS = {EV_KTILE: (2, expand_ktile), EV_STAGE_LOAD: (2, expand_stage_load), EV_ATTN_BLOCK: (4, expand_attn_block)}
 
 
 def _signed16(k: int) -> int:

@@ -29,3 +29,8 @@ def barrier_names() -> dict[int, str]:
 def event_ids() -> dict[str, int]:
     """Trace event name (EV_...) -> id."""
     return {v: k for k, v in enum_values("gl_trace.cuh", "GlEvent").items()}
+
+
+def block_flags() -> dict[str, int]:
+    """An attention block record's flags (BLOCK_...; gl_trace.cuh's GlBlockFlag) -> bit."""
+    return {v.removeprefix("BLOCK_"): k for k, v in enum_values("gl_trace.cuh", "GlBlockFlag").items()}

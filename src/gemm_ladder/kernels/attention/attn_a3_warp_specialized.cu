@@ -42,30 +42,32 @@ attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __gri
       zero_acc(o);
       me.wait_q(s);
       for (int j = 0; j < t.blocks; ++j) {
-        const KvTile& k = me.wait_k(s, j);
+        BlockRecord rec = me.block(j, BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX | BLOCK_V | BLOCK_PV);
+        const KvTile& k = me.wait_k(s, rec);
         wgmma_fence();
         mma_qk(sc, s.q[cw], k);
         wgmma_commit();
-        trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, j);
+        rec.span(QK_ISSUED);
         wgmma_wait<0>();
         fence_acc(sc);
-        trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, j);
-        me.release_k(j);  // before the softmax: the producer refills K under it
+        rec.span(QK_RETIRED);
+        me.release_k(rec);  // before the softmax: the producer refills K under it
         if (j == t.blocks - 1) me.release_q(s);
         float corr[2];
-        softmax_block(sm, sc, j, rows0, Sk, scale_log2, corr, tr);
+        softmax_block(sm, sc, j, rows0, Sk, scale_log2, corr, rec);
         rescale_o(o, corr);
         to_operand(p, sc);
-        const KvTile& v = me.wait_v(s, j);
+        const KvTile& v = me.wait_v(s, rec);
         wgmma_fence();
         mma_pv(o, p, v);
         wgmma_commit();
-        trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, j);
+        rec.span(PV_ISSUED);
         wgmma_wait<0>();
         fence_acc(o);
-        trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, j);
+        rec.span(PV_RETIRED);
         fence_operand(p);
-        me.release_v(j);
+        me.release_v(rec);
+        rec.write();
       }
       store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
     }

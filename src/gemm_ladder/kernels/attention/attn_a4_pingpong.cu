@@ -8,7 +8,7 @@
 #include "attn_warpspec.cuh"
 
 struct SharedStorage : WsTiles {
-  OrderedBarrier<CONSUMERS> turns;  // turn[c]: consumer c may issue its MMAs
+  Turns turns;  // turn[c]: consumer c may issue its MMAs
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "AttnStep.dynamic_smem is too small");
 
@@ -47,45 +47,52 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
       zero_acc(o);
       me.wait_q(s);
       // ping-pong: the first block's Q K^T in a turn of its own
-      turn.wait_turn(0);
+      BlockRecord first = me.block(0, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX);
+      first.wait_turn(turn);
       wgmma_fence();
-      mma_qk(sc, s.q[cw], me.wait_k(s, 0));
+      mma_qk(sc, s.q[cw], me.wait_k(s, first));
       wgmma_commit();
-      trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, 0);
-      turn.pass_turn(me.warp_leader, 0);
+      first.span(QK_ISSUED);
+      first.pass_turn(turn, me.warp_leader);
       wgmma_wait<0>();
       fence_acc(sc);
-      trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, 0);
-      me.release_k(0);
+      first.span(QK_RETIRED);
+      me.release_k(first);
       if (t.blocks == 1) me.release_q(s);
-      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr, tr);  // O is still zero: nothing to rescale
+      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr, first);  // O is still zero: nothing to rescale
+      first.write();
       to_operand(p, sc);
       for (int j = 0; j < t.blocks; ++j) {
         const bool next = j + 1 < t.blocks;
-        turn.wait_turn(j + 1);  // ping-pong: this block's P V and the next block's Q K^T, back to back
+        // the turn, V_j and P V_j, and with a next block its K, Q K^T and softmax (Q K^T_{j+1}
+        // retires with P V_j's wait: no retirement of its own)
+        BlockRecord rec = me.block(j + 1, BLOCK_TURN | BLOCK_V | BLOCK_PV | BLOCK_V_LAG |
+                                              (next ? BLOCK_K | BLOCK_QK_ISSUE | BLOCK_SOFTMAX : 0u));
+        rec.wait_turn(turn);  // ping-pong: this block's P V and the next block's Q K^T, back to back
         wgmma_fence();
-        mma_pv(o, p, me.wait_v(s, j));
+        mma_pv(o, p, me.wait_v(s, rec));
         wgmma_commit();
-        trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, j);
+        rec.span(PV_ISSUED);
         if (next) {
-          mma_qk(sc, s.q[cw], me.wait_k(s, j + 1));
+          mma_qk(sc, s.q[cw], me.wait_k(s, rec));
           wgmma_commit();
-          trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, j + 1);
+          rec.span(QK_ISSUED);
         }
-        turn.pass_turn(me.warp_leader, j + 1);
+        rec.pass_turn(turn, me.warp_leader);
         wgmma_wait<0>();  // the other consumer's MMAs run while this one waits, then computes
         fence_acc(o);
         fence_acc(sc);
-        trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, j);  // Q K^T_{j+1} retired by the same wait
+        rec.span(PV_RETIRED);  // Q K^T_{j+1} retired by the same wait
         fence_operand(p);
-        me.release_v(j);
+        me.release_v(rec);
         if (next) {
-          me.release_k(j + 1);
+          me.release_k(rec);
           if (j + 2 == t.blocks) me.release_q(s);
-          softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr, tr);
+          softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr, rec);
           rescale_o(o, corr);
           to_operand(p, sc);
         }
+        rec.write();
       }
       store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
     }

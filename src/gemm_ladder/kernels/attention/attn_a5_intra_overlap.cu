@@ -8,7 +8,7 @@
 #include "attn_warpspec.cuh"
 
 struct SharedStorage : WsTiles {
-  OrderedBarrier<CONSUMERS> turns;  // turn[c]: consumer c may issue its MMAs
+  Turns turns;  // turn[c]: consumer c may issue its MMAs
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "AttnStep.dynamic_smem is too small");
 
@@ -46,57 +46,64 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
       float o[HEAD_D / 2];
       zero_acc(o);
       me.wait_q(s);
-      turn.wait_turn(0);
+      BlockRecord first = me.block(0, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX);
+      first.wait_turn(turn);
       wgmma_fence();
-      mma_qk(sc, s.q[cw], me.wait_k(s, 0));
+      mma_qk(sc, s.q[cw], me.wait_k(s, first));
       wgmma_commit();
-      trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, 0);
-      turn.pass_turn(me.warp_leader, 0);
+      first.span(QK_ISSUED);
+      first.pass_turn(turn, me.warp_leader);
       wgmma_wait<0>();
       fence_acc(sc);
-      trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, 0);
-      me.release_k(0);
-      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr, tr);
+      first.span(QK_RETIRED);
+      me.release_k(first);
+      softmax_block(sm, sc, 0, rows0, Sk, scale_log2, corr, first);
+      first.write();
       to_operand(p, sc);
       // The loop issues Q K^T_{j+1} unconditionally (a wgmma group count that depends on a branch
       // makes ptxas serialize every wgmma of the kernel): the last block's P V follows it alone.
       const int last = t.blocks - 1;
       if (last == 0) me.release_q(s);
       for (int j = 0; j < last; ++j) {
-        turn.wait_turn(j + 1);
+        BlockRecord rec = me.block(j + 1, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX |
+                                              BLOCK_V | BLOCK_PV | BLOCK_V_LAG);
+        rec.wait_turn(turn);
         wgmma_fence();
-        mma_qk(sc, s.q[cw], me.wait_k(s, j + 1));  // intra-warpgroup: the next block's scores first
+        mma_qk(sc, s.q[cw], me.wait_k(s, rec));  // intra-warpgroup: the next block's scores first
         wgmma_commit();
-        trace_mma(tr, EV_MMA_ISSUE, BAR_K_FULL, j + 1);
-        mma_pv(o, p, me.wait_v(s, j));
+        rec.span(QK_ISSUED);
+        mma_pv(o, p, me.wait_v(s, rec));
         wgmma_commit();
-        trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, j);
-        turn.pass_turn(me.warp_leader, j + 1);
+        rec.span(PV_ISSUED);
+        rec.pass_turn(turn, me.warp_leader);
         wgmma_wait<1>();  // intra-warpgroup: Q K^T_{j+1} retired, P V_j may still run
         fence_acc(sc);
-        trace_mma(tr, EV_MMA_DONE, BAR_K_FULL, j + 1);
-        me.release_k(j + 1);
+        rec.span(QK_RETIRED);
+        me.release_k(rec);
         if (j + 1 == last) me.release_q(s);
-        softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr, tr);  // under P V_j
+        softmax_block(sm, sc, j + 1, rows0, Sk, scale_log2, corr, rec);  // under P V_j
         wgmma_wait<0>();
         fence_acc(o);
-        trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, j);
+        rec.span(PV_RETIRED);
         fence_operand(p);
-        me.release_v(j);
+        me.release_v(rec);
         rescale_o(o, corr);  // only now: P V_j accumulated at the old scale
         to_operand(p, sc);
+        rec.write();
       }
-      turn.wait_turn(last + 1);
+      BlockRecord last_pv = me.block(last + 1, BLOCK_TURN | BLOCK_V | BLOCK_PV | BLOCK_V_LAG);
+      last_pv.wait_turn(turn);
       wgmma_fence();
-      mma_pv(o, p, me.wait_v(s, last));
+      mma_pv(o, p, me.wait_v(s, last_pv));
       wgmma_commit();
-      trace_mma(tr, EV_MMA_ISSUE, BAR_V_FULL, last);
-      turn.pass_turn(me.warp_leader, last + 1);
+      last_pv.span(PV_ISSUED);
+      last_pv.pass_turn(turn, me.warp_leader);
       wgmma_wait<0>();
       fence_acc(o);
-      trace_mma(tr, EV_MMA_DONE, BAR_V_FULL, last);
+      last_pv.span(PV_RETIRED);
       fence_operand(p);
-      me.release_v(last);
+      me.release_v(last_pv);
+      last_pv.write();
       store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
     }
     tr.finish();

@@ -169,13 +169,17 @@ struct OnlineSoftmax {
 // holds 128 registers and the recorder's stores would spill: those record the rings only.
 constexpr bool TRACE_SPANS = HEAD_D < 256;
 
-// The softmax step of one block for a warpgroup's rows (masked only where a key is hidden),
-// recorded as a span on its tracer (GL_TRACE builds).
+// The softmax step of one block for a warpgroup's rows (masked only where a key is hidden).
+GL_DEVICE void softmax_step(OnlineSoftmax& sm, float (&sc)[BN / 2], int j, int rows0, int Sk, float scale_log2,
+                            float (&corr)[2]) {
+  if (OnlineSoftmax::needs_mask(j * BN, rows0, Sk)) sm.update<true>(sc, j * BN, Sk, scale_log2, corr);
+  else sm.update<false>(sc, j * BN, Sk, scale_log2, corr);
+}
+// The same, recorded as a span on its tracer (GL_TRACE builds).
 GL_DEVICE void softmax_block(OnlineSoftmax& sm, float (&sc)[BN / 2], int j, int rows0, int Sk, float scale_log2,
                              float (&corr)[2], Tracer& tr) {
   if constexpr (TRACE_SPANS) tr.event(EV_SOFTMAX_BEGIN, 0, 0, 0, j);
-  if (OnlineSoftmax::needs_mask(j * BN, rows0, Sk)) sm.update<true>(sc, j * BN, Sk, scale_log2, corr);
-  else sm.update<false>(sc, j * BN, Sk, scale_log2, corr);
+  softmax_step(sm, sc, j, rows0, Sk, scale_log2, corr);
   if constexpr (TRACE_SPANS) tr.event(EV_SOFTMAX_END, 0, 0, 0, j);
 }
 

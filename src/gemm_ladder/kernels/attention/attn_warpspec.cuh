@@ -23,6 +23,8 @@ constexpr u32 CONSUMER_WARPS = 4 * CONSUMERS;  // every consumer warp releases a
 // releases K as soon as Q K^T retires, before its softmax.
 using KRing = Pipeline<DEPTH, 1, BAR_K_FULL, BAR_K_EMPTY>;
 using VRing = Pipeline<DEPTH, 1, BAR_V_FULL, BAR_V_EMPTY>;
+using Turns = OrderedBarrier<CONSUMERS>;  // ping-pong (A4, A5)
+static_assert(DEPTH <= 16, "a block record holds a ring's stage in 4 bits");
 
 // The tiles and barriers every warp-specialized step has.
 struct WsTiles {
@@ -60,19 +62,107 @@ struct WsTiles {
 #pragma unroll
       for (int c = 0; c < CONSUMERS; ++c) q[c].load(tq, &q_full, t.q0 + c * WG_ROWS, t.head, t.batch);
       for (int j = 0; j < t.blocks; ++j) {
-        kp.producer_acquire(ks, j);
+        KTileStamps ts;  // traced: each stage one record, as the GEMM's producer (gl_trace.cuh)
+        kp.producer_acquire_stamped(ks, ts);
         k[ks.stage].load(tk, kp.producer_barrier(ks), j * BN, t.kv_head, t.batch);
-        tr.event(EV_LOAD_ISSUE, BAR_K_FULL, ks.stage, ks.phase, j);
+        ts.issued = tr.stamp();
+        kp.record_stage_load(ts, ks, j, 0);
         ks.advance();
-        vp.producer_acquire(vs, j);
+        vp.producer_acquire_stamped(vs, ts);
         v[vs.stage].load(tv, vp.producer_barrier(vs), j * BN, t.kv_head, t.batch);
-        tr.event(EV_LOAD_ISSUE, BAR_V_FULL, vs.stage, vs.phase, j);
+        ts.issued = tr.stamp();
+        vp.record_stage_load(ts, vs, j, 0);
         vs.advance();
       }
     }
     tr.finish();
   }
 };
+
+// A consumer's key block as one trace record (EV_ATTN_BLOCK, four slots; gl_trace.cuh). The
+// loop used to record up to fifteen events a block, each a branch around a store, and its
+// traced builds ran 12-28 % slower; now it takes clock stamps (%clock, one instruction each)
+// and writes them at the block's end in four predicated stores. The decoder
+// (choreography/trace.py: expand_attn_block) expands the record into those events. Its
+// sixteen 32-bit words (a slot's first word in the low half):
+//    0 K's wait begins    1 ends               2 EV_ATTN_BLOCK | k << 8 | flags << 24
+//    3 where | cycles from K's wait's end to Q K^T's issue << 16 (saturated)
+//    4 Q K^T retired      5 K released         6 softmax begins     7 ends
+//    8 V's wait begins    9 ends              10 P V retired       11 V released
+//   12 turn's wait begins 13 ends             14 turn passed       15 cycles from V's wait's end to P V's issue
+// where: K's stage (bits 0-3) and phase (4), V's (5-8, 9), the turn's group (10-11) and the
+// phase it waits for (12), the group it passes to (13-14) and its phase then (15). k: the
+// block of K, Q K^T, the softmax and the turn; V's is k - 1 with BLOCK_V_LAG, else k. The flags
+// (GlBlockFlag) say which events the block has; at head dim 256 none of the MMAs or softmax.
+// Untraced, the record holds nothing and its calls compile to nothing: the kernel is the same
+// instruction for instruction (a record that held stamps, even unused, reordered its code).
+enum BlockStamp {
+  K_WAIT, K_WAITED, QK_ISSUED, QK_RETIRED, K_RELEASED, SOFTMAX_BEGIN, SOFTMAX_END,
+  V_WAIT, V_WAITED, PV_ISSUED, PV_RETIRED, V_RELEASED, TURN_WAIT, TURN_WAITED, TURN_PASSED, BLOCK_STAMPS
+};
+struct BlockRecord {
+#if GL_TRACE
+  Tracer& tr;
+  u32 info, where;
+  u32 at[BLOCK_STAMPS] = {};  // the stamps (%clock) of the events the block has; the rest stay 0
+#endif
+
+  GL_DEVICE BlockRecord(Tracer& tr_, u32 k, u32 flags, u32 rings)
+#if GL_TRACE
+      : tr(tr_), info(EV_ATTN_BLOCK | (k & 0xffffu) << 8 | recorded(flags) << 24), where(rings)
+#endif
+  {
+#if !GL_TRACE
+    (void)tr_; (void)k; (void)flags; (void)rings;
+#endif
+  }
+  // The flags of the events recorded: at head dim 256 none of the MMAs' or the softmax's.
+  static GL_DEVICE u32 recorded(u32 flags) {
+    return TRACE_SPANS ? flags : flags & ~(u32)(BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX | BLOCK_PV);
+  }
+  GL_DEVICE void stamp(BlockStamp s) {
+#if GL_TRACE
+    at[s] = tr.stamp();
+#else
+    (void)s;
+#endif
+  }
+  // An MMA's or the softmax's stamp (TRACE_SPANS).
+  GL_DEVICE void span(BlockStamp s) {
+    if constexpr (TRACE_SPANS) stamp(s);
+  }
+  GL_DEVICE void wait_turn(Turns::Member& turn) {
+#if GL_TRACE
+    where |= (u32)turn.group << 10 | turn.st.phase << 12 | (u32)turn.next_group() << 13;
+    turn.wait_turn_stamped(at[TURN_WAIT], at[TURN_WAITED]);
+    where |= turn.st.phase << 15;
+#else
+    turn.wait_turn();  // untraced: the call it always was
+#endif
+  }
+  GL_DEVICE void pass_turn(const Turns::Member& turn, bool arriving) {
+    turn.pass_turn<false>(arriving);
+    stamp(TURN_PASSED);
+  }
+  GL_DEVICE void write() {
+#if GL_TRACE
+    const auto sat16 = [](u32 c) { return c < 0xffffu ? c : 0xffffu; };
+    const auto part = [&](BlockStamp a, BlockStamp b) { return Tracer::words(at[a], at[b]); };
+    tr.record4({part(K_WAIT, K_WAITED), Tracer::words(info, where | sat16(at[QK_ISSUED] - at[K_WAITED]) << 16),
+                part(QK_RETIRED, K_RELEASED), part(SOFTMAX_BEGIN, SOFTMAX_END),
+                part(V_WAIT, V_WAITED), part(PV_RETIRED, V_RELEASED),
+                part(TURN_WAIT, TURN_WAITED), Tracer::words(at[TURN_PASSED], sat16(at[PV_ISSUED] - at[V_WAITED]))});
+#endif
+  }
+};
+
+// The softmax step of a block, stamped for its record.
+GL_DEVICE void softmax_block(OnlineSoftmax& sm, float (&sc)[BN / 2], int j, int rows0, int Sk, float scale_log2,
+                             float (&corr)[2], BlockRecord& rec) {
+  rec.span(SOFTMAX_BEGIN);
+  softmax_step(sm, sc, j, rows0, Sk, scale_log2, corr);
+  rec.span(SOFTMAX_END);
+}
 
 // A consumer warpgroup's view: its rows, the two rings' ports (recorded by its tracer) and states.
 struct Consumer {
@@ -97,21 +187,33 @@ struct Consumer {
     if (warp_leader) mbar_arrive(&s.q_empty);
   }
 
-  // S = Q K^T of the next key block, issued (the caller commits and waits).
-  GL_DEVICE const KvTile& wait_k(WsTiles& s, int j) {
-    kp.consumer_wait(ks, j);
+  // The record of key block k (K's; V's with BLOCK_V_LAG the one before): the rings' stages and
+  // phases it will wait on are where the consumer's states stand now.
+  GL_DEVICE BlockRecord block(int k, u32 flags) const {
+    return BlockRecord(kp.tr, (u32)k, flags,
+                       (kp.first + ks.stage) | ks.phase << 4 | (vp.first + vs.stage) << 5 | vs.phase << 9);
+  }
+  // The next key block's K (for Q K^T: the caller issues, commits and waits), and its release.
+  GL_DEVICE const KvTile& wait_k(WsTiles& s, BlockRecord& rec) {
+    rec.stamp(K_WAIT);
+    kp.consumer_wait_unrecorded(ks);
+    rec.stamp(K_WAITED);
     return s.k[ks.stage];
   }
-  GL_DEVICE void release_k(int j) {
-    if (warp_leader) kp.consumer_release(ks, j);
+  GL_DEVICE void release_k(BlockRecord& rec) {
+    if (warp_leader) kp.consumer_release_for<false>(ks, 1);
+    rec.stamp(K_RELEASED);
     ks.advance();
   }
-  GL_DEVICE const KvTile& wait_v(WsTiles& s, int j) {
-    vp.consumer_wait(vs, j);
+  GL_DEVICE const KvTile& wait_v(WsTiles& s, BlockRecord& rec) {
+    rec.stamp(V_WAIT);
+    vp.consumer_wait_unrecorded(vs);
+    rec.stamp(V_WAITED);
     return s.v[vs.stage];
   }
-  GL_DEVICE void release_v(int j) {
-    if (warp_leader) vp.consumer_release(vs, j);
+  GL_DEVICE void release_v(BlockRecord& rec) {
+    if (warp_leader) vp.consumer_release_for<false>(vs, 1);
+    rec.stamp(V_RELEASED);
     vs.advance();
   }
 };

@@ -216,11 +216,21 @@ struct OrderedBarrier {
       traced_wait(&ob.turn[group], BAR_TURN, group, st.phase, k, tr);
       st.advance();
     }
+    // The same wait stamped for a record instead of recorded (the attention consumers' block record).
+    GL_DEVICE void wait_turn_stamped(u32& begin, u32& end) {
+      begin = tr.stamp();
+      mbar_wait(&ob.turn[group], st.phase, tr.role, BAR_TURN, group);
+      end = tr.stamp();
+      st.advance();
+    }
+    GL_DEVICE int next_group() const { return group + 1 == GROUPS ? 0 : group + 1; }
     // One thread per warp of this group, once the group's work that must come first is issued.
+    // RECORD false: the caller's record holds the pass.
+    template <bool RECORD = true>
     GL_DEVICE void pass_turn(bool arriving, u32 k = 0) const {
-      const int next = group + 1 == GROUPS ? 0 : group + 1;
+      const int next = next_group();
       if (arriving) mbar_arrive(&ob.turn[next]);
-      tr.event(EV_ARRIVE, BAR_TURN, next, st.phase, k);
+      if constexpr (RECORD) tr.event(EV_ARRIVE, BAR_TURN, next, st.phase, k);
     }
   };
   GL_DEVICE Member member(int group, Tracer& tr) {

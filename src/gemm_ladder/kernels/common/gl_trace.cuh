@@ -11,7 +11,9 @@
 // takes clock stamps (one instruction each) and writes the k-tile as one EV_KTILE record of
 // two slots, in two halves without a branch (Tracer::ktile_head, ktile_tail); the decoder
 // expands it into the five events. The producer's loop does the same with its three
-// (EV_STAGE_LOAD, Tracer::stage_load): it sets the fill's pace.
+// (EV_STAGE_LOAD, Tracer::stage_load): it sets the fill's pace. The attention consumers' key
+// block is one record of four slots the same way (EV_ATTN_BLOCK, attn_warpspec.cuh's BlockRecord):
+// up to fifteen events a block made their traced builds 12-28 % slower.
 #pragma once
 #include "gl_common.cuh"
 
@@ -31,6 +33,19 @@ enum GlEvent : unsigned {  // the Python decoder reads these names from this fil
   EV_SOFTMAX_END = 13,    // ... and ends (P in registers, O rescaled)
   EV_KTILE = 14,       // a consumer's k-tile in one record of two slots (Tracer::ktile_head)
   EV_STAGE_LOAD = 15,  // a producer's stage (wait until free, loads issued) in one record (Tracer::stage_load)
+  EV_ATTN_BLOCK = 16,  // an attention consumer's key block in one record of four slots (attn_warpspec.cuh)
+};
+
+// The events an attention block record (EV_ATTN_BLOCK) holds: its flags (the decoder reads these names).
+enum GlBlockFlag : unsigned {
+  BLOCK_TURN = 1,      // the turn's wait and its pass (ping-pong)
+  BLOCK_K = 2,         // the wait for K's block and its release
+  BLOCK_QK_ISSUE = 4,  // Q K^T issued
+  BLOCK_QK_DONE = 8,   // Q K^T retired (seen alone: not in A4, where it retires with P V's wait)
+  BLOCK_SOFTMAX = 16,  // the softmax's begin and end
+  BLOCK_V = 32,        // the wait for V's block and its release
+  BLOCK_PV = 64,       // P V issued and retired
+  BLOCK_V_LAG = 128,   // V's block is the one before K's (A4, A5: P V_j goes with Q K^T_{j+1})
 };
 
 #define GL_TRACE_SLOTS_PER_CTA 4  // team/producer, consumer0, consumer1, writeback
@@ -114,53 +129,68 @@ struct Tracer {
   // k-tiles). A record that does not fit is left out (the host sees the slot full).
   GL_DEVICE void ktile_head(const KTileStamps& s, u32 full_bar, u32 stage, u32 phase, u32 k, u32 tile,
                             u32 retiring_stage, u32 retiring_phase) const {
-#if GL_TRACE
     // no masks: a ring's stages (< 64), a phase (0, 1), k and the tile (< 2^16) fit their fields
     const u32 where = EV_KTILE | full_bar << 8 | stage << 16 | phase << 24 | retiring_stage << 25 | retiring_phase << 31;
     const u64 info = (u64)where | ((u64)(k | tile << 16) << 32);
-    const u64 when = (u64)s.wait_begin | ((u64)(s.wait_end - s.wait_begin) << 32);
-    asm volatile("{\n .reg .pred p;\n setp.ge.u32 p, %3, 2;\n @p st.global.v2.u64 [%0], {%1, %2};\n}"
-                 ::"l"(cursor), "l"(when), "l"(info), "r"(left) : "memory");
-#else
-    (void)s; (void)full_bar; (void)stage; (void)phase; (void)k; (void)tile; (void)retiring_stage; (void)retiring_phase;
-#endif
+    record_part<0, 2>(words(s.wait_begin, s.wait_end - s.wait_begin), info);
   }
   GL_DEVICE void ktile_tail(const KTileStamps& s, bool retired, u32 empty_bar, u32 lag) {
-#if GL_TRACE
     const u32 release = retired ? s.released - s.retired : 0u;
-    const u64 when = (u64)s.issued | ((u64)(retired ? s.retired : 0u) << 32);
     const u64 done = (u64)(release < 0xffffu ? release : 0xffffu) | ((u64)(lag & 0xff) << 16) |
                      ((u64)(empty_bar & 0xff) << 24) | ((u64)retired << 32);
-    asm volatile("{\n .reg .pred p;\n setp.ge.u32 p, %3, 2;\n @p st.global.v2.u64 [%0+16], {%1, %2};\n}"
-                 ::"l"(cursor), "l"(when), "l"(done), "r"(left) : "memory");
-    const bool room = left >= 2;
-    cursor += room ? 4 : 0;
-    left -= room ? 2 : 0;
+    record_part<1, 2>(words(s.issued, retired ? s.retired : 0u), done);
+    record_end<2>();
+  }
+  // Slot PART (two words) of a record of SLOTS slots at the cursor, stored only where the whole
+  // record fits: a predicated store, no branch, so every thread of the warp runs it and the
+  // recorder's warp stays converged (the threads that do not record have no room).
+  template <int PART, int SLOTS>
+  GL_DEVICE void record_part(u64 w0, u64 w1) const {
+#if GL_TRACE
+    asm volatile("{\n .reg .pred p;\n setp.ge.u32 p, %3, %4;\n @p st.global.v2.u64 [%0+%5], {%1, %2};\n}"
+                 ::"l"(cursor), "l"(w0), "l"(w1), "r"(left), "n"(SLOTS), "n"(16 * PART) : "memory");
 #else
-    (void)s; (void)retired; (void)empty_bar; (void)lag;
+    (void)w0; (void)w1;
 #endif
   }
+  // After a record's parts: the cursor passes it (where it fitted).
+  template <int SLOTS>
+  GL_DEVICE void record_end() {
+#if GL_TRACE
+    const bool room = left >= SLOTS;
+    cursor += room ? 2 * SLOTS : 0;
+    left -= room ? SLOTS : 0;
+#endif
+  }
+  // A whole record of four slots (eight words) in one predicated asm, then the cursor past it.
+  // As four record_parts, ptxas moved the words' moves and the stores under a branch around
+  // them, one the recorder's warp diverges on.
+  GL_DEVICE void record4(const u64 (&w)[8]) {
+#if GL_TRACE
+    asm volatile("{\n .reg .pred p;\n setp.ge.u32 p, %9, 4;\n @p st.global.v2.u64 [%0], {%1, %2};\n"
+                 " @p st.global.v2.u64 [%0+16], {%3, %4};\n @p st.global.v2.u64 [%0+32], {%5, %6};\n"
+                 " @p st.global.v2.u64 [%0+48], {%7, %8};\n}"
+                 ::"l"(cursor), "l"(w[0]), "l"(w[1]), "l"(w[2]), "l"(w[3]), "l"(w[4]), "l"(w[5]), "l"(w[6]), "l"(w[7]),
+                 "r"(left) : "memory");
+    record_end<4>();
+#else
+    (void)w;
+#endif
+  }
+  // Two 32-bit fields as one record word (the first in the low half).
+  static GL_DEVICE u64 words(u32 lo, u32 hi) { return (u64)lo | ((u64)hi << 32); }
   // A producer's stage as two slots. 0: the start of its wait for the free stage (bits 0-31)
   // and the cycles to its return (32-63). 1: the info word of the load (EV_STAGE_LOAD, the
   // full barrier, stage, phase, k, tile). 2: cycles from the start to the loads' issue (0-31)
   // and the empty barrier (32-39). 3: unused.
   GL_DEVICE void stage_load(const KTileStamps& s, u32 full_bar, u32 empty_bar, u32 stage, u32 phase, u32 k,
                             u32 tile) {
-#if GL_TRACE
-    if (left >= 2) {
-      const u64 info = (u64)EV_STAGE_LOAD | ((u64)(full_bar & 0xff) << 8) | ((u64)(stage & 0xff) << 16) |
-                       ((u64)(phase & 1) << 24) | ((u64)(k & 0xffff) << 32) | ((u64)(tile & 0xffff) << 48);
-      const u32 t0 = s.wait_begin;
-      const u64 when = (u64)t0 | ((u64)(s.wait_end - t0) << 32);
-      const u64 issued = (u64)(s.issued - t0) | ((u64)(empty_bar & 0xff) << 32);
-      asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(cursor), "l"(when), "l"(info) : "memory");
-      asm volatile("st.global.v2.u64 [%0+16], {%1, %2};" ::"l"(cursor), "l"(issued), "l"(0ull) : "memory");
-      cursor += 4;
-      left -= 2;
-    }
-#else
-    (void)s; (void)full_bar; (void)empty_bar; (void)stage; (void)phase; (void)k; (void)tile;
-#endif
+    const u64 info = (u64)EV_STAGE_LOAD | ((u64)(full_bar & 0xff) << 8) | ((u64)(stage & 0xff) << 16) |
+                     ((u64)(phase & 1) << 24) | ((u64)(k & 0xffff) << 32) | ((u64)(tile & 0xffff) << 48);
+    const u32 t0 = s.wait_begin;
+    record_part<0, 2>(words(t0, s.wait_end - t0), info);
+    record_part<1, 2>(words(s.issued - t0, empty_bar & 0xff), 0ull);
+    record_end<2>();
   }
   GL_DEVICE void finish() {
 #if GL_TRACE
