@@ -36,7 +36,9 @@ def main() -> int:
               "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "model_commit": git_commit(), "fitted_on": costmodel.FITTED_ON,
               "constants": {"LAUNCH_US": cost_model.LAUNCH_US, "TENSOR_EFFICIENCY": cost_model.TENSOR_EFFICIENCY,
-                            "L2_SM_GBS": cost_model.L2_SM_GBS, "copy_tbs": cost_model.Device().copy_tbs},
+                            "L2_SM_GBS": cost_model.L2_SM_GBS, "copy_tbs": cost_model.Device().copy_tbs,
+                            "L2_STREAM_BYTES": cost_model.L2_STREAM_BYTES,
+                            "DSMEM_L2_SHARE": cost_model.DSMEM_L2_SHARE},
               "summary": costmodel.summary(rows), "rows": rows}
     date = suite_path.name[:10]
     out = Path(args.out) if args.out else suite_path.with_name(f"{date}_h200_costmodel_{suite['commit'][:7]}.json")
@@ -44,7 +46,8 @@ def main() -> int:
     s = record["summary"]
     print(f"{out}: {s['all']['rows']} rows; held out: worst {s['held_out']['worst']:+.1%}, geomean |error| "
           f"{s['held_out']['geomean_abs_error']:.1%}, {s['held_out']['over_25pct']} over 25 %; fitted: worst "
-          f"{s['fitted']['worst']:+.1%}")
+          f"{s['fitted']['worst']:+.1%}; half B (item 85's constants held out): geomean |error| "
+          f"{s['half_b']['geomean_abs_error']:.1%}, {s['half_b']['over_25pct']} over 25 %")
     if "pick" in s:
         p = s["pick"]["all"]
         print(f"pick within 3 % of the fastest candidate on {p['within_3pct']:.0%} of {p['shapes']} shapes, geomean "

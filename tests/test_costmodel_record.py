@@ -1,18 +1,16 @@
-"""The cost model held to the suite's measurements (docs/perf-notes.md items 78 and 81): the newest
-cost-model record (benchmarks/results/*_costmodel_*.json, scripts/costmodel_record.py) holds,
-for every suite shape, the time the model predicts for its pick beside the measured time and,
-from a suite run that timed every candidate (`--autotune`), how far the pick is from the
+"""The cost model held to the suite's measurements (docs/perf-notes.md items 78, 81 and 85): the
+newest cost-model record (benchmarks/results/*_costmodel_*.json, scripts/costmodel_record.py)
+holds, for every suite shape, the time the model predicts for its pick beside the measured time
+and, from a suite run that timed every candidate (`--autotune`), how far the pick is from the
 fastest candidate.
 
-Tolerance: every shape within 40 %, the geomean error within 15 %; the pick within 3 % of the
-fastest candidate on at least 85 % of the shapes, and a geomean loss to it of at most 2 %. The
-prediction's two constants were fitted on the 16 squares (worst +11 % there); of the 218 held-out
-rows at d073294, 17 are beyond 25 % (worst -39.7 %): the small-M family's memory-bound shapes on
-32-134 MB of weights (smallm:n64, and 1000^3 on smallm:n128m2), which stream below the copy rate
-the model assumes. The picks: 89 % within 3 %, geomean loss 0.9 %, worst 128 x 2048 x 16384 (1.15x).
-The issue's targets (25 % per shape, 10 % geomean, 90 % of picks) are not met yet; this guards
-what holds: a model or kernel change that moves a shape past these fails here, and a record
-whose predictions are not the current model's is stale."""
+Tolerance: every shape within 25 %, the geomean error within 8 %, and within 7 % on half B of the
+shapes (`costmodel.half`), on which item 85's two streaming constants were not fitted; the pick
+within 3 % of the fastest candidate on at least 90 % of the shapes, and a geomean loss to it of at
+most 1 %. At d073294 (234 rows): worst -23.9 % (1000^3 bf16 on smallm:n128m2), geomean 6.9 %,
+half B 5.7 %; the launch and tensor-core constants' 16 squares within +11 %; picks 92 % within
+3 %, geomean loss 0.5 %, worst 1023^3 (1.10x). A model or kernel change that moves a shape past
+these fails here, and a record whose predictions are not the current model's is stale."""
 from __future__ import annotations
 
 import json
@@ -24,10 +22,11 @@ from gemm_ladder.families import cost_model
 from gemm_ladder.library import select
 from gemm_ladder.measure import costmodel
 
-TOLERANCE = 0.40
-PICK_WITHIN_3PCT = 0.85
-PICK_GEOMEAN_LOSS = 1.02
-GEOMEAN_TOLERANCE = 0.15
+TOLERANCE = 0.25
+PICK_WITHIN_3PCT = 0.90
+PICK_GEOMEAN_LOSS = 1.01
+GEOMEAN_TOLERANCE = 0.08
+HALF_B_GEOMEAN_TOLERANCE = 0.07
 PATH = costmodel.newest("costmodel")
 
 
@@ -45,6 +44,10 @@ def test_every_shape_within_the_tolerance(record):
     assert not off, off
     geo = math.exp(sum(abs(math.log1p(r["error"])) for r in rows) / len(rows)) - 1
     assert geo <= GEOMEAN_TOLERANCE, geo
+    half_b = [r for r in rows if costmodel.half(r["shape"]) == "B"]
+    assert len(half_b) >= 80
+    geo_b = math.exp(sum(abs(math.log1p(r["error"])) for r in half_b) / len(half_b)) - 1
+    assert geo_b <= HALF_B_GEOMEAN_TOLERANCE, geo_b
     assert {r["fitted_on"] for r in rows if r["group"] == costmodel.FITTED_ON} == {"fitted"}
     assert any(r["fitted_on"] == "held out" for r in rows)
 
@@ -65,6 +68,8 @@ def test_the_record_is_the_current_models(record):
     assert record["constants"]["LAUNCH_US"] == cost_model.LAUNCH_US
     assert record["constants"]["TENSOR_EFFICIENCY"] == cost_model.TENSOR_EFFICIENCY
     assert record["constants"]["L2_SM_GBS"] == cost_model.L2_SM_GBS
+    assert record["constants"]["L2_STREAM_BYTES"] == cost_model.L2_STREAM_BYTES
+    assert record["constants"]["DSMEM_L2_SHARE"] == cost_model.DSMEM_L2_SHARE
     for r in record["rows"][::7]:
         M, N, K = map(int, r["shape"].split("x"))
         ch = select.choose(M, N, K, r["dtype"], b_misaligned=cost_model.contiguous_b_misaligned(N, K))

@@ -16,8 +16,14 @@ cluster (CTAs along M sharing B), its consumers, whether its grid is persistent,
   t_memory       (A + B + C once) / HBM bandwidth          compulsory traffic
   mem wave eff   as wave eff, but a wave with WAVE_HBM_SATURATION of the slots busy counts as
                  full (that many SMs already draw the full HBM bandwidth)
-  score          max(t_compute / wave eff, t_memory / mem wave eff)       lower is better
+  t_l2           operand tiles from L2 / (busy SMs * L2_SM_GBS), a cluster deal's at
+                 DSMEM_L2_SHARE of that rate
+  score          max(t_compute / wave eff, t_memory / mem wave eff, t_l2)    lower is better
                  (+ the second launch's fixed cost for a split-K deal with split tiles)
+
+t_memory counts B again for each row block a split-K deal's CTA runs after another of the same
+column once more than L2_STREAM_BYTES have streamed in between (`b_passes`). The prediction
+(`predict_us`) adds the write-back of the dirty L2 the benchmark's flush leaves (`dirty_us`).
 
 B rows that are not whole 32-byte sectors (16-byte aligned, `rows_misaligned`: a K-major B
 with K = 8 mod 16, a row-major b with N = 8 mod 16) slow a compute-bound ladder kernel that
@@ -102,6 +108,20 @@ class Device:
 # over a long K, one-consumer 64-row tiles at M > 64) is bound by it before the tensor
 # core or HBM. None: the term is left out.
 L2_SM_GBS: float | None = 120.0
+# Measured (docs/perf-notes.md item 85, the suite's every-candidate run at d073294): a split-K
+# deal whose pieces a cluster sums on chip (DSMEM) takes its tiles from L2 at ~0.7 of the rate
+# of the same tile's other deals (smallm:n64 at M = 128-256: 51-83 GB/s per SM, median 67-70,
+# against 66-98, median 92-94, on the same CTA counts); priced so in the score too (not yet in
+# the family's deal_cost: its deals would change, unmeasured).
+DSMEM_L2_SHARE = 0.7
+# Fitted (item 85, on half of the suite's shapes, held to the other half): the L2 a stream
+# turns over, ~half the H200's 60 MB. The benchmark's zeroing flush leaves L2 dirty: the first
+# bytes a kernel reads evict dirty lines, written back at the copy rate beside its reads,
+# L2_STREAM_BYTES * (1 - exp(-reads / L2_STREAM_BYTES)) in all (7 us saturated; item 74 measured
+# 7-8 us at 16 x 8192^2 against a clean L2), in the prediction only (a decode step's L2 is
+# rarely all dirty). And a B tile read again after more than this has streamed through comes
+# from HBM again (20-45 MB give the same rows).
+L2_STREAM_BYTES = 30e6
 LAUNCH_US = 6.0  # a call's fixed cost: launch, the ring's first fill, the last tile's store (256^3 runs in 6.1 us)
 TENSOR_EFFICIENCY = 0.755  # the tensor-core rate sustained, as a share of the datasheet peak (clock, issue gaps)
 
@@ -161,6 +181,8 @@ class Score:
     consumers: int = 1  # MMA warpgroups per CTA
     tile: tuple[int, int] = (0, 0)  # (bm, bn)
     predicted_us: float = math.nan  # the model's prediction of the kernel's time (LAUNCH_US ...)
+    b_passes: int = 1  # B streamed from HBM this many times (b_passes)
+    dirty_us: float = 0.0  # the flush's dirty L2 written back as the kernel reads (prediction only)
 
 
 def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
@@ -172,6 +194,19 @@ def _problems(step: KernelFamily, shape: tuple[int, int, int], b_mn: bool) -> li
     """Why `step` does not take the shape (the small-M family's answer depends on whether B
     is read N-major: smallm.SmallM.large_m_problems)."""
     return step.shape_problems(*shape, b_mn=b_mn)
+
+
+def b_passes(deal, m_tiles: int, b_tile_bytes: int, sms: int) -> int:
+    """How many times a split-K deal streams B from HBM. Its tiles go column-major over C, so
+    a column's row blocks usually run side by side on neighbouring CTAs and share B in L2; but
+    where a CTA's run holds several whole tiles, it takes a column's row blocks one after the
+    other, and once the machine has streamed more than L2_STREAM_BYTES of B in between, each
+    comes from HBM again (128 x 8192 x 8192 on smallm:n64, two row blocks per run: 78 us, the
+    time of B read twice; item 85)."""
+    if deal is None or deal.mc > 1 or deal.dsmem or deal.fixup:
+        return 1
+    per_run = min(m_tiles, deal.units // deal.k_tiles)
+    return per_run if per_run > 1 and deal.k_tiles * min(deal.ctas, sms) * b_tile_bytes > L2_STREAM_BYTES else 1
 
 
 def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misaligned: bool = False,
@@ -235,15 +270,20 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     s.t_compute_us = s.padded_flop / peak * 1e6
     partials = deal.planes if deal is not None else (f.split_k if f.split_k > 1 else 0)
     # fp32 partials through memory, written and read back (a cluster sums them on chip). B
-    # counts once also for the split-K family's row blocks: its tiles go column-major over C,
-    # so a column's row blocks run side by side and share B in L2 (at M = 128 the 64-row n128
-    # entry measured 1.00-1.06x cuBLAS wherever its deal fills 128 SMs; perf-notes item 28).
-    mem = compulsory_bytes(M, N, K) + 2 * 4 * M * N * partials
+    # counts once for the split-K family's row blocks where they run side by side (at M = 128
+    # the 64-row n128 entry measured 1.00-1.06x cuBLAS wherever its deal fills 128 SMs;
+    # perf-notes item 28), else once per row block a CTA runs after another (b_passes)
+    s.b_passes = b_passes(deal, _ceil(m, f.bm), f.bn * f.bk * ELEMENT_BYTES, dev.sms)
+    reads = ELEMENT_BYTES * (M * K + N * K) + (s.b_passes - 1) * ELEMENT_BYTES * n * k
+    mem = reads + ELEMENT_BYTES * M * N + 2 * 4 * M * N * partials
     s.t_memory_us = mem / (dev.hbm_tbs * 1e12) * 1e6
+    copy_tbs = dev.copy_tbs or dev.hbm_tbs
+    s.dirty_us = L2_STREAM_BYTES * -math.expm1(-reads / L2_STREAM_BYTES) / (copy_tbs * 1e12) * 1e6
     s.l2_bytes = operand_bytes(step, *shape)
     if L2_SM_GBS:  # the SMs that hold CTAs, each fed from L2 at most that fast
         busy = min(dev.sms, s.tiles * (f.cluster_m if deal is None else 1))
-        s.t_l2_us = s.l2_bytes / (busy * L2_SM_GBS * 1e9) * 1e6
+        s.t_l2_us = s.l2_bytes / (busy * L2_SM_GBS * (DSMEM_L2_SHARE if deal is not None and deal.dsmem else 1)
+                                  * 1e9) * 1e6
     s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff, s.t_l2_us)
     if deal is not None and deal.planes:  # the second launch, a fixed cost (~4 % at 1 x 14336 x 4096)
         s.score_us += step.split_overhead_bytes / (dev.hbm_tbs * 1e12) * 1e6
@@ -264,6 +304,7 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
              f"{s.wave_eff:.0%} full; {s.tile_eff:.0%} of the computed area is C"
              + (f"; N, K padded to {shape[1]}, {shape[2]}" if s.padded else "")
              + (f"; {describe_deal(deal)}" if deal is not None else "")
+             + (f"; B from HBM {s.b_passes} times (a CTA's row blocks one after another)" if s.b_passes > 1 else "")
              + (f"; stream-K: the last {sk_tiles} tiles in {sk_ctas // sk_tiles} pieces each" if sk_tiles else "")
              + (f"; B rows not whole 32-byte sectors, fetched without multicast: +{MISALIGNED_B_COST:.0%}"
                 if slowed else "")
@@ -275,10 +316,12 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
 def predict_us(s: Score, dev: Device) -> float:
     """The kernel's time as the model predicts it: the score's roofline terms at the sustained
     tensor-core rate and the measured copy rate (the score's charges scaled alike), plus the
-    fixed cost of a call."""
+    fixed cost of a call. HBM carries the flush's dirty lines back beside the kernel's reads:
+    that adds to the traffic, not to what the CTAs in flight can request (the wave term)."""
     base = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff, s.t_l2_us)
-    rates = max(s.t_compute_us / s.wave_eff / TENSOR_EFFICIENCY,
-                s.t_memory_us * dev.hbm_tbs / (dev.copy_tbs or dev.hbm_tbs) / s.mem_wave_eff, s.t_l2_us)
+    t_mem = s.t_memory_us * dev.hbm_tbs / (dev.copy_tbs or dev.hbm_tbs)
+    rates = max(s.t_compute_us / s.wave_eff / TENSOR_EFFICIENCY, t_mem / s.mem_wave_eff, t_mem + s.dirty_us,
+                s.t_l2_us)
     return LAUNCH_US + s.score_us * rates / base if base > 0 else LAUNCH_US
 
 

@@ -1,13 +1,16 @@
 """The cost model held to the suite's measurements: for every shape of a suite record (the
 kernel path), the time the model predicts for the kernel it picks (families/cost_model.py,
 `predict_us`) beside the time measured. The model's two fitted constants were fitted on the
-squares; every other row is held out. `scripts/costmodel_record.py` writes the record;
-`gemm-ladder explain --measured` shows a shape's row; a CPU test guards the newest record.
+squares; every other row is held out. The streaming constants of docs/perf-notes.md item 85
+were fitted on half A of the shapes (`half`) and are held to half B. `scripts/costmodel_record.py`
+writes the record; `gemm-ladder explain --measured` shows a shape's row; a CPU test guards the
+newest record.
 """
 from __future__ import annotations
 
 import json
 import math
+import zlib
 from pathlib import Path
 
 from ..families import cost_model
@@ -15,6 +18,12 @@ from ..library import select
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "results"  # in a checkout of the repository
 FITTED_ON = "squares"  # the suite group the prediction's constants were fitted on
+
+
+def half(shape: str) -> str:
+    """"A" or "B": the half of the suite's shapes ("MxNxK", both dtypes alike, by crc32) a row
+    falls in. The constants of docs/perf-notes.md item 85 were fitted on half A."""
+    return "AB"[zlib.crc32(shape.encode()) % 2]
 
 
 def rows_from_suite(suite: dict) -> list[dict]:
@@ -38,7 +47,8 @@ def rows_from_suite(suite: dict) -> list[dict]:
                "kernel": ch.pick.key, "measured_kernel": ch.pick.key if tuned else r["kernel"].split()[0],
                "predicted_us": round(predicted, 3), "measured_us": round(measured, 3),
                "error": round(predicted / measured - 1, 4),
-               "fitted_on": "fitted" if r.get("group") == FITTED_ON else "held out"}
+               "fitted_on": "fitted" if r.get("group") == FITTED_ON else "held out",
+               "half": half(f"{M}x{N}x{K}")}
         if tuned:
             scores = {s.key: s for s in ch.scores if s.accepted}
             best = min(tuned, key=tuned.get)
@@ -58,7 +68,13 @@ def summary(rows: list[dict]) -> dict:
                 else math.nan,
                 "over_25pct": sum(abs(e) > 0.25 for e in errs)}
     out = {"all": stats(rows), "held_out": stats([r for r in rows if r["fitted_on"] == "held out"]),
-           "fitted": stats([r for r in rows if r["fitted_on"] == "fitted"])}
+           "fitted": stats([r for r in rows if r["fitted_on"] == "fitted"]),
+           "half_b": stats([r for r in rows if r.get("half") == "B"])}
+    cands = [{"error": c["predicted_us"] / c["measured_us"] - 1, "small_m": k.startswith("smallm")}
+             for r in rows for k, c in r.get("candidates", {}).items()]
+    if cands:  # every candidate's prediction, not only the pick's
+        out["candidates"] = stats(cands)
+        out["candidates_small_m"] = stats([c for c in cands if c["small_m"]])
     picks = [r for r in rows if "pick_loss" in r]
     if picks:  # the pick against the fastest candidate measured, per group and over all
         def pick_stats(sel):
