@@ -113,7 +113,7 @@ def test_fp8_record_draws_its_roofline(tmp_path):
     import json
     from pathlib import Path
     from gemm_ladder.measure.plots_fp8 import fp8_intensity, fp8_roofline_figure, write_fp8_roofline
-    record = Path(__file__).resolve().parents[1] / "benchmarks/results/2026-12-03_h200_fp8_6638255.json"
+    record = Path(__file__).resolve().parents[1] / "benchmarks/results/2026-12-03_h200_fp8_e7b47f6.json"
     result = json.loads(record.read_text())
     fig, ax, info = fp8_roofline_figure(result)
     ours = [r for r in result["rows"] if r.get("ok") and r.get("entry") != "11"]
