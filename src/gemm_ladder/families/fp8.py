@@ -137,7 +137,7 @@ class Fp8Entry(KernelFamily):
         if self.step == 11 and (v.bias or v.a_e5m2 or v.b_e5m2):
             return "step 11 takes e4m3 operands and no bias"
         if v.mode == "row" and v.bias and v.out != "float32" and not self.row_bias16:
-            return f"{self.key}: row-wise scales with a {v.out} bias spill registers here"
+            return f"row-wise scales with a {v.out} bias spill registers on this tile"
         return ""
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
