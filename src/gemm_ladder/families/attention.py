@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..cuda import driver, jit
 from ..cuda.device import H200
 from .common import ConfigError, build
-from .protocol import Facts, KernelFamily
+from .protocol import Facts, KernelFamily, KMajorOnly
 
 FAMILY = "attention"
 HEAD_DIMS = (64, 128, 256)
@@ -33,7 +33,7 @@ _CLAIMS = ("HGMMA", "UTMALDG.4D", "SYNCS", "MUFU.EX2")
 
 
 @dataclass(frozen=True)
-class AttnStep(KernelFamily):
+class AttnStep(KMajorOnly, KernelFamily):
     name: str  # "A2" .. "A5"
     label: str
     source: str  # under kernels/
@@ -44,6 +44,8 @@ class AttnStep(KernelFamily):
     depth: int = 2  # K/V blocks in flight
     persistent: bool = False  # a CTA per SM walking the tiles (the warp-specialized kernels take either grid)
     head_dim: int = 128  # the build's head dim (for_head_dim)
+
+    kmajor_only_why = "attention reads Q, K and V with the head dim contiguous only"
 
     @property
     def key(self) -> str:
@@ -102,14 +104,6 @@ class AttnStep(KernelFamily):
         if self.producer:
             d["GL_ATTN_CONSUMERS"] = self.consumers
         return d
-
-    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
-        if a_mn or b_mn:
-            raise ConfigError(f"{self.key}: attention reads Q, K and V with the head dim contiguous only")
-        return {}
-
-    def reads_mn(self) -> tuple[bool, bool]:
-        return (False, False)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
                 strict: bool = True, causal: bool = False) -> jit.CompiledKernel:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..cuda import driver, jit
 from ..cuda.device import H200
 from .common import ConfigError, build
-from .protocol import Facts, KernelFamily
+from .protocol import Facts, KernelFamily, KMajorOnly
 
 FAMILY = "fp8"
 SCALE_MODES = ("tensor", "row", "block")
@@ -45,7 +45,7 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class Fp8Entry(KernelFamily):
+class Fp8Entry(KMajorOnly, KernelFamily):
     name: str  # the entry's key after "fp8:" (or the ladder's "11")
     label: str
     source: str
@@ -69,6 +69,7 @@ class Fp8Entry(KernelFamily):
     step: int | None = None  # 11 for the ladder's step
 
     dtypes = ("float8_e4m3fn", "float8_e5m2")
+    kmajor_only_why = "fp8 operands are read K-major only (fp8 wgmma has no transpose)"
 
     @property
     def key(self) -> str:
@@ -117,14 +118,6 @@ class Fp8Entry(KernelFamily):
         if self.step != 11:
             d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split))
         return d
-
-    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
-        if a_mn or b_mn:
-            raise ConfigError(f"{self.key}: fp8 operands are read K-major only (fp8 wgmma has no transpose)")
-        return {}
-
-    def reads_mn(self) -> tuple[bool, bool]:
-        return (False, False)
 
     def variant_problem(self, v: Variant) -> str:
         """Why this entry cannot build the call's variant; "" if it can."""

@@ -10,7 +10,8 @@ What a kernel tells:
   work per shape (`deal()`);
 - the defines its kernel is configured by (`kernel_defines()`; the kernel has no defaults of
   its own), the per-call layout defines (`layout_defines()`) and which operands it reads
-  MN-major in place (`reads_mn()`), and its build (`compile()`);
+  MN-major in place (`reads_mn()`; a family that reads K-major only takes both from
+  `KMajorOnly`), and its build (`compile()`);
 - which shapes it takes, and in one line each why not (`shape_problems()`, `accepts()`);
 - its launch geometry (shared memory, barriers, grid) in its own fields, read by the runner.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+
+from .common import ConfigError
 
 
 @dataclass(frozen=True)
@@ -77,3 +80,19 @@ class KernelFamily(abc.ABC):
 
     def accepts(self, M: int, N: int, K: int, *, b_mn: bool = False) -> bool:
         return not self.shape_problems(M, N, K, b_mn=b_mn)
+
+
+class KMajorOnly:
+    """`layout_defines` and `reads_mn` of a family that reads its operands K-major only (fp8,
+    attention): no MN-major build, and an MN-major request refused in one line that says why
+    (`kmajor_only_why`, the family's own words)."""
+
+    kmajor_only_why = "reads its operands K-major only"
+
+    def layout_defines(self, a_mn: bool = False, b_mn: bool = False) -> dict[str, int]:
+        if a_mn or b_mn:
+            raise ConfigError(f"{self.key}: {self.kmajor_only_why}")
+        return {}
+
+    def reads_mn(self) -> tuple[bool, bool]:
+        return (False, False)
