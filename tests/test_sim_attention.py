@@ -302,3 +302,15 @@ def test_cli_attention_bad_step_is_a_usage_error(capsys):
         cli_simulate.main(["--attention", "A9"])
     assert ex.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_measured_block_cuda_time_is_not_shared_between_warpgroups():
+    """With ``block_cuda_ns`` (the held-out model: cycles measured on A3's trace) a softmax and
+    rescale take that time whether or not the other consumer computes at once (A3's two do)."""
+    r = attn.simulate_attention("A3", seq_len=2048, block_cuda_ns=900.0)
+    assert r.verdict == "ok"
+    soft = [s.end - s.start for s in spans(r, "softmax")]
+    assert soft and all(d == pytest.approx(900.0) for d in soft)
+    p = params_for_attention("A5", block_cuda_ns=900.0)
+    assert p.cuda_time() == pytest.approx(900.0)
+    assert p.cuda_time(rescale=False) + p.cuda_time(softmax=False) == pytest.approx(900.0)

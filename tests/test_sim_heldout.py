@@ -194,6 +194,7 @@ def test_attention_runs_are_predicted_from_the_gemm_fit(traces, tmp_path):
     """An attention trace's summary: the attention model with the GEMM fit's loop latencies and
     its tensor-core rate (at the run's clock), beside the measured median SM's makespan."""
     from gemm_ladder.choreography.sim.attention import simulate_attention
+    from gemm_ladder.choreography.sim.attn_params import BLOCK_CUDA_CLOCKS
     summary = {"step": "A4", "D": 128, "S": 4096, "causal": False, "makespan_measured_ns": 50_000.0,
                "kpis_measured": {"tensor_core_busy": 0.7}, "ms_plain": 0.5, "ms_traced": 0.52, "sm_clock_ghz": CLOCK}
     (tmp_path / "trace_attention_A4_d128_s4096.json").write_text(json.dumps({"summary": summary}))
@@ -205,7 +206,9 @@ def test_attention_runs_are_predicted_from_the_gemm_fit(traces, tmp_path):
     assert r["role"] == "predicted" and r["measured_ns"] == 50_000.0 and r["measured_busy"] == 0.7
     # at the fit's own clock, its wgmma time sets the tensor core's rate
     fitted_rate = 2 * 128 * 128 * 64 / f.timings["mma_ns"]
+    # and the consumers' CUDA-core work per block is the cycles measured on A3's trace
     res = simulate_attention("A4", head_dim=128, seq_len=4096, tc_flop_per_ns=fitted_rate,
                              mma_issue_ns=f.timings["mma_issue_ns"], mma_wait_ns=f.timings["mma_wait_ns"],
-                             load_latency_ns=f.timings["load_latency_ns"], epilogue_ns=f.timings["epilogue_ns"])
+                             load_latency_ns=f.timings["load_latency_ns"], epilogue_ns=f.timings["epilogue_ns"],
+                             block_cuda_ns=BLOCK_CUDA_CLOCKS / f.clock_ghz)
     assert res.kpis["tensor_core_busy"] == pytest.approx(r["predicted_busy"], abs=0.05)

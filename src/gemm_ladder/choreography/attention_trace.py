@@ -311,6 +311,40 @@ def measured_kpis(tl: Timeline, step=None, seq_len: int | None = None) -> dict:
     return out
 
 
+def block_cuda_clocks(records: list[dict], skip: int = 3) -> list[float]:
+    """Per consumer and key block (the first and last ``skip`` of each record left out), the SM
+    cycles the consumer spends on its CUDA cores between its MMAs: from the softmax's begin to
+    the next block's first wait (A4, A5: the turn; A3: K), less the wait for P V after it (A3:
+    from the V wait to P V's retirement; A5: wait_group 0 past the softmax's end). That is the
+    softmax, the rescale of O, P to 16 bits and the loop's bookkeeping (the record's stores too)."""
+    out: list[float] = []
+    for r in records:
+        if r["role"] != "consumer" or not r.get("ns_per_clock"):
+            continue
+        its: list[dict] = []
+        for (t, kind, bid, _s, _p, _k, _tile) in r["events"]:
+            name, bar = trace.EVENT_NAMES.get(kind), trace.BARRIERS.get(bid)
+            if name == "EV_WAIT_BEGIN" and (bar == "turn" or (bar == "k_full" and not (its and "turn" in its[-1]))):
+                its.append({})
+            if not its:
+                continue
+            key = {"EV_WAIT_BEGIN": bar, "EV_SOFTMAX_BEGIN": "sm0", "EV_SOFTMAX_END": "sm1",
+                   "EV_MMA_DONE": f"{bar}_done"}.get(name)
+            if key:
+                its[-1].setdefault(key, t)
+        its = its[skip:len(its) - skip]
+        for a, b in zip(its, its[1:]):
+            if "sm0" not in a or "v_full_done" not in a:
+                continue
+            work = b.get("turn", b.get("k_full", a["sm0"])) - a["sm0"]
+            if a.get("v_full", -1.0) > a["sm0"]:      # A3: V waited for and P V run after the softmax
+                work -= a["v_full_done"] - a["v_full"]
+            elif a["v_full_done"] > a["sm1"]:         # A5: P V still running when the softmax ended
+                work -= a["v_full_done"] - a["sm1"]
+            out.append(work / r["ns_per_clock"])
+    return out
+
+
 def shown_blocks(records: list[dict], ctas_per_sm: int) -> list[int]:
     """The blocks the page draws: block 0 and the blocks that ran beside it on its SM (A2 in
     the model: two CTAs per SM), earliest first, at most ``ctas_per_sm``."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from ..families.keys import get_step
 from . import saved
 from .sim.attention import simulate_attention
-from .sim.attn_params import CLOCK_GHZ, params_for_attention
+from .sim.attn_params import BLOCK_CUDA_CLOCKS, CLOCK_GHZ, params_for_attention
 from .sim.calibrate import FITTED_TIMINGS, MAKESPAN_TOLERANCE, busiest_makespan, calibrate
 from .sim.params import DEFAULT_NUM_SMS, SimParams, busiest_cta_tiles, params_for_step
 from .sim.run import simulate
@@ -42,6 +42,9 @@ OVERHEAD_TOLERANCE = 0.05  # a traced build at most this much slower than the ke
 SM_TIMINGS = ("mma_ns", "consumer_gap_ns", "mma_issue_ns", "mma_wait_ns", "epilogue_ns", "setup_ns")
 PEAK_KTILE_CYCLES = 2 * 128 * 128 * 64 / 4096  # a 128x128x64 k-tile at the dense fp16 peak per SM
 DEFAULT_FIT_ON = "7:d4@4096"
+# The attention consumers' CUDA-core time per block (BLOCK_CUDA_CLOCKS) is measured on this
+# step's trace (D 128, S 4096): its row is marked fitted, A4 and A5 stay predicted.
+ATTN_FIT_STEP = "A3"
 
 
 @dataclass
@@ -206,9 +209,14 @@ def predict(run: TracedRun, f: Fit, clock_ghz: float | None) -> dict:
         p = params_for_attention(run.step, D, seq_len=S, tc_flop_per_ns=2 * 128 * 128 * 64 / t["mma_ns"],
                                  mma_issue_ns=t["mma_issue_ns"], mma_wait_ns=t["mma_wait_ns"],
                                  load_latency_ns=t["load_latency_ns"], epilogue_ns=t["epilogue_ns"])
+        # the CUDA cores' work per block as measured (in cycles, at D 128 and BN 128), scaled to
+        # this step's block by the rates' count of its work
+        ref = params_for_attention(ATTN_FIT_STEP, 128)
+        work = (p.softmax_time + p.rescale_time) / (ref.softmax_time + ref.rescale_time)
         p = dataclasses.replace(p, softmax_ns_per_elem=p.softmax_ns_per_elem * CLOCK_GHZ / clock,
                                 rescale_ns_per_elem=p.rescale_ns_per_elem * CLOCK_GHZ / clock,
-                                softmax_fixed_ns=p.softmax_fixed_ns * CLOCK_GHZ / clock)
+                                softmax_fixed_ns=p.softmax_fixed_ns * CLOCK_GHZ / clock,
+                                block_cuda_ns=BLOCK_CUDA_CLOCKS * work / clock)
         res = simulate_attention(p)
         return {"makespan_ns": res.kpis["makespan_ns"], "busy": res.kpis["tensor_core_busy"]}
     res = simulate(_gemm_params(run, **t))
@@ -232,13 +240,17 @@ def row(run: TracedRun, f: Fit) -> dict:
     err = pred["makespan_ns"] / measured - 1.0
     busy_err = pred["busy"] - busy if busy is not None else None
     return dict(step=run.step, size=list(run.size), fitted_on=f.label,
-                role="fitted" if run is f.run else "predicted", predicted_ns=pred["makespan_ns"],
+                role="fitted" if run is f.run or _attn_fitted(run) else "predicted", predicted_ns=pred["makespan_ns"],
                 measured_ns=measured, error=err, predicted_busy=pred["busy"], measured_busy=busy,
                 busy_error=busy_err, predicted_ns_at_fit_clock=at_fit["makespan_ns"],
                 error_at_fit_clock=at_fit["makespan_ns"] / measured - 1.0, sm_clock_ghz=run.sm_clock_ghz,
                 ms_plain=run.ms_plain, ms_traced=run.ms_traced, trace_overhead=run.overhead,
                 within=abs(err) <= MAKESPAN_TOLERANCE and (busy_err is None or abs(busy_err) <= BUSY_TOLERANCE),
                 source=run.path)
+
+
+def _attn_fitted(run: TracedRun) -> bool:
+    return bool(run.attention) and run.step == ATTN_FIT_STEP and tuple(run.size) == (128, 4096)
 
 
 def held_out(runs: list[TracedRun], fit_on: str = DEFAULT_FIT_ON) -> dict:
@@ -251,10 +263,12 @@ def held_out(runs: list[TracedRun], fit_on: str = DEFAULT_FIT_ON) -> dict:
     overheads = [r["trace_overhead"] for r in rows if r["trace_overhead"] is not None]
     return {
         "kind": "gemm-ladder simulator held out",
-        "fitted_on": dict(run=f.run.label, path=f.run.path, sm_clock_ghz=f.clock_ghz, timings_ns=f.timings),
+        "fitted_on": dict(run=f.run.label, path=f.run.path, sm_clock_ghz=f.clock_ghz, timings_ns=f.timings,
+                          attention=dict(run=f"{ATTN_FIT_STEP} D128 S4096", block_cuda_clocks=BLOCK_CUDA_CLOCKS)),
         "inputs": "the fitted timings; each predicted step's configuration and size; the SM clock each run "
                   "ran at (its trace's clock64 against %globaltimer): wgmma, loop, epilogue and set-up "
-                  "timings in SM cycles, load and store latencies in ns",
+                  "timings in SM cycles, load and store latencies in ns; for attention, a consumer's "
+                  "CUDA-core cycles per key block measured on A3's trace",
         "targets": dict(makespan=MAKESPAN_TOLERANCE, busy=BUSY_TOLERANCE, trace_overhead=OVERHEAD_TOLERANCE),
         "rows": rows,
         "summary": dict(predicted=len(pred), within=sum(r["within"] for r in pred),
@@ -272,6 +286,10 @@ def format_rows(record: dict) -> list[str]:
     t = f["timings_ns"]
     out = [f"fitted on {f['run']} ({f['path']}), SM clock {f['sm_clock_ghz']:.3f} GHz: "
            + ", ".join(f"{k.removesuffix('_ns')} {v:.0f}" for k, v in t.items() if v is not None) + " ns"]
+    a = f.get("attention")
+    if a:
+        out.append(f"attention: a consumer's CUDA-core work per key block {a['block_cuda_clocks']:.0f} SM cycles, "
+                   f"measured on {a['run']} (the rest from the fit above)")
     for r in record["rows"]:
         size = "x".join(map(str, r["size"]))
         clock = f"{r['sm_clock_ghz']:.2f} GHz" if r["sm_clock_ghz"] else "clock ?"

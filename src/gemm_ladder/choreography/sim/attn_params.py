@@ -40,6 +40,12 @@ ALU_PER_CLK = 128
 SOFTMAX_NS_PER_ELEM = (1 / MUFU_PER_CLK + 2 / ALU_PER_CLK) / CLOCK_GHZ
 # Per O element: the rescale's FMUL. (1/128) clocks = 0.0043 ns.
 RESCALE_NS_PER_ELEM = (1 / ALU_PER_CLK) / CLOCK_GHZ
+# MEASURED (attention_trace.block_cuda_clocks, on A3's trace at 3724ed0, D 128, BN 128): a
+# consumer's CUDA-core work per key block (softmax, rescale of O, P to 16 bits, the loop and its
+# trace record) takes ~1690 SM cycles, twice the rates above, and as long when the other
+# warpgroup computes at the same time (A3, half its softmax overlapped: 1687; A4: 1677; A5:
+# 1670). One warp per SM sub-partition is bound by its instructions' latency, not the pipes'.
+BLOCK_CUDA_CLOCKS = 1687.0
 
 _GEMM = SimParams()  # the GEMM model's defaults the attention model reuses
 
@@ -66,6 +72,10 @@ class AttnParams:
     * ``rescale_ns_per_elem`` = 0.0043: per element of O (64 x head dim), one FMUL.
     * ``softmax_fixed_ns`` = 60: per block, the row max's and sum's shuffles and the exp
       pass's dependency latency. An estimate.
+    * ``block_cuda_ns`` = None: where set (the held-out prediction: :data:`BLOCK_CUDA_CLOCKS`
+      at the run's clock), a warpgroup's softmax and rescale of a block take this long in all,
+      split as the rates above split them, and the warpgroups do not share the pipes: the
+      measured per-block time is latency-bound, the same with one warpgroup computing or two.
     * ``mma_issue_ns`` = 122 (barrier wait returned -> the wgmma group issued) and
       ``mma_wait_ns`` = 119 (the group done -> ``wgmma.wait_group`` returned and the stage
       released): the GEMM model's, fitted to the traced GEMM step 7:d4 (docs/simulator.md,
@@ -91,6 +101,7 @@ class AttnParams:
     softmax_ns_per_elem: float = SOFTMAX_NS_PER_ELEM
     rescale_ns_per_elem: float = RESCALE_NS_PER_ELEM
     softmax_fixed_ns: float = 60.0
+    block_cuda_ns: float | None = None
     mma_issue_ns: float = _GEMM.mma_issue_ns
     mma_wait_ns: float = _GEMM.mma_wait_ns
     load_latency_ns: float = _GEMM.load_latency_ns
@@ -151,6 +162,12 @@ class AttnParams:
     def rescale_time(self) -> float:
         """One warpgroup's rescale of O, alone on the SM's CUDA cores."""
         return attn_family.WG_ROWS * self.head_dim * self.rescale_ns_per_elem
+
+    def cuda_time(self, softmax: bool = True, rescale: bool = True) -> float:
+        """One warpgroup's softmax and / or rescale of a block: from the rates, or where
+        ``block_cuda_ns`` is set, that share of it."""
+        t = (self.softmax_time if softmax else 0.0) + (self.rescale_time if rescale else 0.0)
+        return t if self.block_cuda_ns is None else self.block_cuda_ns * t / (self.softmax_time + self.rescale_time)
 
     @property
     def epilogue_time(self) -> float:

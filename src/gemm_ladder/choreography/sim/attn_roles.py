@@ -219,13 +219,18 @@ def _wait_group(e: AttnEngine, end: float) -> Iterator:
 
 
 def _cuda(e: AttnEngine, cta: int, lane: str, work: float, block: int, label: str) -> Iterator:
+    if e.p.block_cuda_ns is not None:  # measured: latency-bound, not slowed by the other warpgroup
+        t0 = e.now
+        yield ("sleep", work)
+        e.spans.append(Span(lane, "softmax", t0, e.now, tile=0, k=block, cta=cta, label=label))
+        return
     e.cores.submit(lane, work, tile=0, k=block, cta=cta, label=label)
     yield ("park",)
 
 
 def _softmax(e: AttnEngine, cta: int, lane: str, j: int, rescale: bool = True) -> Iterator:
     p = e.p
-    work = p.softmax_time + (p.rescale_time if rescale else 0.0)
+    work = p.cuda_time(rescale=rescale)
     what = "max, exp2, sum, P -> 16 bit" + (", rescale O" if rescale else "")
     yield from _cuda(e, cta, lane, work, j, f"softmax block {j} ({what})")
 
@@ -421,7 +426,8 @@ def consumer(e: AttnEngine, cta: int, c: int) -> Iterator:
         yield from me.softmax(j + 1, rescale=False)
         yield from _wait_group(e, end_pv)  # wait_group 0
         me.release("V")
-        yield from _cuda(e, cta, me.lane, p.rescale_time, j + 1, f"rescale O (block {j + 1}), after P V {j}")
+        yield from _cuda(e, cta, me.lane, p.cuda_time(softmax=False), j + 1,
+                         f"rescale O (block {j + 1}), after P V {j}")
     yield from me.wait_turn()
     yield me.wait("V")
     end = yield from me.issue("V", last)
