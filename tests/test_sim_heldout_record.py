@@ -20,7 +20,7 @@ import pytest
 from gemm_ladder.choreography import heldout
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-RECORD = RESULTS / "2026-12-03_h200_sim_heldout_ff1314b.json"
+RECORD = RESULTS / "2026-12-03_h200_sim_heldout_3684036.json"
 TRACES = RESULTS / "traces" / "heldout_9e9c40a"
 ATTN_TRACES = RESULTS / "traces" / "heldout_attn_3724ed0"
 MAKESPAN = 0.15
