@@ -110,13 +110,13 @@ class _Launch:
 
 
 _LAUNCHES: dict[tuple, _Launch] = {}
-_HOT: dict[tuple, tuple] = {}  # a validated call's (shape, mode, dtypes, device) -> (its launch, pointer count)
+_HOT: dict[tuple, "HotCall"] = {}  # a validated call's (shape, mode, dtypes, device) -> its launch
 
 
 class HotCall:
     """A validated configuration's launch, for a door that has checked everything a call's
     shapes, strides, dtypes and alignment decide: allocate C, launch on the current stream.
-    Takes the door's own tensors (b (K, N) column-major: b.t()'s pointer is b's)."""
+    Takes the kernel's operands or the door's own (b (K, N) column-major: b.t()'s pointer is b's)."""
     __slots__ = ("go", "with_bias", "shape", "out_dtype", "dev")
 
     def __init__(self, go: _Launch, with_bias: int, M: int, N: int, out_dtype, dev: int):
@@ -135,17 +135,7 @@ def hot_call(M: int, N: int, K: int, mode: str, fast_accum: bool, a_dtype, b_dty
              device) -> HotCall | None:
     """The launch run_fp8(checked=True) prepared for this configuration, or None before its
     first call (the door keys it by everything else a call's tensors decide)."""
-    hit = _HOT.get((M, N, K, mode, fast_accum, a_dtype, b_dtype, out_dtype, not has_bias, None, device))
-    if hit is None:
-        return None
-    import torch
-    return HotCall(hit[0], hit[1], M, N, out_dtype, device.index if device.index is not None else
-                   torch.cuda.current_device())
-
-
-def _stream(device) -> int:
-    import torch
-    return torch.cuda.current_stream(device).cuda_stream
+    return _HOT.get((M, N, K, mode, fast_accum, a_dtype, b_dtype, out_dtype, not has_bias, None, device))
 
 
 def _workspace(go: _Launch, a):
@@ -173,15 +163,9 @@ def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_acc
     N = b.shape[0]
     if checked and out is None and not isinstance(entry, Fp8Entry):  # the door's hot path: one lookup
         key = (M, N, K, mode, fast_accum, a.dtype, b.dtype, out_dtype, bias is None, entry, a.device)
-        hit = _HOT.get(key)
-        if hit is not None:
-            go, with_bias = hit
-            out = a.new_empty((M, N), dtype=out_dtype)
-            ws = _workspace(go, a)
-            go(_stream(a.device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
-               (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)[:with_bias],
-               ws.data_ptr() if ws is not None else 0)
-            return out
+        hot = _HOT.get(key)
+        if hot is not None:
+            return hot(a, b, scale_a, scale_b, bias)
     else:
         key = None
     if isinstance(entry, str):
@@ -207,10 +191,10 @@ def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_acc
             go = _LAUNCHES[launch_key] = _Launch(entry, v, M, N, K, dev)
     with_bias = 3 if entry.step != 11 else 2  # step 11 takes no bias pointer
     if key is not None:
-        _HOT[key] = (go, with_bias)
+        _HOT[key] = HotCall(go, with_bias, M, N, out_dtype, dev)
     ptrs = (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)
     ws = _workspace(go, a)
-    go(_stream(a.device), a.data_ptr(), b.data_ptr(), out.data_ptr(), ptrs[:with_bias],
+    go(_raw_stream(dev), a.data_ptr(), b.data_ptr(), out.data_ptr(), ptrs[:with_bias],
        ws.data_ptr() if ws is not None else 0)
     return out
 
