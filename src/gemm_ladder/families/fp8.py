@@ -11,6 +11,7 @@ maps and its grid. library/fp8_runner.py chooses an entry and launches it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from dataclasses import dataclass
 
 from ..cuda import driver, jit
@@ -56,6 +57,8 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     promote: int = 1  # k-tiles per promotion into fp32 registers; 0: the sum stays in the tensor core
     pieces: int = 1  # column pieces a promoted k-tile's MMAs run in (through one partial sum)
     split: bool = False  # split-K: a tile's k-tiles over several CTAs, partials summed by a reduction
+    overlap_kt: bool = False  # two partials: the next k-tile's MMAs in flight while one is promoted
+    late_scales: bool = False  # block scales read under the MMAs, from per-tile pointers
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
     row_bias16: bool = True  # row-wise scales with a 16-bit bias fit the registers (False: they spill)
@@ -117,6 +120,9 @@ class Fp8Entry(KMajorOnly, KernelFamily):
              "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
         if self.step != 11:
             d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split))
+            # the promotion's variants only where set, so the library's builds keep their options
+            d.update({k: 1 for k, on in (("GL_FP8_OVERLAP_KT", self.overlap_kt),
+                                          ("GL_FP8_LATE_SCALES", self.late_scales)) if on})
         return d
 
     def variant_problem(self, v: Variant) -> str:
@@ -129,6 +135,8 @@ class Fp8Entry(KMajorOnly, KernelFamily):
             return "e5m2 x e5m2 is not supported (one operand must be e4m3)"
         if self.step == 11 and (v.bias or v.a_e5m2 or v.b_e5m2):
             return "step 11 takes e4m3 operands and no bias"
+        if self.overlap_kt and self.pieces != 1:
+            return f"{self.key}: overlap across k-tiles takes one piece per k-tile (two partials of {self.bn} columns)"
         if v.mode == "row" and v.bias and v.out != "float32" and not self.row_bias16:
             return f"row-wise scales with a {v.out} bias spill registers on this tile"
         return ""
@@ -258,6 +266,20 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),
     _library("128x128", 128, 6, promote=0, modes=("tensor", "row")),
 )}
+
+
+# The promotion's build variants, by name (fields of an entry; with_fields builds one). Not
+# chosen by the library: candidates for block scales, not yet measured on the H200.
+PROMOTION_VARIANTS: dict[str, dict] = {
+    "okt": {"overlap_kt": True},  # two partials: one 128-wide piece only (128 x 128 tiles)
+    "late": {"late_scales": True},  # any tile; with overlap_kt the scales are read late anyway
+}
+
+
+def with_fields(entry: Fp8Entry, name: str, **fields) -> Fp8Entry:
+    """An experiment's configuration of an entry (e.g. overlap_kt=True), named `name` so the
+    runner's launch cache keeps it apart from the entry it comes from."""
+    return dataclasses.replace(entry, name=f"{entry.name}-{name}", **fields)
 
 
 def get(key: str) -> Fp8Entry:

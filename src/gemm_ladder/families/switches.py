@@ -14,6 +14,10 @@ SWITCHES: dict[str, str] = {
     "GL_B_MN": "B read N-major (a row-major (K, N) matrix), by the kernels that take it",
     "GL_FP8_A_E5M2": "the fp8 family's A in e5m2 instead of e4m3",
     "GL_FP8_B_E5M2": "the fp8 family's B in e5m2 instead of e4m3",
+    "GL_FP8_OVERLAP_KT": "the fp8 family's promotion through two partials: k-tile kt + 1's MMAs in flight while kt's "
+                         "partial is promoted (one piece per k-tile)",
+    "GL_FP8_LATE_SCALES": "the fp8 family reads the next k-tile's block scales under this k-tile's MMAs, from "
+                          "pointers set once per tile",
     "GL_TRACE": "in-kernel event tracing (gl_trace.cuh)",
     "GL_DEBUG_WAITS": "bounded mbarrier waits that name who was stuck where, then trap (gl_mbarrier.cuh)",
     "GL_WAIT_TIMEOUT_NS": "how long a debug wait waits before it reports (default 1 s)",

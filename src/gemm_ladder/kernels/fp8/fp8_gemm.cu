@@ -30,6 +30,12 @@ constexpr int SCALE = GL_FP8_SCALE, PROMOTE = GL_FP8_PROMOTE, OUT = GL_FP8_OUT;
 constexpr bool BIAS = GL_FP8_BIAS, SPLIT = GL_FP8_SPLIT;  // split: partials out, scales in the reduction
 constexpr int PROMOTE_EVERY = PROMOTE > 0 ? PROMOTE : 1;  // (a divisor even where unused)
 constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's column pieces
+// Build variants of the promotion (defaults in gl_ablations.cuh, off: the loop as above):
+//   GL_FP8_OVERLAP_KT: two partials, so k-tile kt + 1's MMAs run while kt's partial is promoted
+//     (the FFMAs under this consumer's own MMAs, not only the other consumer's);
+//   GL_FP8_LATE_SCALES: the next k-tile's block scales read after this k-tile's first MMAs are
+//     issued, from pointers set once per tile (off the path from the stage's wait to the MMAs).
+constexpr bool OVERLAP_KT = GL_FP8_OVERLAP_KT, LATE_SCALES = GL_FP8_LATE_SCALES;
 constexpr bool FACTORS_EARLY = PIECES == 1 && !SPLIT;  // registers to hold the first chunk's epilogue factors
 constexpr bool FACTORS_LATE = PIECES > 1 && !SPLIT;  // each chunk reads its own (split: none, the reduction scales)
 // A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one (or partial).
@@ -41,6 +47,7 @@ static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs along M
 static_assert(!SPLIT || (CLUSTER_M == 1 && PROMOTE == 1), "split-K: no cluster (a cluster's CTAs share k-ranges), promoted");
 static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && PN % FP8_SCALE_BLOCK_K == 0),
               "block scales change every k-block: promote every k-tile, pieces of whole n-blocks");
+static_assert(!OVERLAP_KT || (PIECES == 1 && PROMOTE == 1), "overlap across k-tiles: one piece, promoted every k-tile");
 static_assert(PIECES == 1 || (PROMOTE == 1 && BN % PIECES == 0 && has_wgmma_fp8_n<PN>),
               "pieces share one partial sum: promote every k-tile");
 static_assert(PROMOTE >= 0 && (GL_BF16 == (OUT == FP8_OUT_BF16)), "GL_BF16 follows the output type (pack2)");
@@ -148,16 +155,65 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       ColFactors<SCALE, BIAS, EPI_N / 8> cols;
       if constexpr (FACTORS_EARLY) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, 0);
       zero_acc(acc);
-      if constexpr (PROMOTE > 0) {
+      const BlockScaleRows<PIECES, PN> scale_rows(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0);
+      if constexpr (PROMOTE > 0 && OVERLAP_KT) {
+        // k-tile kt's partial retires (wait_group 1) once kt + 1's MMAs are in flight in the
+        // other partial; the loop is unrolled by two so each partial is a fixed register set
+        float part[2][PN / 2];
+        BlockScales<PIECES> sc[2], pending = unit_scales<PIECES>();  // pending: the next k-tile's, read a k-tile ahead
+        auto rel = st;  // the stage whose partial retires next (st: the next to issue)
+        auto issue = [&](float (&p)[PN / 2], BlockScales<PIECES>& p_sc, int kt) {
+          ops.consumer_wait(st, kt);
+          ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
+          wgmma_fence();
+          issue_ktile<PN>(p, s.A[st.stage] + cw * 64 * BK, s.B[st.stage], 0u);
+          wgmma_commit();
+          p_sc = pending;  // read under the previous k-tile's MMAs; the next one's now, under these
+          if constexpr (SCALE == FP8_SCALE_BLOCK)
+            if (kt + 1 < w.k1) pending = scale_rows.at(kt + 1);
+          st.advance();
+        };
+        auto retire = [&](float (&p)[PN / 2], const BlockScales<PIECES>& p_sc, int kt) {
+          fence_acc(p);
+          ops.tr.event(EV_MMA_DONE, 0, rel.stage, rel.phase, kt, t.id);
+          if (warp_leader) ops.consumer_release(rel, kt);
+          rel.advance();
+          fp8_promote(acc, 0, p, p_sc.lo * p_sc.b[0], p_sc.hi * p_sc.b[0]);
+        };
+        if constexpr (SCALE == FP8_SCALE_BLOCK) pending = scale_rows.at(w.k0);
+        if (w.k0 < w.k1) {
+          issue(part[0], sc[0], w.k0);
+          int kt = w.k0;  // part[0] holds kt, in flight
+          for (; kt + 2 < w.k1; kt += 2) {
+            issue(part[1], sc[1], kt + 1);
+            wgmma_wait<1>();
+            retire(part[0], sc[0], kt);
+            issue(part[0], sc[0], kt + 2);
+            wgmma_wait<1>();
+            retire(part[1], sc[1], kt + 1);
+          }
+          if (kt + 1 < w.k1) {  // the last two k-tiles
+            issue(part[1], sc[1], kt + 1);
+            wgmma_wait<1>();
+            retire(part[0], sc[0], kt);
+            wgmma_wait<0>();
+            retire(part[1], sc[1], kt + 1);
+          } else {
+            wgmma_wait<0>();
+            retire(part[0], sc[0], kt);
+          }
+        }
+      } else if constexpr (PROMOTE > 0) {
         // promotion: a piece's partial sum retires (wait_group 0) before it is added in
         float part[PN / 2];
         auto next_sc = unit_scales<PIECES>();
         if constexpr (SCALE == FP8_SCALE_BLOCK)
-          next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, w.k0);
+          next_sc = LATE_SCALES ? scale_rows.at(w.k0)
+                                : block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, w.k0);
         for (int kt = w.k0; kt < w.k1; ++kt) {
           ops.consumer_wait(st, kt);
           const auto sc = next_sc;  // read a k-tile ahead: global latency exceeds a k-tile's MMAs
-          if constexpr (SCALE == FP8_SCALE_BLOCK)
+          if constexpr (SCALE == FP8_SCALE_BLOCK && !LATE_SCALES)
             if (kt + 1 < w.k1)
               next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
           ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
@@ -167,6 +223,8 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
             issue_ktile<PN>(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage] + h * PN * BK,
                             (kt - w.k0) % PROMOTE_EVERY == 0 ? 0u : 1u);
             wgmma_commit();
+            if constexpr (SCALE == FP8_SCALE_BLOCK && LATE_SCALES)
+              if (h == 0 && kt + 1 < w.k1) next_sc = scale_rows.at(kt + 1);  // under this k-tile's MMAs
             wgmma_wait<0>();
             fence_acc(part);
             if (h + 1 == PIECES) {  // the stage's last reader: hand it back before the last promotion

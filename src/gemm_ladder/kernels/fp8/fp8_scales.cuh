@@ -50,6 +50,32 @@ GL_DEVICE BlockScales<PIECES> block_scales(const float* sa, const float* sb, int
     s.b[h] = GL_ABLATE_FP8_UNIT_SB ? 1.f : load_scale(sb + ((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks + kb);
   return s;
 }
+// The same scales from pointers set once per tile (GL_FP8_LATE_SCALES): A's two rows of this
+// thread (null past M: scale 0) and B's n-block row of each piece, so a k-block's scales are
+// loads at offset kb, without the index arithmetic block_scales repeats every k-tile.
+template <int PIECES, int PN>
+struct BlockScaleRows {
+  const float *lo, *hi, *b[PIECES];
+  GL_DEVICE BlockScaleRows(const float* sa, const float* sb, int M, int k_blocks, int row, int n0)
+      : lo(row < M ? sa + (long long)row * k_blocks : nullptr),
+        hi(row + 8 < M ? sa + (long long)(row + 8) * k_blocks : nullptr) {
+#pragma unroll
+    for (int h = 0; h < PIECES; ++h) b[h] = sb + (long long)((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks;
+  }
+  GL_DEVICE BlockScales<PIECES> at(int kb) const {
+    BlockScales<PIECES> s;
+#if GL_ABLATE_FP8_UNIT_SA
+    s.lo = lo ? 1.f : 0.f;
+    s.hi = hi ? 1.f : 0.f;
+#else
+    s.lo = lo ? load_scale(lo + kb) : 0.f;
+    s.hi = hi ? load_scale(hi + kb) : 0.f;
+#endif
+#pragma unroll
+    for (int h = 0; h < PIECES; ++h) s.b[h] = GL_ABLATE_FP8_UNIT_SB ? 1.f : load_scale(b[h] + kb);
+    return s;
+  }
+};
 // A tile's row-wise column scales and bias fetched into L2 as the tile starts (unless
 // GL_ABLATE_FP8_NO_SCALE_PREFETCH): after the L2 has been flushed their first loads, in the
 // epilogue, go to HBM (the caller's one thread; the lines of BN columns).
