@@ -82,9 +82,12 @@ def trace_one(st, size: tuple[int, int, int], args, console) -> int:
 
 
 def _write_outputs(out, stem: str, summary: dict, shown, simres, title: str) -> None:
-    """The summary and drawn timeline (JSON), the page (simulated beside measured), the Perfetto trace."""
+    """The summary and drawn timeline (JSON), the page (simulated beside measured, its subtitle the
+    traced build against the kernel: past 5 % it says the timeline is not the kernel's), the Perfetto trace."""
+    from ..choreography.story import overhead_note
     (out / f"{stem}.json").write_text(json.dumps({"summary": summary, "timeline": shown.to_dict()}, default=float))
-    viz.write_page([simres.timeline, shown], out / f"{stem}.html", title=title)
+    note = overhead_note(summary.get("ms_plain"), summary.get("ms_traced")).removeprefix("; ")
+    viz.write_page([simres.timeline, shown], out / f"{stem}.html", title=title, subtitle=note)
     viz.write_chrome_trace([shown], out / f"{stem}_perfetto.json")
 
 

@@ -123,6 +123,17 @@ def first_loads(measured: Timeline) -> tuple[float | None, float | None]:
     return lat, setup
 
 
+def release_handoff(measured: Timeline) -> float | None:
+    """How long a producer blocked on a stage's empty barrier resumes after the last release
+    it heard (the hand-off's arrival stamp to its wait returning), median in ns. Only waits
+    that began before that arrival count: the others were not waiting for it."""
+    waits = {(s.lane, s.end): s for s in measured.spans if s.kind == "wait" and s.barrier == "mma2tma"}
+    lags = [h.t_release - h.t_arrive for h in measured.handoffs
+            if h.barrier == "mma2tma" and lane_role(h.dst_lane) == "producer"
+            and (w := waits.get((h.dst_lane, h.t_release))) is not None and w.start < h.t_arrive]
+    return statistics.median(lags) if lags else None
+
+
 def calibrate(params: SimParams, measured: Timeline) -> SimParams:
     """Fit the model's timing parameters to a measured :class:`Timeline`.
 

@@ -135,18 +135,21 @@ class Engine:
         if expect:
             b.expect_tx(expect)
         for _ in range(n):
-            vc = self.tick(lane)
-            if b.cta >= 0 and lane_cta(lane) != b.cta:
-                self._remote(b.cta, lane, vc[lane], f"remote arrive on {b.ref}")
-            if b.pending <= 0:
-                self.hazard(
-                    f"early release: {self.role(lane)} arrived on {b.ref}"
-                    f"{self.cta_txt(b.cta)} when no arrival was pending in its phase {b.phase} "
-                    f"(init count {b.count}), so the barrier's arrival count no longer matches its arrivers")
-            b.arrive(lane)
-            vc_merge(b.phase_vc, vc)
-            self._log(b)
-            self._check(b)
+            self._arrive_one(b, lane, self.tick(lane))
+
+    def _arrive_one(self, b: MBarrier, lane: str, vc: dict) -> None:
+        """One arrival of ``lane`` carrying its clock ``vc`` (taken when it was issued)."""
+        if b.cta >= 0 and lane_cta(lane) != b.cta:
+            self._remote(b.cta, lane, vc[lane], f"remote arrive on {b.ref}")
+        if b.pending <= 0:
+            self.hazard(
+                f"early release: {self.role(lane)} arrived on {b.ref}"
+                f"{self.cta_txt(b.cta)} when no arrival was pending in its phase {b.phase} "
+                f"(init count {b.count}), so the barrier's arrival count no longer matches its arrivers")
+        b.arrive(lane)
+        vc_merge(b.phase_vc, vc)
+        self._log(b)
+        self._check(b)
 
     def complete_tx(self, b: MBarrier, nbytes: int, src: str, vc: dict) -> None:
         b.complete_tx(nbytes, src)
@@ -294,9 +297,18 @@ class Engine:
             occ["released"][lane] = stamps
         if not targets:
             stamps[cta] = self.tick(lane)[lane]
+        delay = self.p.cluster_release_ns if self.p.cluster > 1 else 0.0
         for c in targets:
-            self.arrive(self.bar(c, "mma2tma", stage), lane, n=n)
-            stamps[c] = self.vc[lane][lane]
+            if delay <= 0:
+                self.arrive(self.bar(c, "mma2tma", stage), lane, n=n)
+                stamps[c] = self.vc[lane][lane]
+                continue
+            # through the cluster (mapa + arrive.release.cluster, the peer's barrier and its
+            # own): the arrivals land `delay` later, ordered by the clock they were issued with
+            clocks = [dict(self.tick(lane)) for _ in range(n)]
+            stamps[c] = clocks[-1][lane]
+            b = self.bar(c, "mma2tma", stage)
+            self.schedule(self.now + delay, lambda b=b, clocks=clocks: [self._arrive_one(b, lane, v) for v in clocks])
 
     def _refill_hazard(self, issuer: str, d: int, stage: int, k: int, occ: dict) -> None:
         """A load into stage ``stage`` of CTA ``d`` while its previous contents are still

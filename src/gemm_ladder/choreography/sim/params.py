@@ -65,6 +65,12 @@ class SimParams:
       (docs/samples' 7:d4); :func:`~.calibrate.calibrate` fits it.
     * ``setup_ns = 0``: a CTA's start (its first event) to its producer's first wait: the
       roles' set-up (barrier init, descriptor prefetch, register reallocation). Fitted the same way.
+    * ``cluster_release_ns = 0``: in a cluster a consumer hands a stage back through the
+      cluster (``mapa`` + ``mbarrier.arrive.release.cluster`` on its own CTA's empty barrier and
+      the peer's), and those arrivals land this long after they are issued; 0 keeps the
+      CTA-local hand-off (``wake_ns`` after the last arrival). On the H200 the producer of step 8
+      resumes ~194 SM cycles after the last release, 7:d4's (local) ~30: the held-out
+      prediction sets the difference (``heldout.CLUSTER_RELEASE_CLOCKS``) at the run's clock.
     """
 
     step: int = 7
@@ -99,6 +105,7 @@ class SimParams:
     store_latency_ns: float = 500.0
     issue_ns: float = 10.0
     wake_ns: float = 10.0
+    cluster_release_ns: float = 0.0  # a release through the cluster lands this much later (see above)
 
     @property
     def lockstep(self) -> bool:
