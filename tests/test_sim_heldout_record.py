@@ -22,7 +22,7 @@ import pytest
 from gemm_ladder.choreography import heldout
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-RECORD = RESULTS / "2026-12-04_h200_sim_heldout_2edc729.json"
+RECORD = RESULTS / "2026-12-04_h200_sim_heldout_037824d.json"
 TRACES = RESULTS / "traces" / "heldout_9e9c40a"
 ATTN_TRACES = RESULTS / "traces" / "heldout_attn_3724ed0"
 MAKESPAN = 0.15
