@@ -314,12 +314,15 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
             return Deal(d.tiles, kt, units, dsmem=True)
         return d
 
+    @staticmethod
+    def resident_cluster_ctas(p: int, num_sms: int) -> int:
+        """CTAs in clusters of p resident at once: clusters sit inside a GPC (the measured
+        capacity, scaled to this SM count)."""
+        return max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // H200.sms // p * p))
+
     def deal_cost(self, M: int, N: int, num_sms: int, d: "Deal") -> float:
         """The deal's time in k-tile stages of the whole machine (module docstring)."""
-        slots = num_sms
-        if d.dsmem or d.mc > 1:  # clusters sit inside a GPC (measured capacity, scaled to this SM count)
-            p = d.cluster[0]
-            slots = max(p, min(num_sms, CLUSTER_SLOTS[p] * p * num_sms // H200.sms // p * p))
+        slots = self.resident_cluster_ctas(d.cluster[0], num_sms) if d.dsmem or d.mc > 1 else num_sms
         saturation = SPLITK_DEAL_HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
         sat = max(1, round(saturation * num_sms))
         run = d.run + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
@@ -359,9 +362,12 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
             deals = [d for d in deals if d.units >= shortest or not d.split_tiles]
             return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), -d.ctas))
         deals = [Deal(m_tiles * n_tiles, kt, u) for u in runs if u >= shortest]
-        if self.cluster_reduce:
+        if self.cluster_reduce:  # only where every cluster is resident at once: the pieces exist to fill
+            # the SMs on few tiles; a second round of clusters loses to whole tiles (128 x 11008 x 4096
+            # would take 344 CTAs in clusters of 4 on a cost tie)
             deals += [Deal(m_tiles * n_tiles, kt, kt // p, dsmem=True) for p in CLUSTER_PIECES
-                      if kt % p == 0 and kt // p >= shortest]
+                      if kt % p == 0 and kt // p >= shortest
+                      and m_tiles * n_tiles * p <= self.resident_cluster_ctas(p, num_sms)]
         return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, not d.dsmem, -d.units))
 
     def plan_deal(self, M: int, N: int, K: int, num_sms: int, *, splits: int | None = None,
@@ -423,9 +429,11 @@ FAMILIES: dict[str, SmallM] = {
     # so narrow outputs fill the SMs with fewer pieces per tile
     "smallm:c2n64": SmallM("smallm:c2n64", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64",
                            **TWO_CONSUMER_DEAL),
-    # experiments: the two-consumer tiles with their pieces summed in clusters (DSMEM) where the
-    # deal splits K evenly, instead of 4-13 workspace planes and a second pass (the long-K
-    # narrow rows at M = 128-256, docs/perf-notes.md item 81); not selection candidates
+    # the two-consumer tiles with their pieces summed in clusters (DSMEM) where the deal splits K
+    # evenly, instead of 4-13 workspace planes and a second pass (the long-K narrow rows at
+    # M = 128-256, docs/perf-notes.md items 81 and 89). 128 x 64 is a selection candidate: where
+    # its cluster deal is chosen (64 CTAs, every cluster resident) it measured 2-10 % ahead of the
+    # picks it replaces; 128 x 128 (c2n128d) is an experiment, measured behind n128 and c2n64d
     "smallm:c2n64d": SmallM("smallm:c2n64d", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64d",
                             cluster_reduce=True, **TWO_CONSUMER_DEAL),
     "smallm:c2n128d": SmallM("smallm:c2n128d", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128d",

@@ -75,7 +75,7 @@ from .layout import round_up
 # shape (item 21).
 CANDIDATES: list[str] = ["gemm:128x256", "gemm:128x128", "gemm:128x240", "gemm:128x232", "gemm:128x224",
                          "gemm:128x192", "gemm:128x176", "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128",
-                         "smallm:c2", "smallm:c2n64", "smallm:n64s", "smallm:n64", "smallm:n32"]
+                         "smallm:c2", "smallm:c2n64", "smallm:c2n64d", "smallm:n64s", "smallm:n64", "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 MISALIGNED_B_CANDIDATES: list[str] = ["gemm:128x256c2"]  # joins the candidates where B's rows slow the others
 
