@@ -9,9 +9,11 @@ from gemm_ladder.families import fp8
 from gemm_ladder.families.common import ConfigError
 from gemm_ladder.measure import sass
 
+OVERLAPPED = ("fp8:128x128p", "fp8:128x128pc1", "fp8:128x128sk")  # the library's entries built with okt
 BUILDS = [(fp8.with_fields(fp8.get(key), name, **fp8.PROMOTION_VARIANTS[name]), mode)
-          for key, name in [("fp8:128x128p", "okt"), ("fp8:128x128p", "late"), ("fp8:128x256p", "late")]
-          for mode in ("tensor", "row", "block")]
+          for key, name in [("fp8:128x128p", "late"), ("fp8:128x256p", "late")]
+          for mode in ("tensor", "row", "block")] + \
+         [(fp8.get(key), mode) for key in OVERLAPPED for mode in ("tensor", "row", "block")]
 
 
 def _sass(cubin):
@@ -32,16 +34,29 @@ def test_variant_builds_without_spills_or_serialized_wgmma(e, mode):
 
 
 def test_overlap_waits_with_a_group_in_flight():
-    e = fp8.with_fields(fp8.get("fp8:128x128p"), "okt", overlap_kt=True)
+    e = fp8.get("fp8:128x128p")
+    assert e.overlap_kt
     text = _sass(e.compile(variant=fp8.Variant("block", "bfloat16")).cubin)
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text
-    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in _sass(fp8.get("fp8:128x128p").compile(
-        variant=fp8.Variant("block", "bfloat16")).cubin)
+    plain = fp8.with_fields(e, "plain", overlap_kt=False)
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in _sass(plain.compile(variant=fp8.Variant("block", "bfloat16")).cubin)
+
+
+@pytest.mark.parametrize("key", OVERLAPPED)
+def test_overlapped_entries_build_row_wise_with_a_16_bit_bias(key):
+    """Two partials spill beside row-wise column factors (not in split-K's epilogue): row-wise
+    builds with one partial instead."""
+    k = fp8.get(key).compile(variant=fp8.Variant("row", "bfloat16", bias=True))
+    assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0
+    assert not [ln for ln in k.log.splitlines() if "C75" in ln], k.log
+    overlapped = "WARPGROUP.DEPBAR.LE gsb0, 0x1" in _sass(k.cubin)
+    assert overlapped == fp8.get(key).split
 
 
 def test_variants_refuse_what_they_cannot_build_and_leave_the_library_alone():
     with pytest.raises(ConfigError, match="one piece"):
         fp8.with_fields(fp8.get("fp8:128x256p"), "okt", overlap_kt=True).compile(variant=fp8.Variant("block"))
-    for e in fp8.ENTRIES.values():  # the library's builds keep their options (and their cubins)
-        assert not {"GL_FP8_OVERLAP_KT", "GL_FP8_LATE_SCALES"} & set(e.kernel_defines())
+    for e in fp8.ENTRIES.values():  # only the 128-wide promoted entries overlap; none reads scales late
+        assert ("GL_FP8_OVERLAP_KT" in e.kernel_defines()) == (e.key in OVERLAPPED)
+        assert "GL_FP8_LATE_SCALES" not in e.kernel_defines()
     assert fp8.with_fields(fp8.get("fp8:128x128p"), "okt", overlap_kt=True).key == "fp8:128x128p-okt"

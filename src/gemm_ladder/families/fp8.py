@@ -149,6 +149,10 @@ class Fp8Entry(KMajorOnly, KernelFamily):
         if problem := self.variant_problem(v):
             raise ConfigError(problem)
         defines = {**self.kernel_defines(), **v.defines()}
+        if self.overlap_kt and v.mode == "row" and not self.split:
+            # two partials beside row-wise column factors spill with a 16-bit bias or an fp32 C:
+            # row-wise keeps one partial (split-K's epilogue leaves the registers for both)
+            defines.pop("GL_FP8_OVERLAP_KT")
         if self.step == 11:
             defines = {k: x for k, x in defines.items() if k not in ("GL_FP8_SCALE", "GL_FP8_BIAS", "GL_FP8_A_E5M2",
                                                                     "GL_FP8_B_E5M2", "GL_FP8_OUT")}
@@ -227,14 +231,15 @@ class Fp8Entry(KMajorOnly, KernelFamily):
 
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
-             pieces: int = 1, split: bool = False, row_bias16: bool = True) -> Fp8Entry:
+             pieces: int = 1, split: bool = False, row_bias16: bool = True, overlap_kt: bool = False) -> Fp8Entry:
     every = "every k-tile" if promote == 1 else f"every {promote} k-tiles"
     how = (f"promoted {every}" + (f" in {pieces} column pieces" if pieces > 1 else "")
-           if promote else "summed in the tensor core") + (", split-K" if split else "") + \
+           if promote else "summed in the tensor core") + (", overlapped with the next k-tile's MMAs" if overlap_kt
+                                                            else "") + (", split-K" if split else "") + \
         (", no cluster" if cluster_m == 1 else "")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
                     cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split,
-                    row_bias16=row_bias16)
+                    row_bias16=row_bias16, overlap_kt=overlap_kt)
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -244,7 +249,7 @@ STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per te
 ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # promoted (torch's default, use_fast_accum=False): a partial sum and the tile's sum in
     # registers, so 64 x 128 per consumer; block scales need one n-block per tile anyway
-    _library("128x128p", 128, 6, promote=1),
+    _library("128x128p", 128, 6, promote=1, overlap_kt=True),
     # promoted on 128 x 256 tiles: each k-tile's MMAs in two 128-column pieces through one
     # 64-register partial sum, so the tile's 128-register sum fits beside it (twice the operand
     # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a
@@ -252,7 +257,7 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     _library("128x256p", 256, 4, promote=1, pieces=2, row_bias16=False),
     # one tile row (M <= 128): no cluster, whose second CTA would take a tile below C; narrower
     # tiles where 128-wide ones leave SMs idle (64 wide: no block scales, whose n-block is 128)
-    _library("128x128pc1", 128, 6, promote=1, cluster_m=1),
+    _library("128x128pc1", 128, 6, promote=1, cluster_m=1, overlap_kt=True),
     _library("128x64pc1", 64, 6, promote=1, cluster_m=1, modes=("tensor", "row")),
     _library("128x256c1", 256, 4, promote=0, cluster_m=1, modes=("tensor", "row")),
     _library("128x128c1", 128, 6, promote=0, cluster_m=1, modes=("tensor", "row")),
@@ -260,7 +265,7 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # small M, split-K: 128 x 128 tiles, promoted, each tile's k-tiles split over several CTAs;
     # their fp32 partials summed in order by a second launch: where C has a quarter of a wave
     # of tiles or fewer (64 x 4096 x 7168: 1.16x _scaled_mm row-wise, docs/perf-notes.md item 84)
-    _library("128x128sk", 128, 6, promote=1, cluster_m=1, split=True),
+    _library("128x128sk", 128, 6, promote=1, cluster_m=1, split=True, overlap_kt=True),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
     # that applies at the end, and 128 x 128 where 128 x 256 tiles fill the waves badly
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),
@@ -268,8 +273,9 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
 )}
 
 
-# The promotion's build variants, by name (fields of an entry; with_fields builds one). Not
-# chosen by the library: candidates for block scales, not yet measured on the H200.
+# The promotion's build variants, by name (fields of an entry; with_fields builds one). okt is
+# the 128-wide promoted entries' own build (measured, docs/perf-notes.md item 89); late is an
+# experiment (measured level or behind)
 PROMOTION_VARIANTS: dict[str, dict] = {
     "okt": {"overlap_kt": True},  # two partials: one 128-wide piece only (128 x 128 tiles)
     "late": {"late_scales": True},  # any tile; with overlap_kt the scales are read late anyway
@@ -307,9 +313,11 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
     - One tile row (M <= 128; no cluster, whose second CTA would compute below C): split-K
       where C has a quarter of a wave of 128-wide tiles or fewer; else the widest tile (256
       for fast, 128, 64; 64 takes no block scales) whose tiles fill 80 % of the SMs; else 64.
-    - Several tile rows: 128 x 256 where its tiles fill every wave to 90 % or more (twice the
-      operand reuse of 128 x 128; not row-wise scales with a 16-bit bias, bias16, which spill
-      there), else 128 x 128."""
+    - Several tile rows: promoted per-tensor scales on 128 x 128, whose promotion runs under
+      the next k-tile's MMAs (overlap_kt: 0.979-1.014x _scaled_mm at 4096^3-8192^3 and two LLM
+      shapes against 0.910-0.982 on 128 x 256, docs/perf-notes.md item 89); otherwise 128 x 256
+      where its tiles fill every wave to 90 % or more (twice the operand reuse of 128 x 128; not
+      row-wise scales with a 16-bit bias, bias16, which spill there), else 128 x 128."""
     fast = fast_accum and mode != "block"
     if M <= 128:
         tiles128 = -(-N // 128)
@@ -323,7 +331,7 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
                 return ENTRIES[key]
         return ENTRIES[usable[-1]]
     wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256p"]
-    fits = mode in wide.modes and (wide.row_bias16 or not (mode == "row" and bias16))
+    fits = mode in wide.modes and (fast or mode != "tensor") and (wide.row_bias16 or not (mode == "row" and bias16))
     tiles = -(-M // 128) * -(-N // 256)
     if fits and tiles >= num_sms and wave_fill(tiles, num_sms) >= 0.9:
         return wide
