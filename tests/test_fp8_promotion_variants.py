@@ -44,13 +44,19 @@ def test_overlap_waits_with_a_group_in_flight():
 
 @pytest.mark.parametrize("key", OVERLAPPED)
 def test_overlapped_entries_build_row_wise_with_a_16_bit_bias(key):
-    """Two partials spill beside row-wise column factors (not in split-K's epilogue): row-wise
-    builds with one partial instead."""
+    """Two partials spill beside row-wise column factors (not in split-K's epilogue) or a bias:
+    those builds keep one partial."""
     k = fp8.get(key).compile(variant=fp8.Variant("row", "bfloat16", bias=True))
     assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0
     assert not [ln for ln in k.log.splitlines() if "C75" in ln], k.log
-    overlapped = "WARPGROUP.DEPBAR.LE gsb0, 0x1" in _sass(k.cubin)
-    assert overlapped == fp8.get(key).split
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in _sass(k.cubin)
+
+
+@pytest.mark.parametrize("key", OVERLAPPED)
+@pytest.mark.parametrize("out", ["bfloat16", "float16", "float32"])
+def test_overlapped_entries_build_block_scales_with_a_bias(key, out):
+    k = fp8.get(key).compile(variant=fp8.Variant("block", out, bias=True))
+    assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0
 
 
 def test_variants_refuse_what_they_cannot_build_and_leave_the_library_alone():
