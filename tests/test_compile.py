@@ -178,3 +178,14 @@ def test_no_multicast_ablation_loads_b_whole(key):
     ablated = sass.opcodes(sass.disassemble(st.compile(extra_defines={"GL_ABLATE_NO_MULTICAST": 1}).cubin))
     assert sass.count_class(built, "UTMALDG.2D.MULTICAST") > 0
     assert sass.count_class(ablated, "UTMALDG.2D.MULTICAST") == 0 and sass.count_class(ablated, "UTMALDG") > 0
+
+
+def test_a_serialized_wgmma_reported_as_info_is_fatal():
+    """ptxas reports a serialized wgmma as an "info" line (C7514, C7512): the strict build
+    refuses it as it does a warning."""
+    log = ("ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+           "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+           "due to the presence of Extern calls in the function 'k'\n"
+           "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n")
+    problems = jit._fatal_problems(jit.parse_ptxas_log(log, "k"))
+    assert len(problems) == 1 and "C7514" in problems[0]

@@ -173,7 +173,8 @@ def parse_ptxas_log(log: str, kernel: str) -> PtxasReport:
     sections = ptxas_sections(log)
     if kernel in sections:
         named = [ln for k, text in sections.items() if k not in ("", kernel)
-                 for ln in text.splitlines() if "warning" in ln.lower() and f"'{kernel}'" in ln]
+                 for ln in text.splitlines()
+                 if ("warning" in ln.lower() or _FATAL_WARNING_RE.search(ln)) and f"'{kernel}'" in ln]
         log = "\n".join([sections[""], sections[kernel], *named])
     r = PtxasReport(kernel=kernel)
     for line in log.splitlines():
@@ -185,7 +186,8 @@ def parse_ptxas_log(log: str, kernel: str) -> PtxasReport:
             r.shared_bytes = int(m.group(1))
         if m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
             r.stack_frame_bytes, r.spill_store_bytes, r.spill_load_bytes = map(int, m.groups())
-        if "warning" in line.lower():
+        # ptxas reports a serialized wgmma (C7512, C7514) as an "info" line, not a warning
+        if "warning" in line.lower() or _FATAL_WARNING_RE.search(line):
             r.warnings.append(line.strip())
     return r
 
