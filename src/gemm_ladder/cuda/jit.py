@@ -31,6 +31,9 @@ _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 # ptxas warnings that mean the kernel will not run as written: wgmma serialized
 # (C7510-C7515 and relatives) or setmaxnreg ignored (C7508).
 _FATAL_WARNING_RE = re.compile(r"\b(C75\d\d)\b")
+# ... and the serialization itself where ptxas reports it as an "info" line (C7510-C7515); other
+# info notes (e.g. C7519, a warpgroup.arrive it injected) leave the MMAs asynchronous
+_FATAL_INFO_RE = re.compile(r"\b(C751[0-5])\b")
 
 
 class KernelBuildError(RuntimeError):
@@ -174,7 +177,7 @@ def parse_ptxas_log(log: str, kernel: str) -> PtxasReport:
     if kernel in sections:
         named = [ln for k, text in sections.items() if k not in ("", kernel)
                  for ln in text.splitlines()
-                 if ("warning" in ln.lower() or _FATAL_WARNING_RE.search(ln)) and f"'{kernel}'" in ln]
+                 if ("warning" in ln.lower() or _FATAL_INFO_RE.search(ln)) and f"'{kernel}'" in ln]
         log = "\n".join([sections[""], sections[kernel], *named])
     r = PtxasReport(kernel=kernel)
     for line in log.splitlines():
@@ -187,7 +190,7 @@ def parse_ptxas_log(log: str, kernel: str) -> PtxasReport:
         if m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
             r.stack_frame_bytes, r.spill_store_bytes, r.spill_load_bytes = map(int, m.groups())
         # ptxas reports a serialized wgmma (C7512, C7514) as an "info" line, not a warning
-        if "warning" in line.lower() or _FATAL_WARNING_RE.search(line):
+        if "warning" in line.lower() or _FATAL_INFO_RE.search(line):
             r.warnings.append(line.strip())
     return r
 
