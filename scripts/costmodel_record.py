@@ -47,7 +47,9 @@ def main() -> int:
               "constants": {"LAUNCH_US": cost_model.LAUNCH_US, "TENSOR_EFFICIENCY": cost_model.TENSOR_EFFICIENCY,
                             "L2_SM_GBS": cost_model.L2_SM_GBS, "copy_tbs": cost_model.Device().copy_tbs,
                             "L2_STREAM_BYTES": cost_model.L2_STREAM_BYTES,
-                            "DSMEM_L2_SHARE": cost_model.DSMEM_L2_SHARE},
+                            "DSMEM_L2_SHARE": cost_model.DSMEM_L2_SHARE,
+                            "CLUSTER_REDUCE_US_PER_KIB": cost_model.CLUSTER_REDUCE_US_PER_KIB,
+                            "REDUCE_PASS_US": cost_model.REDUCE_PASS_US},
               "summary": costmodel.summary(rows), "rows": rows}
     if args.current:
         record["moved_picks"] = moved  # not in the summary: their candidates were not all timed

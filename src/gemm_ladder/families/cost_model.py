@@ -122,6 +122,16 @@ DSMEM_L2_SHARE = 0.7
 # rarely all dirty). And a B tile read again after more than this has streamed through comes
 # from HBM again (20-45 MB give the same rows).
 L2_STREAM_BYTES = 30e6
+# Fitted (docs/perf-notes.md item 90, on half A of the suite's shapes, held to half B and the
+# long-K probe): a split deal's reduction, a fixed time after its last k-tile (`reduce_us`).
+# A cluster of P CTAs sums its pieces through DSMEM: each CTA stages its fp32 piece, waits at a
+# cluster barrier for its slowest peer, reads its column slice from the P - 1 others and waits
+# again before its shared memory may go; priced per KiB read from the peers, barriers included
+# (a 64 x 64 tile: 0.7 us in pairs, 1.3 in clusters of 8; 128 x 64 in clusters of 4: 2.2).
+CLUSTER_REDUCE_US_PER_KIB = 0.09
+# The second pass over the workspace planes, launched programmatically: its launch hides under
+# the split kernel's tail, what is left is its own read of the planes and store of C.
+REDUCE_PASS_US = 2.0
 LAUNCH_US = 6.0  # a call's fixed cost: launch, the ring's first fill, the last tile's store (256^3 runs in 6.1 us)
 TENSOR_EFFICIENCY = 0.755  # the tensor-core rate sustained, as a share of the datasheet peak (clock, issue gaps)
 
@@ -183,6 +193,8 @@ class Score:
     predicted_us: float = math.nan  # the model's prediction of the kernel's time (LAUNCH_US ...)
     b_passes: int = 1  # B streamed from HBM this many times (b_passes)
     dirty_us: float = 0.0  # the flush's dirty L2 written back as the kernel reads (prediction only)
+    pass_charge_us: float = 0.0  # the score's charge for a second launch (split_overhead_bytes)
+    t_reduce_us: float = 0.0  # the prediction's: the cluster's exchange or the second pass (reduce_us)
 
 
 def padded_shape(M: int, N: int, K: int) -> tuple[int, int, int]:
@@ -207,6 +219,19 @@ def b_passes(deal, m_tiles: int, b_tile_bytes: int, sms: int) -> int:
         return 1
     per_run = min(m_tiles, deal.units // deal.k_tiles)
     return per_run if per_run > 1 and deal.k_tiles * min(deal.ctas, sms) * b_tile_bytes > L2_STREAM_BYTES else 1
+
+
+def reduce_us(deal, tile_elems: int) -> float:
+    """The time a split-K deal's reduction adds after its last k-tile: a cluster's exchange of
+    its P fp32 pieces of `tile_elems` through DSMEM (each CTA reads its slice, (P - 1) / P of a
+    piece, from its peers), or the programmatically launched second pass over the workspace
+    planes (their fp32 bytes are in t_memory); 0 for whole tiles."""
+    if deal is None or deal.mc > 1 or deal.fixup:
+        return 0.0
+    if deal.dsmem:
+        p = deal.cluster[0]
+        return CLUSTER_REDUCE_US_PER_KIB * 4 * tile_elems * (p - 1) / p / 1024
+    return REDUCE_PASS_US if deal.planes else 0.0
 
 
 def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misaligned: bool = False,
@@ -250,7 +275,9 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
         rounds = (s.tiles - sk_tiles) / s.slots + step.stream_k_last_wave(kt, sk_ctas // sk_tiles) / kt
         s.wave_eff = s.tiles / (rounds * s.slots)
     if deal is not None:  # equal runs of k-tiles, one CTA each: the work, not the tile count, fills the waves
-        s.slots = dev.sms  # a deal counts CTAs (a multicast deal's pairs: no more clusters than fit at once)
+        # a deal counts CTAs (a multicast deal's pairs: no more clusters than fit at once); a cluster
+        # reduction's clusters sit inside a GPC, so fewer of its CTAs are resident at once
+        s.slots = step.resident_cluster_ctas(deal.cluster[0], dev.sms) if deal.dsmem else dev.sms
         s.tiles = deal.ctas
         s.waves = _ceil(deal.ctas, s.slots)
         work = deal.total / deal.units
@@ -281,12 +308,16 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
     s.dirty_us = L2_STREAM_BYTES * -math.expm1(-reads / L2_STREAM_BYTES) / (copy_tbs * 1e12) * 1e6
     s.l2_bytes = operand_bytes(step, *shape)
     if L2_SM_GBS:  # the SMs that hold CTAs, each fed from L2 at most that fast
-        busy = min(dev.sms, s.tiles * (f.cluster_m if deal is None else 1))
+        busy = min(dev.sms if deal is None else s.slots, s.tiles * (f.cluster_m if deal is None else 1))
         s.t_l2_us = s.l2_bytes / (busy * L2_SM_GBS * (DSMEM_L2_SHARE if deal is not None and deal.dsmem else 1)
                                   * 1e9) * 1e6
     s.score_us = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff, s.t_l2_us)
     if deal is not None and deal.planes:  # the second launch, a fixed cost (~4 % at 1 x 14336 x 4096)
-        s.score_us += step.split_overhead_bytes / (dev.hbm_tbs * 1e12) * 1e6
+        s.pass_charge_us = step.split_overhead_bytes / (dev.hbm_tbs * 1e12) * 1e6
+        s.score_us += s.pass_charge_us
+    # the prediction prices the reduction by the fitted time instead (REDUCE_PASS_US, and the
+    # cluster's exchange, which the score leaves out: item 90 measured the picks it would move slower)
+    s.t_reduce_us = reduce_us(deal, f.bm * f.bn)
     s.bound = "compute" if s.t_compute_us >= s.t_memory_us else "memory"
     if s.t_l2_us > max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff):
         s.bound = "L2"  # the operand tiles' traffic sets the score (MISALIGNED_B_COST charges compute-bound ones only)
@@ -319,10 +350,13 @@ def predict_us(s: Score, dev: Device) -> float:
     fixed cost of a call. HBM carries the flush's dirty lines back beside the kernel's reads:
     that adds to the traffic, not to what the CTAs in flight can request (the wave term)."""
     base = max(s.t_compute_us / s.wave_eff, s.t_memory_us / s.mem_wave_eff, s.t_l2_us)
+    if base <= 0:
+        return LAUNCH_US + s.t_reduce_us
     t_mem = s.t_memory_us * dev.hbm_tbs / (dev.copy_tbs or dev.hbm_tbs)
     rates = max(s.t_compute_us / s.wave_eff / TENSOR_EFFICIENCY, t_mem / s.mem_wave_eff, t_mem + s.dirty_us,
                 s.t_l2_us)
-    return LAUNCH_US + s.score_us * rates / base if base > 0 else LAUNCH_US
+    # the reduction's time is a time, not a rate: it replaces the score's charge, unscaled
+    return LAUNCH_US + (s.score_us - s.pass_charge_us) * rates / base + s.t_reduce_us
 
 
 def describe_deal(deal) -> str:

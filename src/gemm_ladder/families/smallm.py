@@ -57,7 +57,10 @@ WORKSPACE_COST = 4.0
 # clusters of P of this kernel resident at once on the H200 (cuOccupancyMaxActiveClusters):
 # clusters sit inside a GPC, so 4 and 8 fit 120 CTAs, not 128
 CLUSTER_SLOTS = {2: 66, 4: 30, 8: 15}
-DSMEM_EXCHANGE_KT = 1  # a cluster reduction's piece exchange and its two cluster barriers, in k-tiles
+# a cluster reduction's piece exchange and its two cluster barriers, in k-tiles. The deal rule
+# keeps this and REDUCE_OVERHEAD_BYTES as the score does; the prediction prices both reductions
+# by item 90's fit (cost_model.reduce_us), which moved picks to slower deals in the score
+DSMEM_EXCHANGE_KT = 1
 # Above max_m (M > 128) the family takes a problem only while the ladder's 128 x 128 tiles
 # fill less than one wave of the H200's SMs, and only from rows that are whole 32-byte sectors
 # (K a multiple of 16): 1000^3 and 1016^3 measured 0.70x cuBLAS on its 64 x 128 tile against
