@@ -12,9 +12,10 @@ geomean 4.9 %, half B 4.4 %; the launch and tensor-core constants' 16 squares wi
 94 % within 3 %, geomean loss 0.4 %, worst 1023^3 (1.10x). A model or kernel change that moves a
 shape past these fails here, and a record whose predictions are not the current model's is stale.
 A pick that moved after the run that timed every candidate is listed apart (`moved_picks`, its
-time from a later kernel-path run) and checked to be the current pick, not held to these bounds:
-the eight long-K rows on smallm:c2n64d (item 89) are predicted -7.7 ... +9.3 % (9-29 % short
-before item 90 priced the cluster's exchange and the second pass)."""
+time from a later kernel-path run), checked to be the current pick and held to the same 25 %
+(it has no fastest candidate to be compared with): the eight long-K rows on smallm:c2n64d
+(item 89) are predicted -7.7 ... +9.3 % (9-29 % short before item 90 priced the cluster's
+exchange and the second pass)."""
 from __future__ import annotations
 
 import json
@@ -42,6 +43,9 @@ def record():
 
 
 def test_every_shape_within_the_tolerance(record):
+    moved = [f"{r['shape']} {r['dtype']} {r['kernel']}: {r['error']:+.1%}" for r in record.get("moved_picks", [])
+             if abs(r["error"]) > TOLERANCE]
+    assert not moved, moved
     rows = record["rows"]
     assert len(rows) >= 100
     off = [f"{r['shape']} {r['dtype']} {r['kernel']}: {r['error']:+.1%}" for r in rows if abs(r["error"]) > TOLERANCE]
