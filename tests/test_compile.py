@@ -9,6 +9,7 @@ from gemm_ladder.families import keys, ladder_step
 from gemm_ladder.families import gemm, ladder
 from gemm_ladder.families.smallm import FAMILIES
 from gemm_ladder.measure import sass
+from sass_util import sass_or_skip
 
 ALL = ladder.all_steps() + gemm.all_entries()  # the ladder and the production kernels
 IDS = [st.key for st in ALL]
@@ -18,10 +19,7 @@ WARP_SPECIALIZED = [st for st in ladder.all_steps(include_variants=False) if st.
 
 
 def _sass_or_skip(cubin):
-    try:
-        return sass.opcodes(sass.disassemble(cubin))
-    except sass.SassUnavailable as e:
-        pytest.skip(str(e))
+    return sass.opcodes(sass_or_skip(cubin))
 
 
 @pytest.mark.parametrize("st", ALL, ids=IDS)

@@ -7,6 +7,7 @@ from gemm_ladder.families import fp8
 from gemm_ladder.families.common import ConfigError
 from gemm_ladder.families.protocol import KernelFamily
 from gemm_ladder.measure import sass
+from sass_util import sass_or_skip
 
 ENTRIES = fp8.all_entries()
 IDS = [e.key for e in ENTRIES]
@@ -18,11 +19,6 @@ VARIANTS += [(e, v) for e in ENTRIES if e.step != 11 and "row" in e.modes
              for v in [fp8.Variant("row", "bfloat16", bias=True)] if not e.variant_problem(v)]
 
 
-def _sass(cubin):
-    try:
-        return sass.disassemble(cubin)
-    except sass.SassUnavailable as e:
-        pytest.skip(str(e))
 
 
 @pytest.mark.parametrize("e,v", VARIANTS, ids=[f"{e.key}-{v.mode}-{v.out}" for e, v in VARIANTS])
@@ -34,7 +30,7 @@ def test_every_variant_compiles_clean(e, v):
 
 @pytest.mark.parametrize("e", ENTRIES, ids=IDS)
 def test_sass_holds_fp8_wgmma(e):
-    ops = sass.opcodes(_sass(e.compile().cubin))
+    ops = sass.opcodes(sass_or_skip(e.compile().cubin))
     missing = [c for c in e.claims if sass.count_class(ops, c) == 0]
     assert not missing, f"{e.key}: SASS lacks {missing}"
     assert sass.count_class(ops, "HGMMA") == 0, "fp8 operands never go through the 16-bit wgmma"
@@ -42,7 +38,7 @@ def test_sass_holds_fp8_wgmma(e):
 
 @pytest.mark.parametrize("e", [e for e in ENTRIES if e.fast_accum], ids=[e.key for e in ENTRIES if e.fast_accum])
 def test_unpromoted_mainloop_keeps_a_group_in_flight(e):
-    assert sass.mma_loop_full_waits(_sass(e.compile().cubin)) == 0
+    assert sass.mma_loop_full_waits(sass_or_skip(e.compile().cubin)) == 0
 
 
 def test_entries_implement_the_family_protocol():

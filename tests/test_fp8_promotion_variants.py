@@ -8,6 +8,7 @@ import pytest
 from gemm_ladder.families import fp8
 from gemm_ladder.families.common import ConfigError
 from gemm_ladder.measure import sass
+from sass_util import sass_or_skip
 
 OVERLAPPED = ("fp8:128x128p", "fp8:128x128pc1", "fp8:128x128sk")  # the library's entries built with okt
 BUILDS = [(fp8.with_fields(fp8.get(key), name, **fp8.PROMOTION_VARIANTS[name]), mode)
@@ -16,11 +17,6 @@ BUILDS = [(fp8.with_fields(fp8.get(key), name, **fp8.PROMOTION_VARIANTS[name]), 
          [(fp8.get(key), mode) for key in OVERLAPPED for mode in ("tensor", "row", "block")]
 
 
-def _sass(cubin):
-    try:
-        return sass.disassemble(cubin)
-    except sass.SassUnavailable as e:
-        pytest.skip(str(e))
 
 
 @pytest.mark.parametrize("e,mode", BUILDS, ids=[f"{e.key}-{m}" for e, m in BUILDS])
@@ -28,7 +24,7 @@ def test_variant_builds_without_spills_or_serialized_wgmma(e, mode):
     k = e.compile(variant=fp8.Variant(mode, "bfloat16"))
     assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0
     assert not [ln for ln in k.log.splitlines() if "C75" in ln], k.log
-    ops = sass.opcodes(_sass(k.cubin))
+    ops = sass.opcodes(sass_or_skip(k.cubin))
     # serialized wgmma: one arrive (and a wait) per instruction; a k-tile's four k-slices share one
     assert sass.count_class(ops, "QGMMA") == 4 * sass.count_class(ops, "WARPGROUP.ARRIVE")
 
@@ -36,10 +32,10 @@ def test_variant_builds_without_spills_or_serialized_wgmma(e, mode):
 def test_overlap_waits_with_a_group_in_flight():
     e = fp8.get("fp8:128x128p")
     assert e.overlap_kt
-    text = _sass(e.compile(variant=fp8.Variant("block", "bfloat16")).cubin)
+    text = sass_or_skip(e.compile(variant=fp8.Variant("block", "bfloat16")).cubin)
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in text
     plain = fp8.with_fields(e, "plain", overlap_kt=False)
-    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in _sass(plain.compile(variant=fp8.Variant("block", "bfloat16")).cubin)
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass_or_skip(plain.compile(variant=fp8.Variant("block", "bfloat16")).cubin)
 
 
 @pytest.mark.parametrize("key", OVERLAPPED)
@@ -49,7 +45,7 @@ def test_overlapped_entries_build_row_wise_with_a_16_bit_bias(key):
     k = fp8.get(key).compile(variant=fp8.Variant("row", "bfloat16", bias=True))
     assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0
     assert not [ln for ln in k.log.splitlines() if "C75" in ln], k.log
-    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in _sass(k.cubin)
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass_or_skip(k.cubin)
 
 
 @pytest.mark.parametrize("key", OVERLAPPED)

@@ -10,17 +10,13 @@ from gemm_ladder.cuda import jit
 from gemm_ladder.families import common, cost_model, keys, ladder, ladder_step, smallm
 from gemm_ladder.library import runner, select
 from gemm_ladder.measure import sass
+from sass_util import sass_or_skip
 
 FAMS = list(smallm.FAMILIES.values())
 IDS = [f.key for f in FAMS]
 H200_SMS = 132
 
 
-def _sass_text(cubin):
-    try:
-        return sass.disassemble(cubin)
-    except sass.SassUnavailable as e:
-        pytest.skip(str(e))
 
 
 # -- registry ---------------------------------------------------------------------------------
@@ -349,7 +345,7 @@ def test_compiles_clean(fam, bf16):
 
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
 def test_sass_holds_claims(fam):
-    text = _sass_text(fam.compile().cubin)
+    text = sass_or_skip(fam.compile().cubin)
     ops = sass.opcodes(text)
     missing = [c for c in fam.claims if sass.count_class(ops, c) == 0]
     assert not missing, missing

@@ -36,6 +36,11 @@ _FATAL_WARNING_RE = re.compile(r"\b(C75\d\d)\b")
 _FATAL_INFO_RE = re.compile(r"\b(C751[0-5])\b")
 
 
+def _reported(line: str) -> bool:
+    """A ptxas line the report keeps: a warning, or a serialized wgmma given as an "info" line."""
+    return "warning" in line.lower() or bool(_FATAL_INFO_RE.search(line))
+
+
 class KernelBuildError(RuntimeError):
     """NVRTC failed, or ptxas reported spills or a fatal performance warning."""
 
@@ -176,8 +181,7 @@ def parse_ptxas_log(log: str, kernel: str) -> PtxasReport:
     sections = ptxas_sections(log)
     if kernel in sections:
         named = [ln for k, text in sections.items() if k not in ("", kernel)
-                 for ln in text.splitlines()
-                 if ("warning" in ln.lower() or _FATAL_INFO_RE.search(ln)) and f"'{kernel}'" in ln]
+                 for ln in text.splitlines() if _reported(ln) and f"'{kernel}'" in ln]
         log = "\n".join([sections[""], sections[kernel], *named])
     r = PtxasReport(kernel=kernel)
     for line in log.splitlines():
@@ -189,8 +193,7 @@ def parse_ptxas_log(log: str, kernel: str) -> PtxasReport:
             r.shared_bytes = int(m.group(1))
         if m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
             r.stack_frame_bytes, r.spill_store_bytes, r.spill_load_bytes = map(int, m.groups())
-        # ptxas reports a serialized wgmma (C7512, C7514) as an "info" line, not a warning
-        if "warning" in line.lower() or _FATAL_INFO_RE.search(line):
+        if _reported(line):
             r.warnings.append(line.strip())
     return r
 

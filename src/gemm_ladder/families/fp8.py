@@ -120,7 +120,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
              "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
         if self.step != 11:
             d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split))
-            # the promotion's variants only where set, so the library's builds keep their options
+            # the promotion's variants only where set (the other entries' builds keep their defines)
             d.update({k: 1 for k, on in (("GL_FP8_OVERLAP_KT", self.overlap_kt),
                                           ("GL_FP8_LATE_SCALES", self.late_scales)) if on})
         return d
