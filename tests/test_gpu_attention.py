@@ -13,7 +13,7 @@ from gpu_util import needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
-STEPS = ("A1", "A2", "A3", "A4", "A5", "A5:p", "A5:c3", "A5:c3p")  # the ladder and the library's builds
+STEPS = ("A1", "A2", "A3", "A4", "A5", "A5:p", "A5:c3", "A5:c3p", "A5:d", "A5:c3d")  # the ladder and the library's builds
 EPS = {"float16": 1e-3, "bfloat16": 8e-3}  # on top of twice torch SDPA's own error
 
 
@@ -221,7 +221,7 @@ def test_torch_compile_fullgraph(step):
     torch.testing.assert_close(got_l, want_l, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("step", [None, "A1"])
+@pytest.mark.parametrize("step", [None, "A1", "A5:d"])
 def test_cuda_graph_capture_and_replay_with_new_inputs(step):
     require(step)
     torch, api = _torch(), _api()
@@ -241,6 +241,26 @@ def test_cuda_graph_capture_and_replay_with_new_inputs(step):
         g.replay()
         torch.cuda.synchronize()
         check(o, lse, q, k, v, True, 1 / 8, step, "float16", f"{step} replay {i}")
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("step", ["A5:d", "A5:c3d"])
+def test_dynamic_walk_in_sections(step, causal, monkeypatch):
+    """The dynamic walk with sections of 4 (batch, head) pairs out of 15 (the last holds 3),
+    GQA: every output row written (NaN-poisoned out=) and equal to the reference, twice (the
+    counter is fresh each call)."""
+    require(step)
+    torch = _torch()
+    from gemm_ladder.families import attention as family
+    from gemm_ladder.library import attention_runner as runner
+    monkeypatch.setattr(family.AttnStep, "section", lambda self, *a, **kw: 4)
+    monkeypatch.setattr(runner, "_LAUNCHES", {})
+    D = 64 if step == "A5:c3d" else 128
+    q, k, v = make(3, 5, 1, 700, 700, D, "bfloat16", seed=5)
+    for rep in range(2):
+        out = torch.full(q.shape, float("nan"), dtype=q.dtype, device=q.device)
+        runner.run_attention(q, k, v, causal=causal, scale=1 / math.sqrt(D), return_lse=False, step=step, out=out)
+        check(out, None, q, k, v, causal, 1 / math.sqrt(D), step, "bfloat16", f"{step} sections of 4, run {rep}")
 
 
 def test_backward_and_mask_are_refused_in_one_line():

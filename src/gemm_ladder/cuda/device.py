@@ -21,6 +21,7 @@ class DeviceFacts:
     hbm_tbs: float  # HBM bandwidth, TB/s
     source: str
     copy_tbs: float = 0.0  # measured: a device-to-device copy's bytes read + written per second, TB/s
+    l2_bytes: int = 50 * 2**20  # the L2 cache (the H200's 50 MiB)
 
 
 # The H200 SXM: 132 SMs, 227 KB of shared memory per block (opt-in), the datasheet's dense
@@ -31,6 +32,7 @@ H200 = DeviceFacts(sms=132, smem_per_block=232_448, peak_tflops=989.0, hbm_tbs=4
 
 _SMS: dict[int, int] = {}
 _SMEM: dict[int, int] = {}
+_L2: dict[int, int] = {}
 
 
 def num_sms(device_index: int) -> int:
@@ -47,3 +49,11 @@ def max_smem_per_block(device_index: int) -> int:
         driver.ensure_context(device_index)
         _SMEM[device_index] = driver.device_attribute(device_index, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
     return _SMEM[device_index]
+
+
+def l2_bytes(device_index: int) -> int:
+    """The device's L2 cache in bytes (read once per device)."""
+    if device_index not in _L2:
+        driver.ensure_context(device_index)
+        _L2[device_index] = driver.device_attribute(device_index, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
+    return _L2[device_index]

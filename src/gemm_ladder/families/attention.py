@@ -43,6 +43,7 @@ class AttnStep(KMajorOnly, KernelFamily):
     blocks: tuple[tuple[int, int], ...]  # (head dim, keys per block): the head dims it takes
     depth: int = 2  # K/V blocks in flight
     persistent: bool = False  # a CTA per SM walking the tiles (the warp-specialized kernels take either grid)
+    dynamic: bool = False  # persistent, each CTA's next tile from a counter (longest first across a section of heads)
     head_dim: int = 128  # the build's head dim (for_head_dim)
 
     kmajor_only_why = "attention reads Q, K and V with the head dim contiguous only"
@@ -140,12 +141,23 @@ class AttnStep(KMajorOnly, KernelFamily):
                 (tuple(kv_shape), tuple(v_strides), (1, 1, self.bn, MAP_COLS)))
 
     def kernel_args(self, maps, out_ptr: int, lse_ptr: int, Sq: int, Sk: int, Hq: int, group: int, tiles: int,
-                    scale: float) -> list:
+                    scale: float, counter_ptr: int = 0, section: int = 1) -> list:
         """The three maps, the output and log-sum-exp pointers (lse 0: not written), the lengths,
         the query heads per K/V head, the tile count, and the scale times log2(e) (the kernel's
-        exp2)."""
-        return [*maps, ctypes.c_uint64(out_ptr), ctypes.c_uint64(lse_ptr), Sq, Sk, Hq, group, tiles,
+        exp2); the warp-specialized steps also take the walk: a zeroed int32 tile counter (0: the
+        fixed walk) and the (batch, head) pairs per section of attn_tile's order."""
+        args = [*maps, ctypes.c_uint64(out_ptr), ctypes.c_uint64(lse_ptr), Sq, Sk, Hq, group, tiles,
                 ctypes.c_float(scale * 1.4426950408889634)]
+        return args + [ctypes.c_uint64(counter_ptr), section] if self.producer else args
+
+    def section(self, Sk: int, group: int, pairs: int, l2_bytes: int = H200.l2_bytes) -> int:
+        """The dynamic walk's (batch, head) pairs per section: as many as keep their K and V in
+        half the L2 (a GQA group's query heads share one K/V head), at least one; 1 (each head's
+        query blocks in turn) for the fixed walk."""
+        if not self.dynamic:
+            return 1
+        kv_bytes = 2 * Sk * self.head_dim * 2 / group
+        return max(1, min(pairs, int(l2_bytes // 2 // kv_bytes)))
 
 
 def make_maps(specs, ptrs, element: str, make_map=None) -> tuple:
@@ -177,6 +189,10 @@ LIBRARY: dict[str, AttnStep] = {s.key: s for s in (
     dataclasses.replace(STEPS["A5"], name="A5:p", label="A5, persistent", persistent=True),
     dataclasses.replace(STEPS["A5"], name="A5:c3p", label="A5 with three consumer warpgroups, persistent",
                         consumers=3, blocks=((64, 128),), persistent=True),
+    dataclasses.replace(STEPS["A5"], name="A5:d", label="A5, persistent, tiles from a counter", persistent=True,
+                        dynamic=True),
+    dataclasses.replace(STEPS["A5"], name="A5:c3d", label="A5 with three consumer warpgroups, persistent, tiles "
+                        "from a counter", consumers=3, blocks=((64, 128),), persistent=True, dynamic=True),
 )}
 
 

@@ -84,9 +84,10 @@ class _Launch:
         self.kernel = kernel
         self.grid = st.grid(Sq, Hq, B, cuda_device.num_sms(dev))
         self.args = (Sq, Sk, Hq, Hq // Hkv, st.tiles(Sq, Hq, B))
+        self.section = st.section(Sk, Hq // Hkv, Hq * B, cuda_device.l2_bytes(dev))
         self.maps: dict[tuple, tuple] = {}
 
-    def __call__(self, stream: int, q, k, v, out_ptr: int, lse_ptr: int, scale: float) -> None:
+    def __call__(self, stream: int, q, k, v, out_ptr: int, lse_ptr: int, scale: float, counter_ptr: int = 0) -> None:
         key = (q.data_ptr(), k.data_ptr(), v.data_ptr(), q.stride(), k.stride(), v.stride())
         maps = self.maps.get(key)
         if maps is None:
@@ -94,7 +95,7 @@ class _Launch:
                 self.maps.pop(next(iter(self.maps)))
             specs = self.st.map_specs(q.shape, q.stride(), k.shape, k.stride(), v.stride())
             maps = self.maps[key] = make_maps(specs, key[:3], self.element)
-        args = self.st.kernel_args(maps, out_ptr, lse_ptr, *self.args, scale)
+        args = self.st.kernel_args(maps, out_ptr, lse_ptr, *self.args, scale, counter_ptr, self.section)
         driver.PreparedLaunch(self.kernel, self.grid, (self.st.threads, 1, 1), args, stream=stream,
                               dynamic_smem=self.st.dynamic_smem)()
 
@@ -132,8 +133,11 @@ def run_attention(q, k, v, *, causal: bool, scale: float, return_lse: bool, step
         with torch.cuda.device(dev):
             driver.ensure_context(dev)
             go = _LAUNCHES[key] = _Launch(st, causal, element, B, Hq, Hkv, Sq, Sk, dev)
+    # The dynamic walk's tile counter: a zeroed int32 per call, from torch's allocator on the
+    # call's stream (so a CUDA graph captures its zeroing and keeps its own).
+    counter = torch.zeros(1, dtype=torch.int32, device=q.device) if st.dynamic else None
     go(torch.cuda.current_stream(q.device).cuda_stream, q, k, v, out.data_ptr(),
-       lse.data_ptr() if lse is not None else 0, float(scale))
+       lse.data_ptr() if lse is not None else 0, float(scale), counter.data_ptr() if counter is not None else 0)
     return out, lse
 
 

@@ -13,7 +13,7 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "AttnStep.dynamic
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                          const __grid_constant__ CUtensorMap tmap_v, u16* out, float* lse, int Sq, int Sk, int Hq,
-                         int group, int tiles, float scale_log2) {
+                         int group, int tiles, float scale_log2, int* tile_counter, int section) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_q, &tmap_k, &tmap_v);
@@ -25,7 +25,7 @@ attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __gri
 
   if (warpgroup_idx() == 0) {  // ── PRODUCER ─────────────────────────────────────────────
     setmaxnreg_dec<PRODUCER_REGS>();
-    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, Sq, Sk, Hq, group, tiles);
+    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, Sq, Sk, Hq, group, tiles, tile_counter, section);
   } else {  // ── CONSUMERS ─────────────────────────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;
@@ -33,14 +33,14 @@ attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __gri
     Consumer me(s, cw, tr);
     float sc[BN / 2];
     u32 p[BN / 16][4];
-    for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+    const int pairs = tiles / ceil_div(Sq, BM);
+    for (int i; (i = me.wait_tile(s)) < tiles;) {  // the tile the producer took
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs);
       tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
       zero_acc(o);
-      me.wait_q(s);
       for (int j = 0; j < t.blocks; ++j) {
         BlockRecord rec = me.block(j, BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX | BLOCK_V | BLOCK_PV);
         const KvTile& k = me.wait_k(s, rec);

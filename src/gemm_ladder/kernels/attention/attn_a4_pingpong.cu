@@ -15,7 +15,7 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "AttnStep.dynamic
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_constant__ CUtensorMap tmap_k,
                  const __grid_constant__ CUtensorMap tmap_v, u16* out, float* lse, int Sq, int Sk, int Hq, int group,
-                 int tiles, float scale_log2) {
+                 int tiles, float scale_log2, int* tile_counter, int section) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_q, &tmap_k, &tmap_v);
@@ -28,7 +28,7 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
 
   if (warpgroup_idx() == 0) {  // ── PRODUCER ─────────────────────────────────────────────
     setmaxnreg_dec<PRODUCER_REGS>();
-    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, Sq, Sk, Hq, group, tiles);
+    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, Sq, Sk, Hq, group, tiles, tile_counter, section);
   } else {  // ── CONSUMERS ─────────────────────────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;
@@ -38,19 +38,20 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
     float sc[BN / 2];
     u32 p[BN / 16][4];
     float corr[2];
-    for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+    const int pairs = tiles / ceil_div(Sq, BM);
+    for (int i; (i = me.wait_tile(s)) < tiles;) {  // the tile the producer took
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs);
       tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
       zero_acc(o);
-      me.wait_q(s);
       // ping-pong: the first block's Q K^T in a turn of its own
       BlockRecord first = me.block(0, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX);
-      first.wait_turn(turn);
+      const KvTile& k0 = me.wait_k(s, first);  // the ring's wait before the fence: a wait loop between
+      first.wait_turn(turn);                   // the fence and the MMA makes ptxas inject another arrive
       wgmma_fence();
-      mma_qk(sc, s.q[cw], me.wait_k(s, first));
+      mma_qk(sc, s.q[cw], k0);
       wgmma_commit();
       first.span(QK_ISSUED);
       first.pass_turn(turn, me.warp_leader);
@@ -68,13 +69,16 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
         // retires with P V_j's wait: no retirement of its own)
         BlockRecord rec = me.block(j + 1, BLOCK_TURN | BLOCK_V | BLOCK_PV | BLOCK_V_LAG |
                                               (next ? BLOCK_K | BLOCK_QK_ISSUE | BLOCK_SOFTMAX : 0u));
+        const KvTile& v = me.wait_v(s, rec);
+        const KvTile* k = next ? &me.wait_k(s, rec) : nullptr;  // the waits before the turn (its MMAs issue at once)
         rec.wait_turn(turn);  // ping-pong: this block's P V and the next block's Q K^T, back to back
         wgmma_fence();
-        mma_pv(o, p, me.wait_v(s, rec));
+        mma_pv(o, p, v);
         wgmma_commit();
         rec.span(PV_ISSUED);
         if (next) {
-          mma_qk(sc, s.q[cw], me.wait_k(s, rec));
+          wgmma_fence();  // the branch: without it ptxas injects this arrive itself (C7519)
+          mma_qk(sc, s.q[cw], *k);
           wgmma_commit();
           rec.span(QK_ISSUED);
         }

@@ -49,13 +49,20 @@ using KvTile = HeadTile<BN>;
 struct AttnTile {
   int q0, head, batch, kv_head, blocks;
 };
-// Tile i of Sq / bm query blocks x Hq heads x B batches, query blocks fastest (the CTAs running
-// at once share their heads' K and V in L2). Causal: each head's longest rows first (the last
-// query rows see the most keys), so the short ones fill the last wave; keys past the tile's
-// last row are skipped whole.
-GL_DEVICE AttnTile attn_tile(int i, int bm, int Sq, int Sk, int Hq, int group) {
-  const int m_blocks = ceil_div(Sq, bm), hb = i / m_blocks;
-  const int mb = CAUSAL ? m_blocks - 1 - i % m_blocks : i % m_blocks;
+// Tile i of Sq / bm query blocks x Hq heads x B batches. The (batch, head) pairs are taken in
+// sections of `section` pairs; inside a section, query blocks outermost, heads fastest. One
+// pair per section (the ladder's order): a head's query blocks one after another, so the CTAs
+// running at once share their heads' K and V in L2. Causal: the longest rows first (the last
+// query rows see the most keys), so the short ones fill the last wave; with wider sections the
+// longest tiles of every head in the section come before the shorter ones (the dynamic walk's
+// order, attn_warpspec.cuh). Keys past the tile's last row are skipped whole.
+GL_DEVICE AttnTile attn_tile(int i, int bm, int Sq, int Sk, int Hq, int group, int section = 1, int pairs = 1) {
+  const int m_blocks = ceil_div(Sq, bm), per_section = section * m_blocks;
+  const int sec = i / per_section, r = i % per_section;
+  // the last section may hold fewer of the `pairs` (batch x head) in all
+  const int sec_pairs = section > 1 && pairs - sec * section < section ? pairs - sec * section : section;
+  const int mb_idx = r / sec_pairs, hb = sec * section + r % sec_pairs;
+  const int mb = CAUSAL ? m_blocks - 1 - mb_idx : mb_idx;
   AttnTile t;
   t.q0 = mb * bm;
   t.head = hb % Hq;

@@ -3,7 +3,10 @@
 // consumer warpgroups of 64 query rows each. The steps differ only in their consumers' loop.
 // A CTA takes tiles blockIdx.x, + gridDim.x, ...: one, in the ladder's grid of every tile, or
 // several in the library's persistent grid (a CTA per SM), where the next tile's Q and first
-// K/V blocks load while the consumers finish the last one.
+// K/V blocks load while the consumers finish the last one. With a tile counter (the library's
+// dynamic walk) a CTA's next tile is the next one no CTA has taken: causal tiles differ in
+// length, and a fixed walk drifts apart. The producer walks; the consumers follow the tile it
+// publishes with each Q.
 #pragma once
 #include "attn_common.cuh"
 #include "gl_pipeline.cuh"
@@ -35,6 +38,7 @@ struct WsTiles {
   VRing vr;  // v_full[s], v_empty[s]: the same for value blocks and P V
   u64 q_full;   // a tile's query rows landed
   u64 q_empty;  // the consumers' last Q K^T of the tile retired: the next tile's Q may land
+  int tile;     // the tile whose Q q_full announces; past the last one: the walk's end
 
   // One thread, before the CTA barrier that publishes them.
   GL_DEVICE void init() {
@@ -45,19 +49,28 @@ struct WsTiles {
   }
 
   // The producer: per tile, Q (every consumer's rows on one barrier), then each key block's K
-  // and V; the rings run on across tiles.
+  // and V; the rings run on across tiles. counter: null, the fixed walk; else the tiles past
+  // the grid's first are taken from it (one atomicAdd a tile, issued early: its answer is
+  // needed only when the tile's loads are all issued). section: attn_tile's order.
   GL_DEVICE void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, int Sq, int Sk, int Hq,
-                         int group, int tiles) {
+                         int group, int tiles, int* counter, int section) {
     Tracer tr(ROLE_PRODUCER, 0, true);
     const auto kp = kr.bind(tr, KvTile::BYTES);
     const auto vp = vr.bind(tr, KvTile::BYTES);
     auto ks = KRing::State::producer();
     auto vs = GL_ABLATE_V_RING_PHASE ? VRing::State::consumer() : VRing::State::producer();  // the what-if: phase 0
     auto qs = PipelineState<1>::producer();  // the Q buffer: a ring of one
-    for (int i = blockIdx.x; i < tiles; i += gridDim.x) {
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group);
+    const int pairs = tiles / ceil_div(Sq, BM);
+    for (int i = blockIdx.x;;) {
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
       qs.advance();
+      tile = i;  // q_full's arrive releases it to the consumers' wait
+      if (i >= tiles) {
+        mbar_arrive(&q_full);  // the end: a phase with no bytes
+        break;
+      }
+      const int next = counter != nullptr ? (int)gridDim.x + atomicAdd(counter, 1) : i + (int)gridDim.x;
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs);
       mbar_arrive_expect_tx(&q_full, CONSUMERS * QTile::BYTES);
 #pragma unroll
       for (int c = 0; c < CONSUMERS; ++c) q[c].load(tq, &q_full, t.q0 + c * WG_ROWS, t.head, t.batch);
@@ -74,6 +87,7 @@ struct WsTiles {
         vp.record_stage_load(ts, vs, j, 0);
         vs.advance();
       }
+      i = next;
     }
     tr.finish();
   }
@@ -178,10 +192,12 @@ struct Consumer {
       : cw(cw_), warp_leader(lane_idx() == 0), kp(s.kr.bind(tr)), vp(s.vr.bind(tr)),
         ks(KRing::State::consumer()), vs(VRing::State::consumer()), qs(PipelineState<1>::consumer()) {}
 
-  // The tile's query rows; handed back once the tile's last Q K^T has retired.
-  GL_DEVICE void wait_q(WsTiles& s) {
+  // The next tile's query rows, and which tile it is (>= tiles: the walk has ended); the rows
+  // are handed back once the tile's last Q K^T has retired.
+  GL_DEVICE int wait_tile(WsTiles& s) {
     traced_wait(&s.q_full, BAR_Q_FULL, 0, qs.phase, 0, kp.tr);
     qs.advance();
+    return __shfl_sync(0xffffffffu, s.tile, 0);  // one value per warp, as ptxas must know for the loop's shuffles
   }
   GL_DEVICE void release_q(WsTiles& s) {
     if (warp_leader) mbar_arrive(&s.q_empty);
