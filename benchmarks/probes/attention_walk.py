@@ -1,0 +1,76 @@
+"""How a CTA walks the attention tiles: the ladder's grid of every tile (A5), a persistent CTA
+per SM on a fixed walk (A5:p) and on a counter (A5:d; A5:c3* at head dim 64), against SDPA's
+cuDNN, interleaved, L2 flushed, medians; SM clock and power sampled during the timed loop.
+16k tokens per call at hidden 2048, as `bench --attention`. Each build's output is compared
+with cuDNN's first (max |diff|). Builds the tree lacks are skipped (so an older tree runs it).
+Usage: PYTHONPATH=src python benchmarks/probes/attention_walk.py [--json F] [--reps N]
+       [--seqlens 1024,4096] [--head-dims 64,128] [--dtype bf16] [--noncausal]"""
+import argparse
+import json
+import statistics
+import subprocess
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from gemm_ladder.families import attention as family
+from gemm_ladder.library.attention_runner import run_attention
+from gemm_ladder.measure import bench
+from gemm_ladder.measure.gpuinfo import Sampler
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--json")
+ap.add_argument("--reps", type=int, default=20)
+ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
+ap.add_argument("--head-dims", default="64,128,256")
+ap.add_argument("--dtype", default="fp16")
+ap.add_argument("--noncausal", action="store_true", help="also the non-causal cases")
+args = ap.parse_args()
+dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
+known = {**family.STEPS, **family.LIBRARY}
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+rows = []
+b = bench.Bench()
+for D in map(int, args.head_dims.split(",")):
+    want = ["A5", "A5:p", "A5:d"] + (["A5:c3", "A5:c3p", "A5:c3d"] if D == 64 else [])
+    builds = [k for k in want if k in known and D in dict(known[k].blocks)]
+    for S in map(int, args.seqlens.split(",")):
+        for causal in ((True, False) if args.noncausal else (True,)):
+            B, H = 16384 // S, 2048 // D
+            g = torch.Generator(device="cuda").manual_seed(S + D)
+            q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=g) for _ in range(3))
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            fns, names, diffs = [], [], {}
+            for key in builds:
+                o, _ = run_attention(q, k, v, causal=causal, scale=D ** -0.5, return_lse=False, step=key)
+                diffs[key] = float((o.float() - ref.float()).abs().max())
+                fns.append(lambda key=key: run_attention(q, k, v, causal=causal, scale=D ** -0.5, return_lse=False,
+                                                         step=key))
+                names.append(key)
+
+            def cudnn():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            fns.append(cudnn)
+            names.append("cudnn")
+            b.time_interleaved(fns, 2)
+            with Sampler(b.nvml) as smp:
+                t = b.time_interleaved(fns, args.reps)
+            gpu = smp.summary()
+            fl = 4 * B * H * S * S * D / (2 if causal else 1)
+            tf = {n: fl / statistics.median(x) / 1e9 for n, x in zip(names, t)}
+            for n in builds:
+                rows.append({"D": D, "S": S, "causal": causal, "build": n, "tflops": tf[n], "cudnn_tflops": tf["cudnn"],
+                             "ratio_to_cudnn": tf[n] / tf["cudnn"], "max_diff_to_cudnn": diffs[n], "gpu": gpu})
+            print(f"D{D} S{S:5d} {'causal' if causal else 'full  '}: " +
+                  "  ".join(f"{n} {tf[n]:4.0f} ({tf[n] / tf['cudnn']:.3f})" for n in builds) +
+                  f"  cudnn {tf['cudnn']:4.0f} | diff {max(diffs.values()):.1e} | {gpu.get('sm_clock_mhz')} MHz "
+                  f"{gpu.get('power_w')} W", flush=True)
+            del q, k, v, ref
+if args.json:
+    with open(args.json, "w") as f:
+        json.dump({"commit": commit, "dtype": args.dtype, "reps": args.reps, "method":
+                   "interleaved with cuDNN, L2 flushed, medians; gpu sampled during the timed loop", "rows": rows}, f,
+                  indent=1)
