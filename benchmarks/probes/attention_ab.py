@@ -1,0 +1,81 @@
+"""One process, two trees: this tree's A5 builds (grid and persistent) beside the same builds
+compiled from another tree's kernels (--old-kernels DIR, e.g. an older checkout's
+src/gemm_ladder/kernels, launched with that tree's arguments: no tile counter), and SDPA's
+cuDNN; interleaved, L2 flushed, medians, clock and power sampled during the timed loop. For an
+A/B of a kernel change that ratios taken in separate processes cannot resolve.
+Usage: PYTHONPATH=src python benchmarks/probes/attention_ab.py --old-kernels DIR [--json F] [--reps N]"""
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from gemm_ladder.cuda import device as cuda_device
+from gemm_ladder.cuda import driver, jit
+from gemm_ladder.families.attention import get, make_maps
+from gemm_ladder.library.attention_runner import run_attention
+from gemm_ladder.measure import bench
+from gemm_ladder.measure.gpuinfo import Sampler
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--old-kernels", required=True)
+ap.add_argument("--json")
+ap.add_argument("--reps", type=int, default=30)
+args = ap.parse_args()
+old_dir = Path(args.old_kernels)
+CASES = [(128, 1024, False), (128, 1024, True), (128, 4096, False), (128, 4096, True), (128, 16384, False),
+         (128, 16384, True), (64, 4096, False), (64, 16384, True), (256, 4096, False), (256, 16384, True)]
+rows = []
+b = bench.Bench()
+dev = torch.cuda.current_device()
+for D, S, causal in CASES:
+    B, H = 16384 // S, 2048 // D
+    g = torch.Generator(device="cuda").manual_seed(S + D)
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    keys = ["A5:c3", "A5:c3p"] if D == 64 else ["A5", "A5:p"]
+    fns, names, diffs = [], [], {}
+    for key in keys:
+        st = get(key, D)
+        fns.append(lambda key=key: run_attention(q, k, v, causal=causal, scale=D ** -0.5, return_lse=False, step=key))
+        names.append(key + " new")
+        defines = {**st.kernel_defines(), "GL_ATTN_CAUSAL": int(causal)}
+        kern = driver.load(jit.compile_kernel(st.source, st.entry, defines, kernel_dir=old_dir), dev, st.dynamic_smem)
+        out = torch.empty_like(q)
+        specs = st.map_specs(q.shape, q.stride(), k.shape, k.stride(), v.stride())
+        maps = make_maps(specs, (q.data_ptr(), k.data_ptr(), v.data_ptr()), "f16")
+        kargs = st.kernel_args(maps, out.data_ptr(), 0, S, S, H, 1, st.tiles(S, H, B), 1 / math.sqrt(D))[:-2]
+        launch = driver.PreparedLaunch(kern, st.grid(S, H, B, cuda_device.num_sms(dev)), (st.threads, 1, 1), kargs,
+                                       stream=torch.cuda.current_stream().cuda_stream, dynamic_smem=st.dynamic_smem)
+        launch()
+        torch.cuda.synchronize()
+        diffs[key + " old"] = float((out.float() - ref.float()).abs().max())
+        fns.append(launch)
+        names.append(key + " old")
+
+    def cudnn():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    fns.append(cudnn)
+    names.append("cudnn")
+    b.time_interleaved(fns, 2)
+    with Sampler(b.nvml) as smp:
+        t = b.time_interleaved(fns, args.reps)
+    gpu = smp.summary()
+    fl = 4 * B * H * S * S * D / (2 if causal else 1)
+    tf = {n: fl / statistics.median(x) / 1e9 for n, x in zip(names, t)}
+    for n in names[:-1]:
+        rows.append({"D": D, "S": S, "causal": causal, "build": n, "tflops": tf[n], "ratio_to_cudnn": tf[n] / tf["cudnn"],
+                     "gpu": gpu})
+    print(f"D{D} S{S:5d} {'causal' if causal else 'full  '}: " + "  ".join(
+        f"{n} {tf[n]:4.0f} ({tf[n] / tf['cudnn']:.3f})" for n in names[:-1]) + f"  cudnn {tf['cudnn']:4.0f} | old diff "
+        f"{max(diffs.values()):.1e} | {gpu.get('sm_clock_mhz')} MHz {gpu.get('power_w')} W", flush=True)
+    del q, k, v, ref
+if args.json:
+    with open(args.json, "w") as f:
+        json.dump({"old_kernels": str(old_dir), "reps": args.reps, "rows": rows}, f, indent=1)
