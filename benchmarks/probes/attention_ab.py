@@ -25,6 +25,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--old-kernels", required=True)
 ap.add_argument("--json")
 ap.add_argument("--reps", type=int, default=30)
+ap.add_argument("--old-takes-walk", action="store_true", help="the other tree's kernels take this tree's arguments "
+                "(a tile counter, here 0, and a section, here 1)")
 args = ap.parse_args()
 old_dir = Path(args.old_kernels)
 CASES = [(128, 1024, False), (128, 1024, True), (128, 4096, False), (128, 4096, True), (128, 16384, False),
@@ -49,7 +51,8 @@ for D, S, causal in CASES:
         out = torch.empty_like(q)
         specs = st.map_specs(q.shape, q.stride(), k.shape, k.stride(), v.stride())
         maps = make_maps(specs, (q.data_ptr(), k.data_ptr(), v.data_ptr()), "f16")
-        kargs = st.kernel_args(maps, out.data_ptr(), 0, S, S, H, 1, st.tiles(S, H, B), 1 / math.sqrt(D))[:-2]
+        kargs = st.kernel_args(maps, out.data_ptr(), 0, S, S, H, 1, st.tiles(S, H, B), 1 / math.sqrt(D))
+        kargs = kargs if args.old_takes_walk else kargs[:-2]
         launch = driver.PreparedLaunch(kern, st.grid(S, H, B, cuda_device.num_sms(dev)), (st.threads, 1, 1), kargs,
                                        stream=torch.cuda.current_stream().cuda_stream, dynamic_smem=st.dynamic_smem)
         launch()
