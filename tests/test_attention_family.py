@@ -143,6 +143,28 @@ def test_choice_is_a_step_that_takes_the_head_dim():
             assert st.head_dim == d and not st.shape_problems(4096, 4096, d)
 
 
+def test_causal_calls_walk_on_a_counter_where_it_measured_ahead():
+    """choose(): the fixed persistent walk without a mask; with one, the counter's walk at head
+    dim 64 and at 128 up to 8k keys, the grid of every tile beyond (docs/attention.md)."""
+    assert A.choose(1024, 1024, 128, False).key == "A5:p" and A.choose(1024, 1024, 64, False).key == "A5:c3p"
+    assert A.choose(16384, 16384, 64, True).key == "A5:c3d"
+    assert [A.choose(s, s, 128, True).key for s in (1024, 8192, 16384)] == ["A5:d", "A5:d", "A5"]
+    assert A.choose(1024, 1024, 256, True).key == "A5"
+    st = A.choose(1024, 1024, 128, True)
+    assert st.dynamic and st.persistent and st.kernel_defines()["GL_ATTN_DYNAMIC"] == 1
+    assert A.get("A5:p", 128).kernel_defines()["GL_ATTN_DYNAMIC"] == 0
+
+
+def test_a_section_keeps_its_heads_k_and_v_in_half_the_l2():
+    d = A.get("A5:d", 128)
+    kv = 2 * 4096 * 128 * 2  # K and V of one head at 4k keys: 2 MiB
+    assert d.section(4096, 1, 1000, l2_bytes=50 * 2**20) == 25 * 2**20 // kv
+    assert d.section(4096, 4, 1000, l2_bytes=50 * 2**20) == 4 * 25 * 2**20 // kv  # GQA: 4 query heads share one
+    assert d.section(4096, 1, 3, l2_bytes=50 * 2**20) == 3  # no more than the pairs there are
+    assert d.section(10**6, 1, 8, l2_bytes=50 * 2**20) == 1  # at least one
+    assert A.get("A5:p", 128).section(4096, 1, 1000) == 1  # the fixed walk: a head's blocks in turn
+
+
 def test_the_compile_report_lists_every_attention_build():
     """The CPU main job's report (cmd_default) includes each build under its key and head dim."""
     from gemm_ladder.measure.report import compile_report

@@ -189,6 +189,16 @@ def test_a_serialized_wgmma_reported_as_info_is_fatal():
     assert len(problems) == 1 and "C7514" in problems[0]
 
 
+def test_a_serialization_under_c7519_is_fatal():
+    """NVRTC 13.5 reports some serializations under C7519 too ("... are serialized due to program
+    dependence on compiler-inserted WG.AR in divergent path"): the word decides, not the number."""
+    log = ("ptxas info    : (C7519) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
+           "to program dependence on compiler-inserted WG.AR in divergent path in the function 'k' in line 2298\n"
+           "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n")
+    problems = jit._fatal_problems(jit.parse_ptxas_log(log, "k"))
+    assert len(problems) == 1 and "serialized" in problems[0]
+
+
 def test_an_injected_arrive_reported_as_info_is_not_fatal():
     """C7519 (ptxas injected a warpgroup.arrive) leaves the MMAs asynchronous: NVRTC 13.0 says it
     of the attention kernels A4 and A5, which run on the H200 as built."""

@@ -31,14 +31,17 @@ _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 # ptxas warnings that mean the kernel will not run as written: wgmma serialized
 # (C7510-C7515 and relatives) or setmaxnreg ignored (C7508).
 _FATAL_WARNING_RE = re.compile(r"\b(C75\d\d)\b")
-# ... and the serialization itself where ptxas reports it as an "info" line (C7510-C7515); other
-# info notes (e.g. C7519, a warpgroup.arrive it injected) leave the MMAs asynchronous
+# ... and the serialization itself where ptxas reports it as an "info" line (C7510-C7515, or any
+# C75xx that says "serialized"); other info notes (e.g. C7519, a warpgroup.arrive it injected)
+# leave the MMAs asynchronous
 _FATAL_INFO_RE = re.compile(r"\b(C751[0-5])\b")
 
 
 def _reported(line: str) -> bool:
-    """A ptxas line the report keeps: a warning, or a serialized wgmma given as an "info" line."""
-    return "warning" in line.lower() or bool(_FATAL_INFO_RE.search(line))
+    """A ptxas line the report keeps: a warning, or a serialized wgmma given as an "info" line
+    (C7510-C7515, or a C7519 that says "serialized" rather than an injected arrive)."""
+    low = line.lower()
+    return "warning" in low or bool(_FATAL_INFO_RE.search(line)) or ("c75" in low and "serialized" in low)
 
 
 class KernelBuildError(RuntimeError):

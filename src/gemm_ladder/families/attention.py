@@ -104,6 +104,7 @@ class AttnStep(KMajorOnly, KernelFamily):
              "GL_DYNAMIC_SMEM": self.dynamic_smem}
         if self.producer:
             d["GL_ATTN_CONSUMERS"] = self.consumers
+            d["GL_ATTN_DYNAMIC"] = int(self.dynamic)
         return d
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
@@ -211,8 +212,15 @@ def all_builds() -> list[AttnStep]:
 
 def choose(Sq: int, Sk: int, head_dim: int, causal: bool) -> AttnStep:
     """The library's build for a call, from the H200's measurements (docs/attention.md): A5, with
-    three consumers at head dim 64; persistent where no key is masked (causal tiles differ in
-    length, and a static walk of them drifts apart across heads and loses the L2 reuse of K and
-    V that a grid of every tile keeps: 638 -> 414 TFLOP/s at head dim 128, S = 16k)."""
-    key = "A5:c3" if head_dim == 64 else "A5"
-    return get(key if causal else key + "p" if key.endswith("c3") else key + ":p", head_dim)
+    three consumers at head dim 64. Non-causal: persistent, on the fixed walk. Causal: tiles
+    differ in length, and a fixed walk drifts apart across heads and loses the L2 reuse of K and
+    V (638 -> 414 TFLOP/s at head dim 128, S = 16k); the walk on a counter beats the grid of
+    every tile at head dim 64 (0.70 -> 0.83 x cuDNN at S = 1k, 1.08 -> 1.10 at 16k) and at
+    head dim 128 up to S = 8k (0.84 -> 0.92 at 1k), while the grid stays ahead at head dim 128,
+    S = 16k (1.12 against 1.05) and at head dim 256 (experiments/attention/
+    2026-12-04_h200_attention_walk_*)."""
+    if not causal:
+        return get("A5:c3p" if head_dim == 64 else "A5:p", head_dim)
+    if head_dim == 64:
+        return get("A5:c3d", head_dim)
+    return get("A5:d" if head_dim == 128 and Sk <= 8192 else "A5", head_dim)

@@ -34,13 +34,14 @@ attn_a3_warp_specialized(const __grid_constant__ CUtensorMap tmap_q, const __gri
     float sc[BN / 2];
     u32 p[BN / 16][4];
     const int pairs = tiles / ceil_div(Sq, BM);
-    for (int i; (i = me.wait_tile(s)) < tiles;) {  // the tile the producer took
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs);
+    for (int i = blockIdx.x; (i = me.next_tile(s, i)) < tiles; i += gridDim.x) {
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
       tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
       zero_acc(o);
+      me.wait_q(s);
       for (int j = 0; j < t.blocks; ++j) {
         BlockRecord rec = me.block(j, BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX | BLOCK_V | BLOCK_PV);
         const KvTile& k = me.wait_k(s, rec);

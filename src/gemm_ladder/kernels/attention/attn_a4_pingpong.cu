@@ -39,19 +39,19 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
     u32 p[BN / 16][4];
     float corr[2];
     const int pairs = tiles / ceil_div(Sq, BM);
-    for (int i; (i = me.wait_tile(s)) < tiles;) {  // the tile the producer took
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs);
+    for (int i = blockIdx.x; (i = me.next_tile(s, i)) < tiles; i += gridDim.x) {
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
       tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
       zero_acc(o);
+      me.wait_q(s);
       // ping-pong: the first block's Q K^T in a turn of its own
       BlockRecord first = me.block(0, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX);
-      const KvTile& k0 = me.wait_k(s, first);  // the ring's wait before the fence: a wait loop between
-      first.wait_turn(turn);                   // the fence and the MMA makes ptxas inject another arrive
+      first.wait_turn(turn);
       wgmma_fence();
-      mma_qk(sc, s.q[cw], k0);
+      mma_qk(sc, s.q[cw], me.wait_k(s, first));
       wgmma_commit();
       first.span(QK_ISSUED);
       first.pass_turn(turn, me.warp_leader);
@@ -69,16 +69,13 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
         // retires with P V_j's wait: no retirement of its own)
         BlockRecord rec = me.block(j + 1, BLOCK_TURN | BLOCK_V | BLOCK_PV | BLOCK_V_LAG |
                                               (next ? BLOCK_K | BLOCK_QK_ISSUE | BLOCK_SOFTMAX : 0u));
-        const KvTile& v = me.wait_v(s, rec);
-        const KvTile* k = next ? &me.wait_k(s, rec) : nullptr;  // the waits before the turn (its MMAs issue at once)
         rec.wait_turn(turn);  // ping-pong: this block's P V and the next block's Q K^T, back to back
         wgmma_fence();
-        mma_pv(o, p, v);
+        mma_pv(o, p, me.wait_v(s, rec));
         wgmma_commit();
         rec.span(PV_ISSUED);
         if (next) {
-          wgmma_fence();  // the branch: without it ptxas injects this arrive itself (C7519)
-          mma_qk(sc, s.q[cw], *k);
+          mma_qk(sc, s.q[cw], me.wait_k(s, rec));
           wgmma_commit();
           rec.span(QK_ISSUED);
         }

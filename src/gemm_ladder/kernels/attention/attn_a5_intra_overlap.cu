@@ -39,18 +39,18 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
     u32 p[BN / 16][4];
     float corr[2];
     const int pairs = tiles / ceil_div(Sq, BM);
-    for (int i; (i = me.wait_tile(s)) < tiles;) {  // the tile the producer took
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs);
+    for (int i = blockIdx.x; (i = me.next_tile(s, i)) < tiles; i += gridDim.x) {
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
       tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
       zero_acc(o);
+      me.wait_q(s);
       BlockRecord first = me.block(0, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX);
-      const KvTile& k0 = me.wait_k(s, first);  // the ring's wait before the fence: a wait loop between
-      first.wait_turn(turn);                   // the fence and the MMA makes ptxas inject another arrive
+      first.wait_turn(turn);
       wgmma_fence();
-      mma_qk(sc, s.q[cw], k0);
+      mma_qk(sc, s.q[cw], me.wait_k(s, first));
       wgmma_commit();
       first.span(QK_ISSUED);
       first.pass_turn(turn, me.warp_leader);
@@ -68,14 +68,12 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
       for (int j = 0; j < last; ++j) {
         BlockRecord rec = me.block(j + 1, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX |
                                               BLOCK_V | BLOCK_PV | BLOCK_V_LAG);
-        const KvTile& v = me.wait_v(s, rec);  // V_j lands before K_{j+1} (the producer's order)
-        const KvTile& k = me.wait_k(s, rec);
-        rec.wait_turn(turn);  // the operands ready: the turn's MMAs issue as soon as it comes
+        rec.wait_turn(turn);
         wgmma_fence();
-        mma_qk(sc, s.q[cw], k);  // intra-warpgroup: the next block's scores first
+        mma_qk(sc, s.q[cw], me.wait_k(s, rec));  // intra-warpgroup: the next block's scores first
         wgmma_commit();
         rec.span(QK_ISSUED);
-        mma_pv(o, p, v);
+        mma_pv(o, p, me.wait_v(s, rec));
         wgmma_commit();
         rec.span(PV_ISSUED);
         rec.pass_turn(turn, me.warp_leader);
@@ -95,10 +93,9 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
         rec.write();
       }
       BlockRecord last_pv = me.block(last + 1, BLOCK_TURN | BLOCK_V | BLOCK_PV | BLOCK_V_LAG);
-      const KvTile& v_last = me.wait_v(s, last_pv);
       last_pv.wait_turn(turn);
       wgmma_fence();
-      mma_pv(o, p, v_last);
+      mma_pv(o, p, me.wait_v(s, last_pv));
       wgmma_commit();
       last_pv.span(PV_ISSUED);
       last_pv.pass_turn(turn, me.warp_leader);

@@ -47,6 +47,7 @@ using KvTile = HeadTile<BN>;
 
 // Which query rows, head and batch a tile is, and how many key blocks it visits.
 struct AttnTile {
+  int index;  // the tile's number (>= the tile count: none, the walk's end)
   int q0, head, batch, kv_head, blocks;
 };
 // Tile i of Sq / bm query blocks x Hq heads x B batches. The (batch, head) pairs are taken in
@@ -64,6 +65,7 @@ GL_DEVICE AttnTile attn_tile(int i, int bm, int Sq, int Sk, int Hq, int group, i
   const int mb_idx = r / sec_pairs, hb = sec * section + r % sec_pairs;
   const int mb = CAUSAL ? m_blocks - 1 - mb_idx : mb_idx;
   AttnTile t;
+  t.index = i;
   t.q0 = mb * bm;
   t.head = hb % Hq;
   t.batch = hb / Hq;

@@ -3,10 +3,10 @@
 // consumer warpgroups of 64 query rows each. The steps differ only in their consumers' loop.
 // A CTA takes tiles blockIdx.x, + gridDim.x, ...: one, in the ladder's grid of every tile, or
 // several in the library's persistent grid (a CTA per SM), where the next tile's Q and first
-// K/V blocks load while the consumers finish the last one. With a tile counter (the library's
-// dynamic walk) a CTA's next tile is the next one no CTA has taken: causal tiles differ in
-// length, and a fixed walk drifts apart. The producer walks; the consumers follow the tile it
-// publishes with each Q.
+// K/V blocks load while the consumers finish the last one. The dynamic walk (the library's
+// A5:d builds): past the grid's first tiles, a CTA's next tile is the next one no CTA has taken,
+// from a counter; causal tiles differ in length, and a fixed walk drifts apart. Its producer
+// takes the tile and publishes its number with the tile's Q; the consumers follow.
 #pragma once
 #include "attn_common.cuh"
 #include "gl_pipeline.cuh"
@@ -14,6 +14,10 @@
 #ifndef GL_ATTN_CONSUMERS
 #error "a warp-specialized attention step takes GL_ATTN_CONSUMERS from families/attention.py"
 #endif
+#ifndef GL_ATTN_DYNAMIC
+#error "a warp-specialized attention step takes GL_ATTN_DYNAMIC (its walk) from families/attention.py"
+#endif
+constexpr bool DYNAMIC_WALK = GL_ATTN_DYNAMIC;
 constexpr int CONSUMERS = GL_ATTN_CONSUMERS;  // two (the ladder), or three at head dim 64 (the library)
 static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
 constexpr int BM = WG_ROWS * CONSUMERS;  // query rows per CTA
@@ -38,7 +42,7 @@ struct WsTiles {
   VRing vr;  // v_full[s], v_empty[s]: the same for value blocks and P V
   u64 q_full;   // a tile's query rows landed
   u64 q_empty;  // the consumers' last Q K^T of the tile retired: the next tile's Q may land
-  int tile;     // the tile whose Q q_full announces; past the last one: the walk's end
+  int tile;     // the dynamic walk: the tile whose Q q_full announces (past the last: the end)
 
   // One thread, before the CTA barrier that publishes them.
   GL_DEVICE void init() {
@@ -49,9 +53,9 @@ struct WsTiles {
   }
 
   // The producer: per tile, Q (every consumer's rows on one barrier), then each key block's K
-  // and V; the rings run on across tiles. counter: null, the fixed walk; else the tiles past
-  // the grid's first are taken from it (one atomicAdd a tile, issued early: its answer is
-  // needed only when the tile's loads are all issued). section: attn_tile's order.
+  // and V; the rings run on across tiles. The dynamic walk takes each next tile from `counter`
+  // (one atomicAdd a tile, issued early: its answer is needed once the tile's loads are
+  // issued) in attn_tile's order with `section` pairs per section.
   GL_DEVICE void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, int Sq, int Sk, int Hq,
                          int group, int tiles, int* counter, int section) {
     Tracer tr(ROLE_PRODUCER, 0, true);
@@ -61,16 +65,12 @@ struct WsTiles {
     auto vs = GL_ABLATE_V_RING_PHASE ? VRing::State::consumer() : VRing::State::producer();  // the what-if: phase 0
     auto qs = PipelineState<1>::producer();  // the Q buffer: a ring of one
     const int pairs = tiles / ceil_div(Sq, BM);
-    for (int i = blockIdx.x;;) {
+    for (int i = blockIdx.x, next; i < tiles; i = next) {
+      next = DYNAMIC_WALK ? (int)gridDim.x + atomicAdd(counter, 1) : i + (int)gridDim.x;
+      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
       qs.advance();
-      tile = i;  // q_full's arrive releases it to the consumers' wait
-      if (i >= tiles) {
-        mbar_arrive(&q_full);  // the end: a phase with no bytes
-        break;
-      }
-      const int next = counter != nullptr ? (int)gridDim.x + atomicAdd(counter, 1) : i + (int)gridDim.x;
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs);
+      if (DYNAMIC_WALK) tile = i;  // q_full's arrive releases it to the consumers' wait
       mbar_arrive_expect_tx(&q_full, CONSUMERS * QTile::BYTES);
 #pragma unroll
       for (int c = 0; c < CONSUMERS; ++c) q[c].load(tq, &q_full, t.q0 + c * WG_ROWS, t.head, t.batch);
@@ -87,7 +87,11 @@ struct WsTiles {
         vp.record_stage_load(ts, vs, j, 0);
         vs.advance();
       }
-      i = next;
+    }
+    if (DYNAMIC_WALK) {  // the end: once the last tile's Q is handed back, a phase with no bytes
+      traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
+      tile = tiles;
+      mbar_arrive(&q_full);
     }
     tr.finish();
   }
@@ -192,12 +196,23 @@ struct Consumer {
       : cw(cw_), warp_leader(lane_idx() == 0), kp(s.kr.bind(tr)), vp(s.vr.bind(tr)),
         ks(KRing::State::consumer()), vs(VRing::State::consumer()), qs(PipelineState<1>::consumer()) {}
 
-  // The next tile's query rows, and which tile it is (>= tiles: the walk has ended); the rows
-  // are handed back once the tile's last Q K^T has retired.
-  GL_DEVICE int wait_tile(WsTiles& s) {
+  // The tile's query rows; handed back once the tile's last Q K^T has retired. The dynamic
+  // walk waited for them in next_tile.
+  GL_DEVICE void wait_q(WsTiles& s) {
+    if (DYNAMIC_WALK) return;
     traced_wait(&s.q_full, BAR_Q_FULL, 0, qs.phase, 0, kp.tr);
     qs.advance();
-    return __shfl_sync(0xffffffffu, s.tile, 0);  // one value per warp, as ptxas must know for the loop's shuffles
+  }
+  // The consumers' walk: tile i of the fixed walk (blockIdx.x, + gridDim.x, ...); in the
+  // dynamic walk the tile whose Q the producer announced (>= tiles: the end). Read by lane 0
+  // and broadcast, so that ptxas knows the loops it bounds are warp-uniform.
+  GL_DEVICE int next_tile(WsTiles& s, int i) {
+    if (!DYNAMIC_WALK) return i;
+    // untraced: with the tracer's events around it, ptxas put the loop's MMAs on a divergent
+    // path and serialized them (C7519 "serialized") in traced builds
+    mbar_wait(&s.q_full, qs.phase, ROLE_CONSUMER, BAR_Q_FULL, 0);
+    qs.advance();
+    return __shfl_sync(0xffffffffu, s.tile, 0);
   }
   GL_DEVICE void release_q(WsTiles& s) {
     if (warp_leader) mbar_arrive(&s.q_empty);
