@@ -204,13 +204,17 @@ struct Consumer {
     qs.advance();
   }
   // The consumers' walk: tile i of the fixed walk (blockIdx.x, + gridDim.x, ...); in the
-  // dynamic walk the tile whose Q the producer announced (>= tiles: the end). Read by lane 0
-  // and broadcast, so that ptxas knows the loops it bounds are warp-uniform.
+  // dynamic walk the tile whose Q the producer announced (>= tiles: the end), read by lane 0
+  // and broadcast, so that ptxas knows the loops it bounds are warp-uniform. The wait is a
+  // plain spin, untraced and unbounded in debug builds too: with the tracer's events or the
+  // debug timeout around it ptxas put the MMAs the tile bounds on a divergent path and
+  // serialized them. It ends when the producer moves on, and a stalled producer times out
+  // (and is named) in its own debug waits.
   GL_DEVICE int next_tile(WsTiles& s, int i) {
     if (!DYNAMIC_WALK) return i;
-    // untraced: with the tracer's events around it, ptxas put the loop's MMAs on a divergent
-    // path and serialized them (C7519 "serialized") in traced builds
-    mbar_wait(&s.q_full, qs.phase, ROLE_CONSUMER, BAR_Q_FULL, 0);
+    const u32 q_full = smem_u32(&s.q_full);
+    while (!mbar_try_wait(q_full, qs.phase)) {
+    }
     qs.advance();
     return __shfl_sync(0xffffffffu, s.tile, 0);
   }
