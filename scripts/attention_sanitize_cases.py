@@ -19,7 +19,8 @@ from gemm_ladder.measure.attention_report import family_problem, fused_steps, he
 
 # (B, Hq, Hkv, Sq, Sk): ragged and grouped first (racecheck takes the first only), then a
 # tile multiple with Sq != Sk, then one query row against a ragged MQA cache and S = 17
-SHAPES = [(1, 4, 2, 200, 200), (2, 2, 2, 128, 256), (1, 4, 1, 17, 200), (1, 2, 1, 1, 17)]
+SHAPES = [(1, 4, 2, 200, 200), (2, 2, 2, 128, 256), (1, 4, 1, 17, 200), (1, 2, 1, 1, 17),
+          (2, 40, 8, 256, 300)]  # the last: more tiles than SMs, so persistent CTAs walk several
 DTYPES = ("float16", "bfloat16")
 
 
@@ -65,19 +66,24 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", type=int, default=len(SHAPES), help="the first N shapes only (racecheck: 1)")
     p.add_argument("--dtypes", default=",".join(DTYPES), help="comma separated, e.g. float16")
-    p.add_argument("--steps", help="comma separated, e.g. A1,A3 (default: A1 and every fused step present)")
+    p.add_argument("--steps", help="comma separated, e.g. A1,A3 or the library's builds, e.g. A5:d (default: A1 "
+                   "and every fused step present)")
     args = p.parse_args(argv)
     present = ["A1", *fused_steps()]
+    library = sorted(getattr(sys.modules.get("gemm_ladder.families.attention"), "LIBRARY", {}))
     if why := family_problem():
         print(f"the attention family does not import ({why})", flush=True)
     steps = args.steps.split(",") if args.steps else present
-    for s in [s for s in steps if s not in present]:
-        print(f"{s}: not in gemm_ladder.families.attention.STEPS; skipped", flush=True)
-    steps = [s for s in steps if s in present]
+    for s in [s for s in steps if s not in present + library]:
+        print(f"{s}: not in gemm_ladder.families.attention.STEPS or LIBRARY; skipped", flush=True)
+    steps = [s for s in steps if s in present + library]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     g = torch.Generator(device="cuda").manual_seed(3)
     bad = n = 0
+    fam = sys.modules.get("gemm_ladder.families.attention")
     for step, dtype, D, causal, shape, lse in cases(steps, SHAPES[:args.shapes], dtypes):
+        if step in library and D not in dict(fam.LIBRARY[step].blocks):
+            continue  # a library build for one head dim (A5:c3*: 64)
         try:
             verdict = run_one(step, dtype, D, causal, shape, lse, g)
         except Exception as e:  # a refused call is a wrong case here: every shape is a valid one

@@ -17,7 +17,7 @@
 #                traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
-#                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_TIMEOUT per tool, default 400 s),
+#                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
 #                fp8fuzz (the fp8 door on random calls), fp8san (compute-sanitizer over the fp8 builds; FP8_SAN_ENTRIES: only these keys), check (debug builds), whatif, tests, fuzz, sanitize, soak
 #   default: check,bench,whatif,trace,tests
 # Knobs: SUITE (default all, fp16 and bf16), FUZZ_CASES (per dtype, default 2000), SOAK_MINUTES
@@ -148,6 +148,7 @@ if has attnsan; then  # compute-sanitizer over every attention step at small sha
     timeout "${ATTN_SAN_TIMEOUT:-400}" "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" \
       --report-api-errors no --error-exitcode 86 \
       $PY scripts/attention_sanitize_cases.py $([ "$tool" = racecheck ] && echo "--shapes 1 --dtypes float16") \
+      ${ATTN_SAN_STEPS:+--steps "$ATTN_SAN_STEPS"} \
       > "$W/attention_sanitizer_$tool.log" 2>&1
     rc=$?
     note "attention sanitizer $tool: rc=$rc $(grep -m1 'ERROR SUMMARY' "$W/attention_sanitizer_$tool.log") $(grep -m1 '^attention sanitizer cases' "$W/attention_sanitizer_$tool.log")"
