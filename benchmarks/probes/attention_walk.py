@@ -2,7 +2,8 @@
 per SM on a fixed walk (A5:p) and on a counter (A5:d; A5:c3* at head dim 64), against SDPA's
 cuDNN, interleaved, L2 flushed, medians; SM clock and power sampled during the timed loop.
 16k tokens per call at hidden 2048, as `bench --attention`. Each build's output is compared
-with cuDNN's first (max |diff|). Builds the tree lacks are skipped (so an older tree runs it).
+with cuDNN's first (max |diff|). Builds the tree lacks are skipped (so an older tree runs it); the tile overlap (":...t") beside each
+persistent build.
 Usage: PYTHONPATH=src python benchmarks/probes/attention_walk.py [--json F] [--reps N]
        [--seqlens 1024,4096] [--head-dims 64,128] [--dtype bf16] [--noncausal]"""
 import argparse
@@ -26,6 +27,8 @@ ap.add_argument("--seqlens", default="1024,2048,4096,8192,16384")
 ap.add_argument("--head-dims", default="64,128,256")
 ap.add_argument("--dtype", default="fp16")
 ap.add_argument("--noncausal", action="store_true", help="also the non-causal cases")
+ap.add_argument("--only-noncausal", action="store_true", help="the non-causal cases only")
+ap.add_argument("--builds", help="only these builds, e.g. A5:p,A5:pt")
 args = ap.parse_args()
 dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
 known = {**family.STEPS, **family.LIBRARY}
@@ -33,10 +36,12 @@ commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=
 rows = []
 b = bench.Bench()
 for D in map(int, args.head_dims.split(",")):
-    want = ["A5", "A5:p", "A5:d"] + (["A5:c3", "A5:c3p", "A5:c3d"] if D == 64 else [])
+    want = (["A5:c3", "A5:c3p", "A5:c3pt", "A5:c3d", "A5:c3dt"] if D == 64 else []) + ["A5", "A5:p", "A5:pt", "A5:d",
+                                                                                       "A5:dt"]
+    want = [k for k in want if not args.builds or k in args.builds.split(",")]
     builds = [k for k in want if k in known and D in dict(known[k].blocks)]
     for S in map(int, args.seqlens.split(",")):
-        for causal in ((True, False) if args.noncausal else (True,)):
+        for causal in ((False,) if args.only_noncausal else (True, False) if args.noncausal else (True,)):
             B, H = 16384 // S, 2048 // D
             g = torch.Generator(device="cuda").manual_seed(S + D)
             q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=g) for _ in range(3))

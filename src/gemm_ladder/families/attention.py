@@ -44,6 +44,7 @@ class AttnStep(KMajorOnly, KernelFamily):
     depth: int = 2  # K/V blocks in flight
     persistent: bool = False  # a CTA per SM walking the tiles (the warp-specialized kernels take either grid)
     dynamic: bool = False  # persistent, each CTA's next tile from a counter (longest first across a section of heads)
+    tile_overlap: bool = False  # A5: a tile's last P V and the next tile's first Q K^T in one turn
     head_dim: int = 128  # the build's head dim (for_head_dim)
 
     kmajor_only_why = "attention reads Q, K and V with the head dim contiguous only"
@@ -105,6 +106,7 @@ class AttnStep(KMajorOnly, KernelFamily):
         if self.producer:
             d["GL_ATTN_CONSUMERS"] = self.consumers
             d["GL_ATTN_DYNAMIC"] = int(self.dynamic)
+            d["GL_ATTN_TILE_OVERLAP"] = int(self.tile_overlap)
         return d
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
@@ -195,6 +197,10 @@ LIBRARY: dict[str, AttnStep] = {s.key: s for s in (
     dataclasses.replace(STEPS["A5"], name="A5:c3d", label="A5 with three consumer warpgroups, persistent, tiles "
                         "from a counter", consumers=3, blocks=((64, 128),), persistent=True, dynamic=True),
 )}
+# The tile overlap (":...t"): a tile's last P V and the next tile's first Q K^T in one turn.
+LIBRARY.update({f"{st.key}t": dataclasses.replace(st, name=f"{st.key}t", label=f"{st.label}, tiles overlapped",
+                                                  tile_overlap=True)
+                for st in list(LIBRARY.values()) if st.persistent})
 
 
 def get(key: str, head_dim: int | None = None) -> AttnStep:
