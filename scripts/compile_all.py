@@ -46,7 +46,7 @@ def main() -> int:
                 failures += [f"{st.key} bf16={bf16} {extra}: {w}" for w in dict.fromkeys(k.report.warnings)
                              if FRONT_END_WARNING.search(w)]
     from gemm_ladder.families import fp8  # every call variant of the fp8 family, and its instrumented builds
-    for e in fp8.all_entries():
+    for e in fp8.all_entries() + fp8.checked_variants():  # (and the variant builds the GPU tests run)
         variants = [fp8.Variant(mode, out, bias=(out == "float32" and e.step != 11)) for mode in e.modes
                     for out in e.outs]
         for v, extra in [(v, {}) for v in variants] + [(variants[0], {"GL_DEBUG_WAITS": 1}),

@@ -1,8 +1,10 @@
 """The fp8 promotion's build variants without a GPU (families/fp8.py PROMOTION_VARIANTS): each
 builds every scale mode with no spill and no wgmma that ptxas serializes (its C75xx notes come
 as "info" lines, which the JIT's strict check does not read, so the log is read here); the
-overlapped promotion keeps a k-tile's four MMAs under one arrive and waits with one group in
+overlapped promotions keep each group's four MMAs under one arrive and wait with one group in
 flight; the library's own builds are untouched by the new switches."""
+from collections import Counter
+
 import pytest
 
 from gemm_ladder.families import fp8
@@ -11,8 +13,9 @@ from gemm_ladder.measure import sass
 from sass_util import sass_or_skip
 
 OVERLAPPED = ("fp8:128x128p", "fp8:128x128pc1", "fp8:128x128sk")  # the library's entries built with okt
+PIECES = fp8.with_fields(fp8.get("fp8:128x256p"), "op4", **fp8.PROMOTION_VARIANTS["op4"])
 BUILDS = [(fp8.with_fields(fp8.get(key), name, **fp8.PROMOTION_VARIANTS[name]), mode)
-          for key, name in [("fp8:128x128p", "late"), ("fp8:128x256p", "late")]
+          for key, name in [("fp8:128x128p", "late"), ("fp8:128x256p", "late"), ("fp8:128x256p", "op4")]
           for mode in ("tensor", "row", "block")] + \
          [(fp8.get(key), mode) for key in OVERLAPPED for mode in ("tensor", "row", "block")]
 
@@ -38,6 +41,33 @@ def test_overlap_waits_with_a_group_in_flight():
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass_or_skip(plain.compile(variant=fp8.Variant("block", "bfloat16")).cubin)
 
 
+@pytest.mark.parametrize("mode", ["tensor", "row", "block"])
+def test_pieces_overlap_keeps_a_group_in_flight_in_the_k_loop(mode):
+    """op4's steady k-loop, one k-tile per pass: four 64-column pieces of four MMAs each under
+    one arrive, a wait with one group in flight after each (none that waits for all), and the
+    128 adds (block: FFMAs by the factors) that promote them; four block-scale loads."""
+    assert PIECES.key == "fp8:128x256p-op4" and PIECES.claims[-1] == "QGMMA.64x64x32.F32.E4M3.E4M3"
+    text = sass_or_skip(PIECES.compile(variant=fp8.Variant(mode, "bfloat16")).cubin)
+    body = sass.mma_loop_body(text)
+    ops = Counter(t.split()[1] if t.startswith("@") else t.split()[0] for t in body)
+    assert sass.count_class(ops, "QGMMA.64x64x32") == 16
+    assert ops["WARPGROUP.ARRIVE"] == 4
+    assert sum(t.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1") for t in body) == 4
+    assert sass.mma_loop_full_waits(text) == 0
+    promote = "FFMA" if mode == "block" else "FADD"
+    assert sass.count_class(ops, promote) == 128 and sass.count_class(ops, "LDG") == (4 if mode == "block" else 0)
+    # B's block scale stays in a vector register: no R2UR waiting for a load just issued
+    assert sass.count_class(ops, "R2UR") == 0
+
+
+@pytest.mark.parametrize("out,bias", [("bfloat16", True), ("float16", False), ("float32", True)])
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+def test_pieces_overlap_builds_every_output_and_bias(mode, out, bias):
+    k = PIECES.compile(variant=fp8.Variant(mode, out, bias=bias))
+    assert k.report.spill_bytes == 0 and k.report.stack_frame_bytes == 0
+    assert not [ln for ln in k.log.splitlines() if "C75" in ln], k.log
+
+
 @pytest.mark.parametrize("key", OVERLAPPED)
 def test_overlapped_entries_build_row_wise_with_a_16_bit_bias(key):
     """Two partials spill beside row-wise column factors (not in split-K's epilogue) or a bias:
@@ -58,7 +88,20 @@ def test_overlapped_entries_build_block_scales_with_a_bias(key, out):
 def test_variants_refuse_what_they_cannot_build_and_leave_the_library_alone():
     with pytest.raises(ConfigError, match="one piece"):
         fp8.with_fields(fp8.get("fp8:128x256p"), "okt", overlap_kt=True).compile(variant=fp8.Variant("block"))
+    op4 = fp8.PROMOTION_VARIANTS["op4"]
+    with pytest.raises(ConfigError, match="order one promotion two ways"):  # 128 x 128: okt's tile
+        fp8.with_fields(fp8.get("fp8:128x128p"), "op2", pieces=2, overlap_pieces=True).compile()
+    with pytest.raises(ConfigError, match="not 32"):
+        fp8.with_fields(fp8.get("fp8:128x128p"), "op4", **op4, overlap_kt=False).compile()
+    with pytest.raises(ConfigError, match="192 do not fit"):  # two 128-column partials beside the sum
+        fp8.with_fields(fp8.get("fp8:128x256p"), "op2", pieces=2, overlap_pieces=True).compile()
+    with pytest.raises(ConfigError, match="promotion every k-tile"):
+        fp8.with_fields(fp8.get("fp8:128x256"), "op4", **op4).compile()
+    with pytest.raises(ConfigError, match="spill"):  # the tile's own refusal holds
+        PIECES.compile(variant=fp8.Variant("row", "bfloat16", bias=True))
     for e in fp8.ENTRIES.values():  # only the 128-wide promoted entries overlap; none reads scales late
         assert ("GL_FP8_OVERLAP_KT" in e.kernel_defines()) == (e.key in OVERLAPPED)
         assert "GL_FP8_LATE_SCALES" not in e.kernel_defines()
+        assert "GL_FP8_OVERLAP_PIECES" not in e.kernel_defines()
     assert fp8.with_fields(fp8.get("fp8:128x128p"), "okt", overlap_kt=True).key == "fp8:128x128p-okt"
+    assert PIECES.kernel_defines()["GL_FP8_PIECES"] == 4 and PIECES.kernel_defines()["GL_FP8_OVERLAP_PIECES"] == 1

@@ -1,7 +1,8 @@
 """The fp8 kernels (families/fp8.py: the library's entries and the ladder's step 11) against an
 fp32 reference computed from the dequantized inputs: every entry, scale mode, output type, with
 and without bias, on squares and odd shapes; outputs poisoned with NaN first, fresh random
-inputs per case. Skipped without a Hopper GPU."""
+inputs per case. The promotion's experimental builds that are no library entry's (VARIANTS)
+take the same cases. Skipped without a Hopper GPU."""
 import itertools
 
 import pytest
@@ -13,6 +14,7 @@ pytestmark = [needs_gpu, pytest.mark.gpu]
 
 SHAPES = [(128, 256, 128), (256, 512, 1024), (1, 64, 16), (17, 264, 48), (257, 136, 4112), (1000, 3000, 2064),
           (2048, 2048, 2048), (64, 1024, 4096), (100, 520, 2064)]  # the last two: split-K splits 16 and 6
+VARIANTS = fp8.checked_variants()  # e.g. op4 on 128 x 256 (okt is the 128-wide entries' own build)
 _seed = itertools.count(7000)
 
 
@@ -54,35 +56,34 @@ def _check(out, ref, out_dtype, what, fast=False):
 
 
 def _cases():
-    for e in fp8.all_entries():
+    for e in fp8.all_entries() + VARIANTS:
         for mode in e.modes:
             for out in e.outs:
                 for shape in SHAPES:
                     if e.step == 11 and shape[1] % 8:
                         continue
-                    yield pytest.param(e.key, mode, out, shape, id=f"{e.key}-{mode}-{out}-{'x'.join(map(str, shape))}")
+                    yield pytest.param(e, mode, out, shape, id=f"{e.key}-{mode}-{out}-{'x'.join(map(str, shape))}")
 
 
-@pytest.mark.parametrize("key,mode,out,shape", list(_cases()))
-def test_fp8_entry(key, mode, out, shape):
+@pytest.mark.parametrize("e,mode,out,shape", list(_cases()))
+def test_fp8_entry(e, mode, out, shape):
     import torch
     from gemm_ladder.library.fp8_runner import run_fp8
     M, N, K = shape
     out_dtype = getattr(torch, out)
     qa, qb, sa, sb, ref = _operands(M, N, K, mode, next(_seed))
     c = torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype)
-    run_fp8(qa, qb, sa, sb, mode=mode, out_dtype=out_dtype, entry=key, out=c)
-    _check(c, ref, out_dtype, f"{key} {mode} {out} {shape}", fast=fp8.get(key).fast_accum)
+    run_fp8(qa, qb, sa, sb, mode=mode, out_dtype=out_dtype, entry=e, out=c)
+    _check(c, ref, out_dtype, f"{e.key} {mode} {out} {shape}", fast=e.fast_accum)
 
 
-@pytest.mark.parametrize("key", list(fp8.ENTRIES))
+@pytest.mark.parametrize("e", list(fp8.ENTRIES.values()) + VARIANTS, ids=lambda e: e.key)
 @pytest.mark.parametrize("out", ["bfloat16", "float32"])
-def test_fp8_bias_and_e5m2(key, out):
+def test_fp8_bias_and_e5m2(e, out):
     import torch
     from gemm_ladder.library.fp8_runner import run_fp8
     M, N, K = 300, 520, 784
     out_dtype = getattr(torch, out)
-    e = fp8.get(key)
     refused = e.variant_problem(fp8.Variant("row", out, bias=True, b_e5m2=True)) if "row" in e.modes else ""
     mode = "row" if "row" in e.modes and not refused else "tensor"
     qa, qb, sa, sb, ref = _operands(M, N, K, mode, next(_seed), b_e5m2=True)
@@ -92,18 +93,20 @@ def test_fp8_bias_and_e5m2(key, out):
         from gemm_ladder.families.common import ConfigError
         rq = _operands(M, N, K, "row", next(_seed), b_e5m2=True)
         with pytest.raises(ConfigError, match="spill"):
-            run_fp8(rq[0], rq[1], rq[2], rq[3], mode="row", out_dtype=out_dtype, bias=bias, entry=key, out=c)
+            run_fp8(rq[0], rq[1], rq[2], rq[3], mode="row", out_dtype=out_dtype, bias=bias, entry=e, out=c)
         assert torch.isnan(c).all()
-    run_fp8(qa, qb, sa, sb, mode=mode, out_dtype=out_dtype, bias=bias, entry=key, out=c)
-    _check(c, ref + bias.float(), out_dtype, f"{key} bias e5m2 {out}", fast=fp8.get(key).fast_accum)
+    run_fp8(qa, qb, sa, sb, mode=mode, out_dtype=out_dtype, bias=bias, entry=e, out=c)
+    _check(c, ref + bias.float(), out_dtype, f"{e.key} bias e5m2 {out}", fast=e.fast_accum)
 
 
-@pytest.mark.parametrize("M", [1024, 64])  # 64: split-K (its reduction sums the planes in order)
-def test_fp8_repeatable(M):
+# 64: split-K (its reduction sums the planes in order); the variants on their own
+@pytest.mark.parametrize("M,e", [(1024, None), (64, None)] + [(1024, v) for v in VARIANTS],
+                         ids=lambda x: x.key if isinstance(x, fp8.Fp8Entry) else str(x))
+def test_fp8_repeatable(M, e):
     """The same call twenty times gives bit-identical output (no race)."""
     import torch
     from gemm_ladder.library.fp8_runner import run_fp8
     qa, qb, sa, sb, _ = _operands(M, 1024, 4096, "block", next(_seed))
-    first = run_fp8(qa, qb, sa, sb, mode="block", out_dtype=torch.bfloat16)
+    first = run_fp8(qa, qb, sa, sb, mode="block", out_dtype=torch.bfloat16, entry=e)
     for _ in range(20):
-        assert torch.equal(run_fp8(qa, qb, sa, sb, mode="block", out_dtype=torch.bfloat16), first)
+        assert torch.equal(run_fp8(qa, qb, sa, sb, mode="block", out_dtype=torch.bfloat16, entry=e), first)

@@ -3,7 +3,8 @@ against the block kernel as it is, per-tensor promotion on the same entry and
 torch._scaled_mm per tensor. Per shape: every build's output checked first (NaN-poisoned,
 against an fp32 reference of the dequantized inputs and against the as-is block kernel on the
 same tile), then all timed as fp8_graphs.py does: graph replays, interleaved, L2 flushed,
-medians. The SASS behind the variants: experiments/fp8/2026-12-04_fp8_block_sass_*.txt.
+medians. The SASS behind the variants: experiments/fp8/2026-12-04_fp8_block_sass_*.txt and
+2026-12-04_fp8_pieces_sass_*.txt.
 
 Usage: PYTHONPATH=src python benchmarks/probes/fp8_block_variants.py [--json PATH] [--reps N] [MxNxK ...]
 """
@@ -23,7 +24,8 @@ TOLERANCE = 1e-2  # max |C - ref| / max |ref| for a bf16 C (rounding alone is ~4
 def builds(M: int, N: int, K: int):
     """(label, entry, mode, label of the same tile's as-is build) per build: the library's
     block entry for the shape and 128 x 128 (the overlap's tile), each per tensor and block-wise
-    as is, then block-wise with each variant (and per tensor with the overlap)."""
+    as is, then block-wise with each variant the tile takes (and per tensor with the overlaps:
+    okt on 128 x 128, op4's pieces on 128 x 256)."""
     from gemm_ladder.families import fp8
     lib = fp8.choose(M, N, K, "block", False)
     tiles = [lib] + ([fp8.get("fp8:128x128p")] if lib.key != "fp8:128x128p" else [])
@@ -34,7 +36,7 @@ def builds(M: int, N: int, K: int):
             v = fp8.with_fields(e, name, **fields)
             if v.variant_problem(fp8.Variant("block")):
                 continue
-            modes = ("block", "tensor") if v.overlap_kt else ("block",)
+            modes = ("block", "tensor") if v.overlap_kt or v.overlap_pieces else ("block",)
             out += [(f"{mode} {v.name}", v, mode, f"{mode} {e.name}") for mode in modes]
     return out
 

@@ -58,6 +58,8 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     pieces: int = 1  # column pieces a promoted k-tile's MMAs run in (through one partial sum)
     split: bool = False  # split-K: a tile's k-tiles over several CTAs, partials summed by a reduction
     overlap_kt: bool = False  # two partials: the next k-tile's MMAs in flight while one is promoted
+    overlap_pieces: bool = False  # two partials in turn over the pieces: the next piece's MMAs in flight
+    # while one is promoted, across the k-tile boundary too (pieces even, e.g. four on 128 x 256)
     late_scales: bool = False  # block scales read under the MMAs, from per-tile pointers
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
@@ -122,6 +124,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
             d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split))
             # the promotion's variants only where set (the other entries' builds keep their defines)
             d.update({k: 1 for k, on in (("GL_FP8_OVERLAP_KT", self.overlap_kt),
+                                          ("GL_FP8_OVERLAP_PIECES", self.overlap_pieces),
                                           ("GL_FP8_LATE_SCALES", self.late_scales)) if on})
         return d
 
@@ -135,10 +138,29 @@ class Fp8Entry(KMajorOnly, KernelFamily):
             return "e5m2 x e5m2 is not supported (one operand must be e4m3)"
         if self.step == 11 and (v.bias or v.a_e5m2 or v.b_e5m2):
             return "step 11 takes e4m3 operands and no bias"
+        if self.overlap_pieces and (problem := self._pieces_problem(v)):
+            return f"{self.key}: overlap_pieces {problem}"
         if self.overlap_kt and self.pieces != 1:
             return f"{self.key}: overlap across k-tiles takes one piece per k-tile (two partials of {self.bn} columns)"
         if v.mode == "row" and v.bias and v.out != "float32" and not self.row_bias16:
             return f"row-wise scales with a {v.out} bias spill registers on this tile"
+        return ""
+
+    def _pieces_problem(self, v: Variant) -> str:
+        """Why overlap_pieces cannot build this call ("" if it can)."""
+        width = self.bn // self.pieces if self.pieces else 0
+        if self.overlap_kt:
+            return "and overlap_kt order one promotion two ways: set one"
+        if self.promote != 1 or self.pieces < 2 or self.pieces % 2 or self.bn % self.pieces:
+            return (f"takes promotion every k-tile and an even number of pieces (piece h runs in partial "
+                    f"h % 2), not promote={self.promote}, pieces={self.pieces}")
+        if width not in (64, 128, 192, 256):
+            return f"takes pieces of 64, 128, 192 or 256 columns (the fp8 wgmma wrappers), not {width}"
+        if self.bn // 2 + width > 192:  # the sum's registers and two partials of width / 2
+            return (f"holds a {self.bn // 2}-register sum and two {width // 2}-register partials; more than "
+                    f"192 do not fit a consumer's 232 registers (use more pieces)")
+        if v.mode == "block" and SCALE_BLOCK % width:
+            return f"with block scales takes pieces inside one {SCALE_BLOCK}-column n-block, not {width} wide"
         return ""
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
@@ -283,10 +305,13 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
 
 # The promotion's build variants, by name (fields of an entry; with_fields builds one). okt is
 # the 128-wide promoted entries' own build (measured, docs/perf-notes.md item 89); late is an
-# experiment (measured level or behind)
+# experiment (measured level or behind); op4 is an experiment not yet measured (the SASS:
+# experiments/fp8/2026-12-04_fp8_pieces_sass_*.txt)
 PROMOTION_VARIANTS: dict[str, dict] = {
     "okt": {"overlap_kt": True},  # two partials: one 128-wide piece only (128 x 128 tiles)
     "late": {"late_scales": True},  # any tile; with overlap_kt the scales are read late anyway
+    # four pieces, two partials in turn: 64-column pieces on 128 x 256 tiles (128 + 2 x 32 registers)
+    "op4": {"pieces": 4, "overlap_pieces": True},
 }
 
 
@@ -294,6 +319,15 @@ def with_fields(entry: Fp8Entry, name: str, **fields) -> Fp8Entry:
     """An experiment's configuration of an entry (e.g. overlap_kt=True), named `name` so the
     runner's launch cache keeps it apart from the entry it comes from."""
     return dataclasses.replace(entry, name=f"{entry.name}-{name}", **fields)
+
+
+# Variant builds that no library entry is, checked beside the entries by the GPU tests against
+# the fp32 reference and by scripts/compile_all.py under each NVRTC: (entry key, variant name)
+CHECKED_VARIANTS = (("fp8:128x256p", "op4"),)
+
+
+def checked_variants() -> list[Fp8Entry]:
+    return [with_fields(get(key), name, **PROMOTION_VARIANTS[name]) for key, name in CHECKED_VARIANTS]
 
 
 def get(key: str) -> Fp8Entry:

@@ -16,6 +16,8 @@ SWITCHES: dict[str, str] = {
     "GL_FP8_B_E5M2": "the fp8 family's B in e5m2 instead of e4m3",
     "GL_FP8_OVERLAP_KT": "the fp8 family's promotion through two partials: k-tile kt + 1's MMAs in flight while kt's "
                          "partial is promoted (one piece per k-tile)",
+    "GL_FP8_OVERLAP_PIECES": "the fp8 family's promotion through two partials in turn over a k-tile's column pieces: "
+                             "the next piece's MMAs (the next k-tile's first) in flight while one is promoted",
     "GL_FP8_LATE_SCALES": "the fp8 family reads the next k-tile's block scales under this k-tile's MMAs, from "
                           "pointers set once per tile",
     "GL_TRACE": "in-kernel event tracing (gl_trace.cuh)",

@@ -132,18 +132,13 @@ def instructions(sass: str) -> list[tuple[int, str]]:
     return [(int(m.group(1), 16), m.group(2)) for m in _LINE_RE.finditer(sass)]
 
 
-def mma_loop_full_waits(sass: str) -> int | None:
-    """How many `WARPGROUP.DEPBAR.LE gsb0, 0x0` (wait for ALL wgmma groups) sit inside the
-    innermost loop that issues HGMMA (or QGMMA, on fp8), or None if no loop issues them.
-
-    A pipelined k-loop keeps one wgmma group in flight (wait_group 1); a full wait inside
-    it means ptxas serialized the MMAs (e.g. when accumulators are read or written on a
-    path through the loop) — without any warning. A module of several functions (addresses
-    restart in each) is read function by function; the worst counts."""
+def mma_loop_body(sass: str) -> list[str] | None:
+    """The instructions of the innermost loop (a backward branch) that issues HGMMA or QGMMA
+    (on fp8), in program order; None if no loop issues them. In a module of several functions
+    (addresses restart in each), the first function's that has one."""
     functions = re.split(r"\n\s*Function\s*:", sass)
     if len(functions) > 2:
-        counts = [c for c in (mma_loop_full_waits(f) for f in functions) if c is not None]
-        return max(counts) if counts else None
+        return next((b for b in map(mma_loop_body, functions) if b is not None), None)
     ins = instructions(sass)
     loops = []
     for addr, text in ins:
@@ -156,5 +151,22 @@ def mma_loop_full_waits(sass: str) -> int | None:
     mma_loops = [(lo, hi) for lo, hi in loops if any(t.startswith(("HGMMA", "QGMMA")) for t in body(lo, hi))]
     if not mma_loops:
         return None
-    lo, hi = min(mma_loops, key=lambda iv: iv[1] - iv[0])
-    return sum(1 for t in body(lo, hi) if t.startswith("WARPGROUP.DEPBAR") and t.rstrip().endswith("0x0"))
+    return body(*min(mma_loops, key=lambda iv: iv[1] - iv[0]))
+
+
+def mma_loop_full_waits(sass: str) -> int | None:
+    """How many `WARPGROUP.DEPBAR.LE gsb0, 0x0` (wait for ALL wgmma groups) sit inside the
+    innermost loop that issues HGMMA (or QGMMA, on fp8), or None if no loop issues them.
+
+    A pipelined k-loop keeps one wgmma group in flight (wait_group 1); a full wait inside
+    it means ptxas serialized the MMAs (e.g. when accumulators are read or written on a
+    path through the loop) — without any warning. A module of several functions (addresses
+    restart in each) is read function by function; the worst counts."""
+    functions = re.split(r"\n\s*Function\s*:", sass)
+    if len(functions) > 2:
+        counts = [c for c in (mma_loop_full_waits(f) for f in functions) if c is not None]
+        return max(counts) if counts else None
+    body = mma_loop_body(sass)
+    if body is None:
+        return None
+    return sum(1 for t in body if t.startswith("WARPGROUP.DEPBAR") and t.rstrip().endswith("0x0"))

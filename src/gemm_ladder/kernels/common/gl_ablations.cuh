@@ -26,10 +26,14 @@
 #define GL_FP8_B_E5M2 0
 #endif
 // The fp8 family's promotion variants (fp8/fp8_gemm.cu, where each is described): two
-// partials, the next k-tile's MMAs in flight while one is promoted; the next k-tile's block
-// scales read under this k-tile's MMAs from per-tile pointers. Set by an entry's fields.
+// partials, the next k-tile's MMAs in flight while one is promoted; the same over a k-tile's
+// column pieces; the next k-tile's block scales read under this k-tile's MMAs from per-tile
+// pointers. Set by an entry's fields.
 #ifndef GL_FP8_OVERLAP_KT
 #define GL_FP8_OVERLAP_KT 0
+#endif
+#ifndef GL_FP8_OVERLAP_PIECES
+#define GL_FP8_OVERLAP_PIECES 0
 #endif
 #ifndef GL_FP8_LATE_SCALES
 #define GL_FP8_LATE_SCALES 0

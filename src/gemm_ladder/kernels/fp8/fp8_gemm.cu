@@ -17,6 +17,7 @@
 #include "gl_wgmma_fp8_ops.cuh"
 #include "fp8_scales.cuh"
 #include "fp8_split.cuh"
+#include "fp8_pieces.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
@@ -33,8 +34,14 @@ constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's 
 // Build variants of the promotion (defaults in gl_ablations.cuh, off: the loop as above):
 //   GL_FP8_OVERLAP_KT: two partials, so k-tile kt + 1's MMAs run while kt's partial is promoted
 //     (the FFMAs under this consumer's own MMAs, not only the other consumer's);
+//   GL_FP8_OVERLAP_PIECES: two partials in turn over a k-tile's column pieces, so piece p + 1's
+//     MMAs (or the next k-tile's first piece's) run while p's partial is promoted: the overlap
+//     where two whole-tile partials do not fit (a 64 x 256 consumer tile: four 64-column pieces,
+//     128 registers of sum and 2 x 32 of partials);
 //   GL_FP8_LATE_SCALES: the next k-tile's block scales read after this k-tile's first MMAs are
 //     issued, from pointers set once per tile (off the path from the stage's wait to the MMAs).
+// (GL_FP8_OVERLAP_PIECES is read as the macro: a constant at namespace scope is a symbol in every
+// build's cubin, and the other builds stay byte for byte as they were.)
 constexpr bool OVERLAP_KT = GL_FP8_OVERLAP_KT, LATE_SCALES = GL_FP8_LATE_SCALES;
 constexpr bool FACTORS_EARLY = PIECES == 1 && !SPLIT;  // registers to hold the first chunk's epilogue factors
 constexpr bool FACTORS_LATE = PIECES > 1 && !SPLIT;  // each chunk reads its own (split: none, the reduction scales)
@@ -45,9 +52,11 @@ static_assert(BM == 64 * CONSUMERS && BK == 128, "each consumer owns 64 rows; a 
 static_assert(has_wgmma_fp8_n<BN> && BN % 64 == 0, "tile widths with an fp8 wgmma and whole 64-column chunks");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs along M");
 static_assert(!SPLIT || (CLUSTER_M == 1 && PROMOTE == 1), "split-K: no cluster (a cluster's CTAs share k-ranges), promoted");
-static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && PN % FP8_SCALE_BLOCK_K == 0),
-              "block scales change every k-block: promote every k-tile, pieces of whole n-blocks");
+static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && FP8_SCALE_BLOCK_K % PN == 0),
+              "block scales change every k-block: promote every k-tile, each piece inside one n-block");
 static_assert(!OVERLAP_KT || (PIECES == 1 && PROMOTE == 1), "overlap across k-tiles: one piece, promoted every k-tile");
+static_assert(!GL_FP8_OVERLAP_PIECES || (!OVERLAP_KT && PROMOTE == 1 && PIECES % 2 == 0),
+              "overlapped pieces: promoted every k-tile, an even number of pieces (piece h in partial h % 2)");
 static_assert(PIECES == 1 || (PROMOTE == 1 && BN % PIECES == 0 && has_wgmma_fp8_n<PN>),
               "pieces share one partial sum: promote every k-tile");
 static_assert(PROMOTE >= 0 && (GL_BF16 == (OUT == FP8_OUT_BF16)), "GL_BF16 follows the output type (pack2)");
@@ -203,6 +212,46 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
             retire(part[0], sc[0], kt);
           }
         }
+      } else if constexpr (PROMOTE > 0 && GL_FP8_OVERLAP_PIECES) {
+        // piece h of every k-tile in partial h % 2, promoted while the next piece's MMAs run
+        // (fp8_pieces.cuh: the order, and the shape of loop ptxas keeps unserialized)
+        float part[2][PN / 2];
+        // the block scales per 128-column n-block (a piece lies in one): the promoted k-tile's
+        // factors, taken from `pending` as its first piece retires (after the previous k-tile's
+        // last), when the next k-tile's scales are requested, a k-tile ahead of their use
+        constexpr int N_BLOCKS = BN < FP8_SCALE_BLOCK_K ? 1 : BN / FP8_SCALE_BLOCK_K;
+        const BlockScaleRows<N_BLOCKS, FP8_SCALE_BLOCK_K> block_rows(scale_a, scale_b, M, k_blocks,
+                                                                     fragment_row(row0), t.n0);
+        auto pending = unit_scales<N_BLOCKS>();
+        PromoteFactors<N_BLOCKS> f;
+        if constexpr (SCALE == FP8_SCALE_BLOCK) pending = block_rows.at<true>(w.k0);
+        auto rel = st;  // the stage whose last piece retires next (st: the next to issue)
+        auto issue = [&](int kt, int h) {
+          if (h == 0) {
+            ops.consumer_wait(st, kt);
+            ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
+          }
+          wgmma_fence();
+          issue_ktile<PN>(part[h % 2], s.A[st.stage] + cw * 64 * BK, s.B[st.stage] + h * PN * BK, 0u);
+          wgmma_commit();
+          if (h + 1 == PIECES) st.advance();
+        };
+        auto retire = [&](int kt, int h) {
+          fence_acc(part[h % 2]);
+          if (h == 0) {
+            f = promote_factors(pending);
+            if constexpr (SCALE == FP8_SCALE_BLOCK)
+              if (kt + 1 < w.k1) pending = block_rows.at<true>(kt + 1);
+          }
+          if (h + 1 == PIECES) {  // the stage's last reader: hand it back before the promotion
+            ops.tr.event(EV_MMA_DONE, 0, rel.stage, rel.phase, kt, t.id);
+            if (warp_leader) ops.consumer_release(rel, kt);
+            rel.advance();
+          }
+          const int nb = h * PN / FP8_SCALE_BLOCK_K;
+          fp8_promote(acc, h * PN / 2, part[h % 2], f.lo[nb], f.hi[nb]);
+        };
+        overlapped_pieces<PIECES>(w.k0, w.k1, issue, retire);
       } else if constexpr (PROMOTE > 0) {
         // promotion: a piece's partial sum retires (wait_group 0) before it is added in
         float part[PN / 2];

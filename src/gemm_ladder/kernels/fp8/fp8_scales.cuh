@@ -62,6 +62,11 @@ struct BlockScaleRows {
 #pragma unroll
     for (int h = 0; h < PIECES; ++h) b[h] = sb + (long long)((n0 + h * PN) / FP8_SCALE_BLOCK_K) * k_blocks;
   }
+  // PREDICATED_B: B's scales read only by threads whose first row is in M (the others' factors
+  // are 0 through A's), which makes them per-thread values. Read by every thread, the value is
+  // warp-uniform, and ptxas moves it into a uniform register (R2UR) right after the load is
+  // issued: the warp waits there for the load it meant to read a k-tile later.
+  template <bool PREDICATED_B = false>
   GL_DEVICE BlockScales<PIECES> at(int kb) const {
     BlockScales<PIECES> s;
 #if GL_ABLATE_FP8_UNIT_SA
@@ -72,7 +77,8 @@ struct BlockScaleRows {
     s.hi = hi ? load_scale(hi + kb) : 0.f;
 #endif
 #pragma unroll
-    for (int h = 0; h < PIECES; ++h) s.b[h] = GL_ABLATE_FP8_UNIT_SB ? 1.f : load_scale(b[h] + kb);
+    for (int h = 0; h < PIECES; ++h)
+      s.b[h] = GL_ABLATE_FP8_UNIT_SB ? 1.f : !PREDICATED_B || lo ? load_scale(b[h] + kb) : 0.f;
     return s;
   }
 };
@@ -95,6 +101,20 @@ GL_DEVICE BlockScales<PIECES> unit_scales() {
 #pragma unroll
   for (int h = 0; h < PIECES; ++h) s.b[h] = 1.f;
   return s;
+}
+
+// A k-tile's promotion factors, row x n-block (lo * b[n], hi * b[n]): multiplied once per
+// k-tile, where a piece's partial is scaled by one pair of them.
+template <int NB>
+struct PromoteFactors {
+  float lo[NB], hi[NB];
+};
+template <int NB>
+GL_DEVICE PromoteFactors<NB> promote_factors(const BlockScales<NB>& s) {
+  PromoteFactors<NB> f;
+#pragma unroll
+  for (int n = 0; n < NB; ++n) f.lo[n] = s.lo * s.b[n], f.hi[n] = s.hi * s.b[n];
+  return f;
 }
 
 // Promotion: the tensor core's partial sum of some k-tiles over one column piece, added into
