@@ -219,7 +219,7 @@ def test_the_whole_run_on_the_cpu_writes_the_record_and_prints_the_ladder(monkey
     assert [(c["S"], c["causal"]) for c in rec["cases"]] == [(64, False), (64, True), (128, False), (128, True)]
     # A1 only at S <= 64 here; "lib": the library's own choice of build, named in the row
     assert [r["step"] for r in rec["rows"]] == ["A1", "A2", "A4", "lib"] * 2 + ["A2", "A4", "lib"] * 2
-    assert {r["build"] for r in rec["rows"] if r["step"] == "lib"} == {"A5:c3d", "A5:c3p"}
+    assert {r["build"] for r in rec["rows"] if r["step"] == "lib"} == {"A5:d", "A5:c3p"}
     assert [(s["step"], s["S"]) for s in rec["skipped"]] == [("A1", 128)] * 2
     assert all(ROW_KEYS <= set(r) and r["ok"] for r in rec["rows"])
     assert rec["summary"]["targets_total"] == 4 and set(rec["summary"]["steps"]) == {"A1", "A2", "A4", "lib"}

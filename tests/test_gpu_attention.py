@@ -13,8 +13,7 @@ from gpu_util import needs_gpu
 
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
-STEPS = ("A1", "A2", "A3", "A4", "A5", "A5:p", "A5:c3", "A5:c3p", "A5:d", "A5:c3d", "A5:pt", "A5:c3pt", "A5:dt",
-         "A5:c3dt")  # the ladder and the library's builds
+STEPS = ("A1", "A2", "A3", "A4", "A5", "A5:p", "A5:c3", "A5:c3p", "A5:d", "A5:c3d")  # the ladder and the library's builds
 EPS = {"float16": 1e-3, "bfloat16": 8e-3}  # on top of twice torch SDPA's own error
 
 
@@ -133,7 +132,7 @@ CASES = [(1, 2, 2, 1, 1, 64, False), (1, 2, 2, 17, 17, 128, True), (2, 2, 2, 128
          (1, 4, 2, 200, 17, 256, True), (2, 8, 1, 1, 1000, 128, False), (1, 2, 2, 128, 1000, 256, False),
          (1, 8, 2, 1000, 128, 64, True),
          (4, 16, 4, 1000, 1000, 64, True), (4, 16, 4, 700, 900, 128, False),  # persistent: several tiles per CTA
-         (4, 16, 4, 1000, 100, 128, True)]  # ... of one key block each (the tile overlap's shortest tiles)
+         (4, 16, 4, 1000, 100, 128, True)]  # ... of one key block each
 
 
 @pytest.mark.parametrize("case", CASES, ids=["x".join(map(str, c[:6])) + ("c" if c[6] else "") for c in CASES])
@@ -223,7 +222,7 @@ def test_torch_compile_fullgraph(step):
     torch.testing.assert_close(got_l, want_l, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("step", [None, "A1", "A5:d", "A5:dt"])
+@pytest.mark.parametrize("step", [None, "A1", "A5:d"])
 def test_cuda_graph_capture_and_replay_with_new_inputs(step):
     require(step)
     torch, api = _torch(), _api()
@@ -246,7 +245,7 @@ def test_cuda_graph_capture_and_replay_with_new_inputs(step):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("step", ["A5:d", "A5:c3d", "A5:dt"])
+@pytest.mark.parametrize("step", ["A5:d", "A5:c3d"])
 def test_dynamic_walk_in_sections(step, causal, monkeypatch):
     """The dynamic walk with sections of 4 (batch, head) pairs out of 15 (the last holds 3),
     GQA: every output row written (NaN-poisoned out=) and equal to the reference, twice (the

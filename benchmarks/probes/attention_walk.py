@@ -2,8 +2,8 @@
 per SM on a fixed walk (A5:p) and on a counter (A5:d; A5:c3* at head dim 64), against SDPA's
 cuDNN, interleaved, L2 flushed, medians; SM clock and power sampled during the timed loop.
 16k tokens per call at hidden 2048, as `bench --attention`. Each build's output is compared
-with cuDNN's first (max |diff|). Builds the tree lacks are skipped (so an older tree runs it); the tile overlap (":...t") beside each
-persistent build.
+with cuDNN's first (max |diff|). Builds the tree lacks are skipped (so an older tree runs it: the tile
+overlap's builds, ":...t", are in 3d7e4a4).
 Usage: PYTHONPATH=src python benchmarks/probes/attention_walk.py [--json F] [--reps N]
        [--seqlens 1024,4096] [--head-dims 64,128] [--dtype bf16] [--noncausal]"""
 import argparse

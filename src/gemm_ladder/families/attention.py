@@ -44,7 +44,6 @@ class AttnStep(KMajorOnly, KernelFamily):
     depth: int = 2  # K/V blocks in flight
     persistent: bool = False  # a CTA per SM walking the tiles (the warp-specialized kernels take either grid)
     dynamic: bool = False  # persistent, each CTA's next tile from a counter (longest first across a section of heads)
-    tile_overlap: bool = False  # A5: a tile's last P V and the next tile's first Q K^T in one turn
     head_dim: int = 128  # the build's head dim (for_head_dim)
 
     kmajor_only_why = "attention reads Q, K and V with the head dim contiguous only"
@@ -106,7 +105,6 @@ class AttnStep(KMajorOnly, KernelFamily):
         if self.producer:
             d["GL_ATTN_CONSUMERS"] = self.consumers
             d["GL_ATTN_DYNAMIC"] = int(self.dynamic)
-            d["GL_ATTN_TILE_OVERLAP"] = int(self.tile_overlap)
         return d
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None, use_cache: bool = True,
@@ -197,10 +195,6 @@ LIBRARY: dict[str, AttnStep] = {s.key: s for s in (
     dataclasses.replace(STEPS["A5"], name="A5:c3d", label="A5 with three consumer warpgroups, persistent, tiles "
                         "from a counter", consumers=3, blocks=((64, 128),), persistent=True, dynamic=True),
 )}
-# The tile overlap (":...t"): a tile's last P V and the next tile's first Q K^T in one turn.
-LIBRARY.update({f"{st.key}t": dataclasses.replace(st, name=f"{st.key}t", label=f"{st.label}, tiles overlapped",
-                                                  tile_overlap=True)
-                for st in list(LIBRARY.values()) if st.persistent})
 
 
 def get(key: str, head_dim: int | None = None) -> AttnStep:
@@ -221,12 +215,12 @@ def choose(Sq: int, Sk: int, head_dim: int, causal: bool) -> AttnStep:
     three consumers at head dim 64. Non-causal: persistent, on the fixed walk. Causal: tiles
     differ in length, and a fixed walk drifts apart across heads and loses the L2 reuse of K and
     V (638 -> 414 TFLOP/s at head dim 128, S = 16k); the walk on a counter beats the grid of
-    every tile at head dim 64 (0.70 -> 0.83 x cuDNN at S = 1k, 1.08 -> 1.10 at 16k) and at
-    head dim 128 up to S = 8k (0.84 -> 0.92 at 1k), while the grid stays ahead at head dim 128,
-    S = 16k (1.12 against 1.05) and at head dim 256 (experiments/attention/
-    2026-12-04_h200_attention_walk_*)."""
+    every tile at head dim 64 (three consumers from 2k keys, 0.87 -> 0.97 x cuDNN at S = 2k,
+    1.08 -> 1.11 at 16k; two below, 0.72 -> 0.87-0.90 at 1k) and at head dim 128 up to S = 8k
+    (0.84 -> 0.91 at 1k), while the grid stays ahead at head dim 128, S = 16k (1.11 against
+    1.04) and at head dim 256 (experiments/attention/2026-12-04_h200_attention_walk_*)."""
     if not causal:
         return get("A5:c3p" if head_dim == 64 else "A5:p", head_dim)
     if head_dim == 64:
-        return get("A5:c3d", head_dim)
+        return get("A5:c3d" if Sk > 1024 else "A5:d", head_dim)
     return get("A5:d" if head_dim == 128 and Sk <= 8192 else "A5", head_dim)

@@ -39,26 +39,22 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
     u32 p[BN / 16][4];
     float corr[2];
     const int pairs = tiles / ceil_div(Sq, BM);
-    bool first_issued = false;  // the library's tile overlap: this tile's first Q K^T went out with the last P V
-    for (int i = me.next_tile(s, blockIdx.x); i < tiles;) {
+    for (int i = blockIdx.x; (i = me.next_tile(s, i)) < tiles; i += gridDim.x) {
       const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
       tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);
       float o[HEAD_D / 2];
       zero_acc(o);
-      BlockRecord first = me.block(0, (first_issued ? 0u : BLOCK_TURN | BLOCK_QK_ISSUE) | BLOCK_K | BLOCK_QK_DONE |
-                                          BLOCK_SOFTMAX);
-      if (!first_issued) {
-        me.wait_q(s);
-        first.wait_turn(turn);
-        wgmma_fence();
-        mma_qk(sc, s.q[cw], me.wait_k(s, first));
-        wgmma_commit();
-        first.span(QK_ISSUED);
-        first.pass_turn(turn, me.warp_leader);
-        wgmma_wait<0>();  // in the branch: where the paths meet, S has no MMA in flight (else C7515)
-      }
+      me.wait_q(s);
+      BlockRecord first = me.block(0, BLOCK_TURN | BLOCK_K | BLOCK_QK_ISSUE | BLOCK_QK_DONE | BLOCK_SOFTMAX);
+      first.wait_turn(turn);
+      wgmma_fence();
+      mma_qk(sc, s.q[cw], me.wait_k(s, first));
+      wgmma_commit();
+      first.span(QK_ISSUED);
+      first.pass_turn(turn, me.warp_leader);
+      wgmma_wait<0>();
       fence_acc(sc);
       first.span(QK_RETIRED);
       me.release_k(first);
@@ -97,31 +93,19 @@ attn_a5_intra_overlap(const __grid_constant__ CUtensorMap tmap_q, const __grid_c
         rec.write();
       }
       BlockRecord last_pv = me.block(last + 1, BLOCK_TURN | BLOCK_V | BLOCK_PV | BLOCK_V_LAG);
-      const int next = TILE_OVERLAP ? me.next_tile(s, i + gridDim.x) : 0;  // the dynamic walk waits for its Q here
-      const bool ahead = TILE_OVERLAP && next < tiles;
       last_pv.wait_turn(turn);
       wgmma_fence();
       mma_pv(o, p, me.wait_v(s, last_pv));
       wgmma_commit();
       last_pv.span(PV_ISSUED);
-      if (ahead) {  // the library's tile overlap: the next tile's first Q K^T in this turn, under this P V
-        me.wait_q(s);
-        mma_qk(sc, s.q[cw], me.wait_k(s, last_pv));
-        wgmma_commit();
-        last_pv.pass_turn(turn, me.warp_leader);
-        wgmma_wait<0>();  // in each branch: where the two meet, S must hold no MMA in flight (else C7515)
-      } else {
-        last_pv.pass_turn(turn, me.warp_leader);
-        wgmma_wait<0>();
-      }
+      last_pv.pass_turn(turn, me.warp_leader);
+      wgmma_wait<0>();
       fence_acc(o);
       last_pv.span(PV_RETIRED);
       fence_operand(p);
       me.release_v(last_pv);
       last_pv.write();
       store_rows(o, sm, scale_log2, out, lse, Sq, Hq, t);
-      first_issued = ahead;
-      i = TILE_OVERLAP ? next : me.next_tile(s, i + gridDim.x);
     }
     tr.finish();
   }

@@ -18,12 +18,6 @@
 #error "a warp-specialized attention step takes GL_ATTN_DYNAMIC (its walk) from families/attention.py"
 #endif
 constexpr bool DYNAMIC_WALK = GL_ATTN_DYNAMIC;
-#ifndef GL_ATTN_TILE_OVERLAP
-#error "a warp-specialized attention step takes GL_ATTN_TILE_OVERLAP from families/attention.py"
-#endif
-// The library's persistent A5 builds: a tile's last P V and the next tile's first Q K^T issued in
-// one turn, so the next tile starts without a turn of its own (A5 reads it; A3, A4: 0).
-constexpr bool TILE_OVERLAP = GL_ATTN_TILE_OVERLAP;
 constexpr int CONSUMERS = GL_ATTN_CONSUMERS;  // two (the ladder), or three at head dim 64 (the library)
 static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
 constexpr int BM = WG_ROWS * CONSUMERS;  // query rows per CTA
