@@ -70,7 +70,8 @@ struct WsTiles {
       const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
       qs.advance();
-      if (DYNAMIC_WALK) tile = i;  // q_full's arrive releases it to the consumers' wait
+      if (DYNAMIC_WALK) atomicExch(&tile, i);  // q_full's arrive releases it to the consumers' wait (an atomic:
+                                               // racecheck does not see the mbarrier order the handoff)
       mbar_arrive_expect_tx(&q_full, CONSUMERS * QTile::BYTES);
 #pragma unroll
       for (int c = 0; c < CONSUMERS; ++c) q[c].load(tq, &q_full, t.q0 + c * WG_ROWS, t.head, t.batch);
@@ -90,7 +91,7 @@ struct WsTiles {
     }
     if (DYNAMIC_WALK) {  // the end: once the last tile's Q is handed back, a phase with no bytes
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
-      tile = tiles;
+      atomicExch(&tile, tiles);
       mbar_arrive(&q_full);
     }
     tr.finish();
@@ -216,7 +217,8 @@ struct Consumer {
     while (!mbar_try_wait(q_full, qs.phase)) {
     }
     qs.advance();
-    return __shfl_sync(0xffffffffu, s.tile, 0);
+    const int mine = lane_idx() == 0 ? atomicAdd(&s.tile, 0) : 0;  // lane 0 reads (an atomic: see produce)
+    return __shfl_sync(0xffffffffu, mine, 0);
   }
   GL_DEVICE void release_q(WsTiles& s) {
     if (warp_leader) mbar_arrive(&s.q_empty);
