@@ -218,9 +218,10 @@ run_whatif() {
 from gemm_ladder.choreography.gpu_whatifs import attention_gpu_what_ifs
 from gemm_ladder.choreography.sim.attn_params import ATTN_WHAT_IFS
 for n in gpu_what_ifs(): print(WHAT_IFS[n].default_step, n)
-for n in attention_gpu_what_ifs():
-    for s in ATTN_WHAT_IFS[n].steps: print(s, n)" | while read -r step w; do
-    timeout 150 $PY -m gemm_ladder deadlock --step "$step" --what-if "$w" >> "$W/whatif.log" 2>&1
+for n in attention_gpu_what_ifs(): print(ATTN_WHAT_IFS[n].default_step, n)" | while read -r step w; do
+    # an attention what-if runs on its own step (deadlock's --step takes GEMM steps)
+    timeout 150 $PY -m gemm_ladder deadlock $([[ "$step" == A* ]] || echo "--step $step") --what-if "$w" \
+      >> "$W/whatif.log" 2>&1
     note "what-if $w on step $step: rc=$?"
   done
 }

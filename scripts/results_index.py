@@ -93,6 +93,7 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         (r"sim_heldout", "The simulator held out: fitted on one trace, predicting the others "
                          "(`gemm-ladder calibrate --held-out`)"),
         (r"whatifs", "The course's what-ifs on the GPU (`gemm-ladder deadlock`)"),
+        (r"whatifs_attention", "The attention what-ifs on the GPU (`gemm-ladder deadlock --what-if ...`)"),
         (r"whatifs_.*", "What-ifs, other checks"),
     ]),
     ("Small-M family", [
