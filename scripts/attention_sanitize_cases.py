@@ -15,7 +15,7 @@ import sys
 import torch
 
 from gemm_ladder.measure import attention_ref as ar
-from gemm_ladder.measure.attention_report import family_problem, fused_steps, head_dims
+from gemm_ladder.measure.attention_report import family_problem, fused_steps, head_dims, library_builds
 
 # (B, Hq, Hkv, Sq, Sk): ragged and grouped first (racecheck takes the first only), then a
 # tile multiple with Sq != Sk, then one query row against a ragged MQA cache and S = 17
@@ -70,19 +70,18 @@ def main(argv=None) -> int:
                    "and every fused step present)")
     args = p.parse_args(argv)
     present = ["A1", *fused_steps()]
-    library = sorted(getattr(sys.modules.get("gemm_ladder.families.attention"), "LIBRARY", {}))
+    library = library_builds()
     if why := family_problem():
         print(f"the attention family does not import ({why})", flush=True)
     steps = args.steps.split(",") if args.steps else present
-    for s in [s for s in steps if s not in present + library]:
+    for s in [s for s in steps if s not in [*present, *library]]:
         print(f"{s}: not in gemm_ladder.families.attention.STEPS or LIBRARY; skipped", flush=True)
-    steps = [s for s in steps if s in present + library]
+    steps = [s for s in steps if s in [*present, *library]]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     g = torch.Generator(device="cuda").manual_seed(3)
     bad = n = 0
-    fam = sys.modules.get("gemm_ladder.families.attention")
     for step, dtype, D, causal, shape, lse in cases(steps, SHAPES[:args.shapes], dtypes):
-        if step in library and D not in dict(fam.LIBRARY[step].blocks):
+        if step in library and D not in library[step]:
             continue  # a library build for one head dim (A5:c3*: 64)
         try:
             verdict = run_one(step, dtype, D, causal, shape, lse, g)

@@ -429,6 +429,7 @@ def test_sanitizer_cases_cover_every_step_head_dim_mask_and_ragged_gqa_shape():
     assert any(sh[2] == 1 and sh[1] > 1 for sh in shapes)  # MQA
     assert any(c[5] for c in cs)  # return_lse
     assert any(sh[0] * sh[1] * -(-sh[3] // 128) > 132 for sh in shapes)  # persistent CTAs walk several tiles
+    assert san.library_builds()["A5:c3d"] == (64,) and san.library_builds()["A5:d"] == (64, 128, 256)
     first = list(san.cases(["A2"], san.SHAPES[:1], ["float16"]))  # racecheck's run
     assert len(first) == 3 * 2 * 2 and first[0][4] == (1, 4, 2, 200, 200)
 

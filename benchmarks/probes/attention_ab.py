@@ -7,7 +7,6 @@ Usage: PYTHONPATH=src python benchmarks/probes/attention_ab.py --old-kernels DIR
 import argparse
 import json
 import math
-import statistics
 from pathlib import Path
 
 import torch
@@ -19,7 +18,7 @@ from gemm_ladder.cuda import driver, jit
 from gemm_ladder.families.attention import get, make_maps
 from gemm_ladder.library.attention_runner import run_attention
 from gemm_ladder.measure import bench
-from gemm_ladder.measure.gpuinfo import Sampler
+from attention_timing import time_against_cudnn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--old-kernels", required=True)
@@ -61,22 +60,13 @@ for D, S, causal in CASES:
         fns.append(launch)
         names.append(key + " old")
 
-    def cudnn():
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    fns.append(cudnn)
-    names.append("cudnn")
-    b.time_interleaved(fns, 2)
-    with Sampler(b.nvml) as smp:
-        t = b.time_interleaved(fns, args.reps)
-    gpu = smp.summary()
     fl = 4 * B * H * S * S * D / (2 if causal else 1)
-    tf = {n: fl / statistics.median(x) / 1e9 for n, x in zip(names, t)}
-    for n in names[:-1]:
+    tf, gpu = time_against_cudnn(b, fns, names, q, k, v, causal, fl, args.reps)
+    for n in names:
         rows.append({"D": D, "S": S, "causal": causal, "build": n, "tflops": tf[n], "ratio_to_cudnn": tf[n] / tf["cudnn"],
                      "gpu": gpu})
     print(f"D{D} S{S:5d} {'causal' if causal else 'full  '}: " + "  ".join(
-        f"{n} {tf[n]:4.0f} ({tf[n] / tf['cudnn']:.3f})" for n in names[:-1]) + f"  cudnn {tf['cudnn']:4.0f} | old diff "
+        f"{n} {tf[n]:4.0f} ({tf[n] / tf['cudnn']:.3f})" for n in names) + f"  cudnn {tf['cudnn']:4.0f} | old diff "
         f"{max(diffs.values()):.1e} | {gpu.get('sm_clock_mhz')} MHz {gpu.get('power_w')} W", flush=True)
     del q, k, v, ref
 if args.json:

@@ -8,7 +8,6 @@ Usage: PYTHONPATH=src python benchmarks/probes/attention_walk.py [--json F] [--r
        [--seqlens 1024,4096] [--head-dims 64,128] [--dtype bf16] [--noncausal]"""
 import argparse
 import json
-import statistics
 import subprocess
 
 import torch
@@ -18,7 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from gemm_ladder.families import attention as family
 from gemm_ladder.library.attention_runner import run_attention
 from gemm_ladder.measure import bench
-from gemm_ladder.measure.gpuinfo import Sampler
+from attention_timing import time_against_cudnn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--json")
@@ -55,17 +54,8 @@ for D in map(int, args.head_dims.split(",")):
                                                          step=key))
                 names.append(key)
 
-            def cudnn():
-                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            fns.append(cudnn)
-            names.append("cudnn")
-            b.time_interleaved(fns, 2)
-            with Sampler(b.nvml) as smp:
-                t = b.time_interleaved(fns, args.reps)
-            gpu = smp.summary()
             fl = 4 * B * H * S * S * D / (2 if causal else 1)
-            tf = {n: fl / statistics.median(x) / 1e9 for n, x in zip(names, t)}
+            tf, gpu = time_against_cudnn(b, fns, names, q, k, v, causal, fl, args.reps)
             for n in builds:
                 rows.append({"D": D, "S": S, "causal": causal, "build": n, "tflops": tf[n], "cudnn_tflops": tf["cudnn"],
                              "ratio_to_cudnn": tf[n] / tf["cudnn"], "max_diff_to_cudnn": diffs[n], "gpu": gpu})

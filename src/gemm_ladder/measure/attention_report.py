@@ -55,6 +55,12 @@ def fused_steps() -> dict[str, str]:
     return {key: str(getattr(st, "label", key)) for key, st in sorted(steps.items())}
 
 
+def library_builds() -> dict[str, tuple[int, ...]]:
+    """The family's library builds present now: key -> the head dims each takes."""
+    fam, _ = _family()
+    return {key: tuple(d for d, _ in st.blocks) for key, st in sorted(getattr(fam, "LIBRARY", {}).items())}
+
+
 def step_arg(key: str) -> str | None:
     """What the bench passes as gemm_ladder.attention's step for a row's key."""
     return None if key == LIBRARY_STEP else key
