@@ -5,7 +5,9 @@ cuDNN, interleaved, L2 flushed, medians; SM clock and power sampled during the t
 with cuDNN's first (max |diff|). Builds the tree lacks are skipped (so an older tree runs it: the tile
 overlap's builds, ":...t", are in 3d7e4a4).
 Usage: PYTHONPATH=src python benchmarks/probes/attention_walk.py [--json F] [--reps N]
-       [--seqlens 1024,4096] [--head-dims 64,128] [--dtype bf16] [--noncausal]"""
+       [--seqlens 1024,4096] [--head-dims 64,128] [--dtype bf16] [--noncausal] [--sections 1,4]
+--sections: each counter build also run with that many (batch, head) pairs per section instead
+of the library's (L2-sized) choice, as "<build>@s<n>"."""
 import argparse
 import json
 import subprocess
@@ -15,6 +17,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from gemm_ladder.families import attention as family
+from gemm_ladder.library import attention_runner
 from gemm_ladder.library.attention_runner import run_attention
 from gemm_ladder.measure import bench
 from attention_timing import time_against_cudnn
@@ -28,6 +31,7 @@ ap.add_argument("--dtype", default="fp16")
 ap.add_argument("--noncausal", action="store_true", help="also the non-causal cases")
 ap.add_argument("--only-noncausal", action="store_true", help="the non-causal cases only")
 ap.add_argument("--builds", help="only these builds, e.g. A5:p,A5:pt")
+ap.add_argument("--sections", default="", help="the counter builds also at these sections, e.g. 1,4")
 args = ap.parse_args()
 dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
 known = {**family.STEPS, **family.LIBRARY}
@@ -53,14 +57,28 @@ for D in map(int, args.head_dims.split(",")):
                 fns.append(lambda key=key: run_attention(q, k, v, causal=causal, scale=D ** -0.5, return_lse=False,
                                                          step=key))
                 names.append(key)
+                for sec in (map(int, args.sections.split(",")) if args.sections and known[key].dynamic else ()):
+                    go = attention_runner._Launch(family.get(key, D), causal, "bf16" if args.dtype == "bf16" else "f16",
+                                                  B, H, H, S, S, torch.cuda.current_device())
+                    go.section = sec  # the library's call with another section: the same counter per call
+
+                    def call(go=go):
+                        o = torch.empty_like(q)
+                        counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+                        go(torch.cuda.current_stream().cuda_stream, q, k, v, o.data_ptr(), 0, D ** -0.5,
+                           counter.data_ptr())
+                        return o
+                    diffs[f"{key}@s{sec}"] = float((call().float() - ref.float()).abs().max())
+                    fns.append(call)
+                    names.append(f"{key}@s{sec}")
 
             fl = 4 * B * H * S * S * D / (2 if causal else 1)
             tf, gpu = time_against_cudnn(b, fns, names, q, k, v, causal, fl, args.reps)
-            for n in builds:
+            for n in names:
                 rows.append({"D": D, "S": S, "causal": causal, "build": n, "tflops": tf[n], "cudnn_tflops": tf["cudnn"],
                              "ratio_to_cudnn": tf[n] / tf["cudnn"], "max_diff_to_cudnn": diffs[n], "gpu": gpu})
             print(f"D{D} S{S:5d} {'causal' if causal else 'full  '}: " +
-                  "  ".join(f"{n} {tf[n]:4.0f} ({tf[n] / tf['cudnn']:.3f})" for n in builds) +
+                  "  ".join(f"{n} {tf[n]:4.0f} ({tf[n] / tf['cudnn']:.3f})" for n in names) +
                   f"  cudnn {tf['cudnn']:4.0f} | diff {max(diffs.values()):.1e} | {gpu.get('sm_clock_mhz')} MHz "
                   f"{gpu.get('power_w')} W", flush=True)
             del q, k, v, ref

@@ -54,8 +54,9 @@ struct WsTiles {
 
   // The producer: per tile, Q (every consumer's rows on one barrier), then each key block's K
   // and V; the rings run on across tiles. The dynamic walk takes each next tile from `counter`
-  // (one atomicAdd a tile, issued early: its answer is needed once the tile's loads are
-  // issued) in attn_tile's order with `section` pairs per section.
+  // (one atomicAdd a tile) in attn_tile's order with `section` pairs per section, once this
+  // tile's loads are issued: the CTA holds no reservation while it has a whole tile to run, and
+  // the atomic's round trip passes under the wait for the consumers to free the Q buffer.
   GL_DEVICE void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, int Sq, int Sk, int Hq,
                          int group, int tiles, int* counter, int section) {
     Tracer tr(ROLE_PRODUCER, 0, true);
@@ -66,7 +67,7 @@ struct WsTiles {
     auto qs = PipelineState<1>::producer();  // the Q buffer: a ring of one
     const int pairs = tiles / ceil_div(Sq, BM);
     for (int i = blockIdx.x, next; i < tiles; i = next) {
-      next = DYNAMIC_WALK ? (int)gridDim.x + atomicAdd(counter, 1) : i + (int)gridDim.x;
+      if (!DYNAMIC_WALK) next = i + (int)gridDim.x;
       const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
       qs.advance();
@@ -88,6 +89,7 @@ struct WsTiles {
         vp.record_stage_load(ts, vs, j, 0);
         vs.advance();
       }
+      if (DYNAMIC_WALK) next = (int)gridDim.x + atomicAdd(counter, 1);
     }
     if (DYNAMIC_WALK) {  // the end: once the last tile's Q is handed back, a phase with no bytes
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
