@@ -61,7 +61,6 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     overlap_pieces: bool = False  # two partials in turn over the pieces: the next piece's MMAs in flight
     # while one is promoted, across the k-tile boundary too (pieces even, e.g. four on 128 x 256)
     late_scales: bool = False  # block scales read under the MMAs, from per-tile pointers
-    turns: bool = False  # the two consumers issue each piece's MMAs in turns (ping-pong of the issue)
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
     row_bias16: bool = True  # row-wise scales with a 16-bit bias fit the registers (False: they spill)
@@ -97,7 +96,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     # -- shared memory -------------------------------------------------------------------------
     @property
     def barriers(self) -> int:
-        return 2 * self.depth + 2 * self.epi_stages + (self.consumers if self.turns else 0)
+        return 2 * self.depth + 2 * self.epi_stages
 
     @property
     def dynamic_smem(self) -> int:
@@ -126,8 +125,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
             # the promotion's variants only where set (the other entries' builds keep their defines)
             d.update({k: 1 for k, on in (("GL_FP8_OVERLAP_KT", self.overlap_kt),
                                           ("GL_FP8_OVERLAP_PIECES", self.overlap_pieces),
-                                          ("GL_FP8_LATE_SCALES", self.late_scales),
-                                          ("GL_FP8_TURNS", self.turns)) if on})
+                                          ("GL_FP8_LATE_SCALES", self.late_scales)) if on})
         return d
 
     def variant_problem(self, v: Variant) -> str:
@@ -142,8 +140,6 @@ class Fp8Entry(KMajorOnly, KernelFamily):
             return "step 11 takes e4m3 operands and no bias"
         if self.overlap_pieces and (problem := self._pieces_problem(v)):
             return f"{self.key}: overlap_pieces {problem}"
-        if self.turns and (self.promote < 1 or self.overlap_kt or self.overlap_pieces or self.consumers != 2):
-            return f"{self.key}: turns take two consumers on the one-partial promoted loop"
         if self.overlap_kt and self.pieces != 1:
             return f"{self.key}: overlap across k-tiles takes one piece per k-tile (two partials of {self.bn} columns)"
         if v.mode == "row" and v.bias and v.out != "float32" and not self.row_bias16:
@@ -309,15 +305,13 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
 
 # The promotion's build variants, by name (fields of an entry; with_fields builds one). okt is
 # the 128-wide promoted entries' own build (measured, docs/perf-notes.md item 89); late is an
-# experiment (measured level or behind); op4 an experiment measured level with the entry's own
-# build (docs/perf-notes.md item 92); turns an experiment, not yet measured
+# experiment (measured level or behind); op4 is an experiment not yet measured (the SASS:
+# experiments/fp8/2026-12-04_fp8_pieces_sass_*.txt)
 PROMOTION_VARIANTS: dict[str, dict] = {
     "okt": {"overlap_kt": True},  # two partials: one 128-wide piece only (128 x 128 tiles)
     "late": {"late_scales": True},  # any tile; with overlap_kt the scales are read late anyway
     # four pieces, two partials in turn: 64-column pieces on 128 x 256 tiles (128 + 2 x 32 registers)
     "op4": {"pieces": 4, "overlap_pieces": True},
-    # the consumers' MMAs issued in turns, so one promotes while the other's piece runs
-    "turns": {"turns": True},
 }
 
 
@@ -329,7 +323,7 @@ def with_fields(entry: Fp8Entry, name: str, **fields) -> Fp8Entry:
 
 # Variant builds that no library entry is, checked beside the entries by the GPU tests against
 # the fp32 reference and by scripts/compile_all.py under each NVRTC: (entry key, variant name)
-CHECKED_VARIANTS = (("fp8:128x256p", "op4"), ("fp8:128x256p", "turns"))
+CHECKED_VARIANTS = (("fp8:128x256p", "op4"),)
 
 
 def checked_variants() -> list[Fp8Entry]:

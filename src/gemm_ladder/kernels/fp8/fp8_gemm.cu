@@ -39,14 +39,10 @@ constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's 
 //     where two whole-tile partials do not fit (a 64 x 256 consumer tile: four 64-column pieces,
 //     128 registers of sum and 2 x 32 of partials);
 //   GL_FP8_LATE_SCALES: the next k-tile's block scales read after this k-tile's first MMAs are
-//     issued, from pointers set once per tile (off the path from the stage's wait to the MMAs);
-//   GL_FP8_TURNS: the two consumers take turns issuing each piece's MMAs (an ordered barrier, as
-//     step 10's ping-pong): issued together, their MMAs interleave on the tensor core, retire
-//     together, and both consumers promote while it idles; in turns, one consumer's piece runs
-//     while the other promotes.
+//     issued, from pointers set once per tile (off the path from the stage's wait to the MMAs).
 // (GL_FP8_OVERLAP_PIECES is read as the macro: a constant at namespace scope is a symbol in every
 // build's cubin, and the other builds stay byte for byte as they were.)
-constexpr bool OVERLAP_KT = GL_FP8_OVERLAP_KT, LATE_SCALES = GL_FP8_LATE_SCALES, TURNS = GL_FP8_TURNS;
+constexpr bool OVERLAP_KT = GL_FP8_OVERLAP_KT, LATE_SCALES = GL_FP8_LATE_SCALES;
 constexpr bool FACTORS_EARLY = PIECES == 1 && !SPLIT;  // registers to hold the first chunk's epilogue factors
 constexpr bool FACTORS_LATE = PIECES > 1 && !SPLIT;  // each chunk reads its own (split: none, the reduction scales)
 // A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one (or partial).
@@ -63,8 +59,6 @@ static_assert(!GL_FP8_OVERLAP_PIECES || (!OVERLAP_KT && PROMOTE == 1 && PIECES %
               "overlapped pieces: promoted every k-tile, an even number of pieces (piece h in partial h % 2)");
 static_assert(PIECES == 1 || (PROMOTE == 1 && BN % PIECES == 0 && has_wgmma_fp8_n<PN>),
               "pieces share one partial sum: promote every k-tile");
-static_assert(!TURNS || (PROMOTE > 0 && !OVERLAP_KT && !GL_FP8_OVERLAP_PIECES && GL_CONSUMERS == 2),
-              "turns: two consumers on the one-partial promoted loop");
 static_assert(PROMOTE >= 0 && (GL_BF16 == (OUT == FP8_OUT_BF16)), "GL_BF16 follows the output type (pack2)");
 constexpr u32 STAGE_BYTES = (BM + BN) * BK;  // fp8: one byte per element
 constexpr u32 CONSUMER_WARPS = 4, THREADS = 128 * (1 + CONSUMERS);
@@ -72,36 +66,13 @@ constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandPipe = Pipeline<DEPTH, CLUSTER_M>;
 using EpiloguePipe = EpiloguePipeline<EPI_STAGES>;
 
-struct OperandsAndChunks {
+struct SharedStorage {
   u8 A[DEPTH][BM * BK];
   u8 B[DEPTH][BN * BK];
   u16 C[EPI_STAGES][BM * 64];  // chunk slots of 128 x 128 bytes
   OperandPipe ops;
   EpiloguePipe epi;
 };
-// With GL_FP8_TURNS the consumers' turns at issuing MMAs follow (an ordered barrier); without,
-// nothing: the other builds' storage and code are as they were.
-template <bool ON>
-struct StorageWithTurns : OperandsAndChunks {
-  OrderedBarrier<CONSUMERS> turns;
-};
-template <>
-struct StorageWithTurns<false> : OperandsAndChunks {};
-using SharedStorage = StorageWithTurns<TURNS>;
-
-struct IssueTurn {  // a consumer's turn: wait for it before issuing, pass it once issued
-  OrderedBarrier<CONSUMERS>::Member m;
-  GL_DEVICE void wait(u32 k) { m.wait_turn(k); }
-  GL_DEVICE void pass(bool warp_leader, u32 k) const { m.pass_turn(warp_leader, k); }
-};
-struct NoTurn {
-  GL_DEVICE void wait(u32) {}
-  GL_DEVICE void pass(bool, u32) const {}
-};
-GL_DEVICE void init_turns(StorageWithTurns<true>& s) { s.turns.init(CONSUMER_WARPS); }  // an arrival per warp
-GL_DEVICE void init_turns(StorageWithTurns<false>&) {}
-GL_DEVICE IssueTurn issue_turn(StorageWithTurns<true>& s, int cw, Tracer& tr) { return {s.turns.member(cw, tr)}; }
-GL_DEVICE NoTurn issue_turn(StorageWithTurns<false>&, int, Tracer&) { return {}; }
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Fp8Entry.dynamic_smem is too small");
 
 // One k-tile's MMAs of a consumer: its 64 rows of A against W rows of B (all of it, or a piece:
@@ -129,7 +100,6 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
   if (threadIdx.x == 0) {
     s.ops.init(1, CONSUMER_WARPS * CONSUMERS);
     s.epi.init(CONSUMERS, 1);
-    init_turns(s);
     fence_barrier_init();
   }
   cluster_sync();
@@ -177,7 +147,6 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     const bool warp_leader = lane_idx() == 0;
     auto st = OperandPipe::State::consumer();
     auto chunk_st = EpiloguePipe::State::producer();
-    auto turn = issue_turn(s, cw, tr);
     const int k_blocks = ceil_div(K, FP8_SCALE_BLOCK_K);
     float acc[BN / 2];
     for (int u = tiles.first(); u < work.units(); u += tiles.stride()) {
@@ -299,12 +268,10 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
           ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
 #pragma unroll
           for (int h = 0; h < PIECES; ++h) {
-            turn.wait(kt);
             wgmma_fence();
             issue_ktile<PN>(part, s.A[st.stage] + cw * 64 * BK, s.B[st.stage] + h * PN * BK,
                             (kt - w.k0) % PROMOTE_EVERY == 0 ? 0u : 1u);
             wgmma_commit();
-            turn.pass(warp_leader, kt);  // issued: the other consumer's piece queues behind this one
             if constexpr (SCALE == FP8_SCALE_BLOCK && LATE_SCALES)
               if (h == 0 && kt + 1 < w.k1) next_sc = scale_rows.at(kt + 1);  // under this k-tile's MMAs
             wgmma_wait<0>();
