@@ -146,23 +146,26 @@ def test_choice_is_a_step_that_takes_the_head_dim():
 
 
 def test_causal_calls_walk_on_a_counter_where_it_measured_ahead():
-    """choose(): the fixed persistent walk without a mask; with one, the counter's walk at head
-    dim 64 and at 128 up to 8k keys, the grid of every tile beyond (docs/attention.md)."""
+    """choose(): the fixed persistent walk without a mask; with one, the counter's walk at every
+    head dim (docs/attention.md)."""
     assert A.choose(1024, 1024, 128, False).key == "A5:p" and A.choose(1024, 1024, 64, False).key == "A5:c3p"
     assert A.choose(16384, 16384, 64, True).key == "A5:c3d" and A.choose(1024, 1024, 64, True).key == "A5:d"
-    assert [A.choose(s, s, 128, True).key for s in (1024, 8192, 16384)] == ["A5:d", "A5:d", "A5"]
-    assert A.choose(1024, 1024, 256, True).key == "A5"
+    assert [A.choose(s, s, d, True).key for d in (128, 256) for s in (1024, 16384)] == ["A5:d"] * 4
     st = A.choose(1024, 1024, 128, True)
     assert st.dynamic and st.persistent and st.kernel_defines()["GL_ATTN_DYNAMIC"] == 1
     assert A.get("A5:p", 128).kernel_defines()["GL_ATTN_DYNAMIC"] == 0
 
 
-def test_a_section_keeps_its_heads_k_and_v_in_half_the_l2():
+def test_a_section_keeps_its_heads_k_and_v_in_half_the_l2_and_divides_the_heads():
     d = A.get("A5:d", 128)
-    kv = 2 * 4096 * 128 * 2  # K and V of one head at 4k keys: 2 MiB
-    assert d.section(4096, 1, 1000, l2_bytes=50 * 2**20) == 25 * 2**20 // kv
-    assert d.section(4096, 4, 1000, l2_bytes=50 * 2**20) == 4 * 25 * 2**20 // kv  # GQA: 4 query heads share one
+    kv = 2 * 4096 * 128 * 2  # K and V of one head at 4k keys: 2 MiB; 12 of them in 25 MiB
+    assert 25 * 2**20 // kv == 12
+    assert d.section(4096, 1, 1200, l2_bytes=50 * 2**20) == 12
+    assert d.section(4096, 1, 1000, l2_bytes=50 * 2**20) == 10  # 1000 pairs: the largest divisor under 12
+    assert d.section(4096, 4, 1200, l2_bytes=50 * 2**20) == 50  # GQA: 4 query heads share one K/V head
     assert d.section(4096, 1, 3, l2_bytes=50 * 2**20) == 3  # no more than the pairs there are
+    assert d.section(4096, 1, 13, l2_bytes=50 * 2**20) == 1  # 13 heads: one per section, never 12 and 1
+    assert d.section(16384, 1, 16, l2_bytes=60 * 2**20) == 2  # 3 fit, but 3 x 5 + 1: sections of 2
     assert d.section(10**6, 1, 8, l2_bytes=50 * 2**20) == 1  # at least one
     assert A.get("A5:p", 128).section(4096, 1, 1000) == 1  # the fixed walk: a head's blocks in turn
 

@@ -152,13 +152,17 @@ class AttnStep(KMajorOnly, KernelFamily):
         return args + [ctypes.c_uint64(counter_ptr), section] if self.producer else args
 
     def section(self, Sk: int, group: int, pairs: int, l2_bytes: int = H200.l2_bytes) -> int:
-        """The dynamic walk's (batch, head) pairs per section: as many as keep their K and V in
-        half the L2 (a GQA group's query heads share one K/V head), at least one; 1 (each head's
-        query blocks in turn) for the fixed walk."""
+        """The dynamic walk's (batch, head) pairs per section: at most as many as keep their K
+        and V in half the L2 (a GQA group's query heads share one K/V head), and a divisor of
+        the pairs, so every section holds as many (a short last section starts its longest tiles
+        late: 16 heads in sections of 3, 3, 3, 3, 3, 1 ran 4-12 % slower than in sections of 2,
+        docs/perf-notes.md item 93); at least one. 1 (each head's query blocks in turn) for the
+        fixed walk."""
         if not self.dynamic:
             return 1
         kv_bytes = 2 * Sk * self.head_dim * 2 / group
-        return max(1, min(pairs, int(l2_bytes // 2 // kv_bytes)))
+        most = max(1, min(pairs, int(l2_bytes // 2 // kv_bytes)))
+        return next(d for d in range(most, 0, -1) if pairs % d == 0)
 
 
 def make_maps(specs, ptrs, element: str, make_map=None) -> tuple:
@@ -214,13 +218,10 @@ def choose(Sq: int, Sk: int, head_dim: int, causal: bool) -> AttnStep:
     """The library's build for a call, from the H200's measurements (docs/attention.md): A5, with
     three consumers at head dim 64. Non-causal: persistent, on the fixed walk. Causal: tiles
     differ in length, and a fixed walk drifts apart across heads and loses the L2 reuse of K and
-    V (638 -> 414 TFLOP/s at head dim 128, S = 16k); the walk on a counter beats the grid of
-    every tile at head dim 64 (three consumers from 2k keys, 0.87 -> 0.97 x cuDNN at S = 2k,
-    1.08 -> 1.11 at 16k; two below, 0.72 -> 0.87-0.90 at 1k) and at head dim 128 up to S = 8k
-    (0.84 -> 0.91 at 1k), while the grid stays ahead at head dim 128, S = 16k (1.11 against
-    1.04) and at head dim 256 (experiments/attention/2026-12-04_h200_attention_walk_*)."""
+    V (638 -> 414 TFLOP/s at head dim 128, S = 16k); the walk on a counter, each next tile taken
+    once the current one's loads are issued, in sections that divide the heads evenly, is ahead
+    of the grid of every tile at every head dim up to 8k keys and level or ahead at 16k (three
+    consumers at head dim 64 from 2k keys, two below; docs/perf-notes.md items 91 and 93)."""
     if not causal:
         return get("A5:c3p" if head_dim == 64 else "A5:p", head_dim)
-    if head_dim == 64:
-        return get("A5:c3d" if Sk > 1024 else "A5:d", head_dim)
-    return get("A5:d" if head_dim == 128 and Sk <= 8192 else "A5", head_dim)
+    return get("A5:c3d" if head_dim == 64 and Sk > 1024 else "A5:d", head_dim)

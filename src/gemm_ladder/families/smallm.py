@@ -425,11 +425,6 @@ FAMILIES: dict[str, SmallM] = {
     # 64 x 128 tiles in clusters of two along M sharing (multicasting) each B tile, whole tiles,
     # above 128 rows on B rows that are not whole 32-byte sectors (MULTICAST_NICHE)
     "smallm:n128m2": SmallM("smallm:n128m2", bn=128, depth=8, min_m=129, variant="n128m2", multicast=2),
-    # 64 x 64 tiles in pairs along M sharing B (an experiment, not a selection candidate): the
-    # decomposition cuBLAS runs at 256 x 2048 x 4096 (64 x 64 tiles, 2 x 1 clusters), where n64's
-    # whole tiles on the same 128 CTAs are 20 % slower (docs/perf-notes.md item 89)
-    "smallm:n64m2": SmallM("smallm:n64m2", bn=64, depth=12, min_m=129, variant="n64m2", multicast=2,
-                           b_mn_major=False),
     "smallm:c2": SmallM("smallm:c2", consumers=2, depth=4, min_m=65, variant="c2", **TWO_CONSUMER_DEAL),
     "smallm:c2n128": SmallM("smallm:c2n128", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128",
                             **TWO_CONSUMER_DEAL),
