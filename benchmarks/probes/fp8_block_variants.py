@@ -41,6 +41,18 @@ def builds(M: int, N: int, K: int):
     return out
 
 
+def quantized(x, w, mode):
+    """(A, its scales, B, its scales, the fp32 product of the dequantized operands) for one
+    scale mode; per-tensor scales as the one-element tensors the kernel reads."""
+    from gemm_ladder.library import fp8_api
+    qa, sa = fp8_api.quantize_fp8(x, mode, operand="a")
+    qb, sb = fp8_api.quantize_fp8(w, mode, operand="b")
+    ref = fp8_api.dequantize_fp8(qa, sa, mode, "a") @ fp8_api.dequantize_fp8(qb, sb, mode, "b").t()
+    if mode == "tensor":
+        sa, sb = sa.reshape(1), sb.reshape(1)
+    return qa, sa, qb, sb, ref
+
+
 def check(c, ref, base):
     """Relative max error against the fp32 reference; against the as-is build: the largest
     difference relative to max |ref| (0 when bit-identical)."""
@@ -54,20 +66,12 @@ def check(c, ref, base):
 
 def run_shape(b, M, N, K, reps):
     import torch
-    from gemm_ladder.library import fp8_api
     from gemm_ladder.library.fp8_runner import run_fp8
     from gemm_ladder.measure.bench import graphed
     from gemm_ladder.measure.gpuinfo import Sampler
     x = torch.randn(M, K, device="cuda", generator=b.gen)
     w = torch.randn(N, K, device="cuda", generator=b.gen)
-    q = {}
-    for mode in ("tensor", "block"):
-        qa, sa = fp8_api.quantize_fp8(x, mode, operand="a")
-        qb, sb = fp8_api.quantize_fp8(w, mode, operand="b")
-        ref = fp8_api.dequantize_fp8(qa, sa, mode, "a") @ fp8_api.dequantize_fp8(qb, sb, mode, "b").t()
-        if mode == "tensor":
-            sa, sb = sa.reshape(1), sb.reshape(1)
-        q[mode] = (qa, sa, qb, sb, ref)
+    q = {mode: quantized(x, w, mode) for mode in ("tensor", "block")}
     del x, w
     rows, graphs, outs = [], [], {}
     for label, e, mode, base in builds(M, N, K):

@@ -11,8 +11,8 @@ import argparse
 
 import torch
 
+from fp8_block_variants import quantized
 from gemm_ladder.families import fp8
-from gemm_ladder.library import fp8_api
 from gemm_ladder.library.fp8_runner import run_fp8
 
 ap = argparse.ArgumentParser()
@@ -25,11 +25,7 @@ x = torch.randn(n, n, device="cuda", generator=g)
 w = torch.randn(n, n, device="cuda", generator=g)
 e = fp8.get(args.entry)
 for mode in ("tensor", "block"):
-    qa, sa = fp8_api.quantize_fp8(x, mode, operand="a")
-    qb, sb = fp8_api.quantize_fp8(w, mode, operand="b")
-    ref = fp8_api.dequantize_fp8(qa, sa, mode, "a") @ fp8_api.dequantize_fp8(qb, sb, mode, "b").t()
-    if mode == "tensor":
-        sa, sb = sa.reshape(1), sb.reshape(1)
+    qa, sa, qb, sb, ref = quantized(x, w, mode)
     for _ in range(3):
         c = torch.full((n, n), float("nan"), dtype=torch.bfloat16, device="cuda")
         run_fp8(qa, qb, sa, sb, mode=mode, out_dtype=torch.bfloat16, entry=e, out=c)
