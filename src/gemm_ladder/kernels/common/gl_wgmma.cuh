@@ -13,6 +13,14 @@ GL_DEVICE u64 desc_sw128(const void* smem) {
   return ((addr & 0x3FFFFull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
 
+// A descriptor moved `bytes` (a multiple of 16) along its tile: only the start-address field
+// (bits 0-13, in 16-byte units) changes, and a shared-memory address stays below 2^18 bytes,
+// so the add never carries out of the low word. One integer add per MMA instead of building
+// each descriptor from its address (mask, shift, or: four uniform-datapath steps in a chain).
+GL_DEVICE u64 desc_advance(u64 desc, u32 bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | (u32)((u32)desc + (bytes >> 4));
+}
+
 // MN-major tile (the operand's M or N index contiguous), as TMA writes it from a row-major
 // (K, MN) matrix with 128B swizzle: blocks of 64 MN-elements x BK k-rows, each k-row 128
 // bytes; 8-row k groups 1024 bytes apart (SBO), 64-wide MN blocks `block_bytes` apart (LBO).
