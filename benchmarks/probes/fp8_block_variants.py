@@ -36,7 +36,7 @@ def builds(M: int, N: int, K: int):
             v = fp8.with_fields(e, name, **fields)
             if v.variant_problem(fp8.Variant("block")):
                 continue
-            modes = ("block", "tensor") if v.overlap_kt or v.overlap_pieces or v.desc_advance else ("block",)
+            modes = ("block", "tensor") if v.overlap_kt or v.overlap_pieces else ("block",)
             out += [(f"{mode} {v.name}", v, mode, f"{mode} {e.name}") for mode in modes]
     return out
 

@@ -38,9 +38,6 @@
 #ifndef GL_FP8_LATE_SCALES
 #define GL_FP8_LATE_SCALES 0
 #endif
-#ifndef GL_FP8_DESC_ADVANCE
-#define GL_FP8_DESC_ADVANCE 0
-#endif
 // In-kernel event tracing (gl_trace.cuh).
 #ifndef GL_TRACE
 #define GL_TRACE 0

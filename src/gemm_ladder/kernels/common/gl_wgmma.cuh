@@ -15,8 +15,8 @@ GL_DEVICE u64 desc_sw128(const void* smem) {
 
 // A descriptor moved `bytes` (a multiple of 16) along its tile: only the start-address field
 // (bits 0-13, in 16-byte units) changes, and a shared-memory address stays below 2^18 bytes,
-// so the add never carries out of the low word. One integer add per MMA instead of building
-// each descriptor from its address (mask, shift, or: four uniform-datapath steps in a chain).
+// so the add never carries out of the low word. Fewer uniform-datapath steps per MMA than
+// building each descriptor from its address (add, mask, shift, or, and the high word).
 GL_DEVICE u64 desc_advance(u64 desc, u32 bytes) {
   return (desc & 0xFFFFFFFF00000000ull) | (u32)((u32)desc + (bytes >> 4));
 }

@@ -76,19 +76,16 @@ struct SharedStorage {
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Fp8Entry.dynamic_smem is too small");
 
 // One k-tile's MMAs of a consumer: its 64 rows of A against W rows of B (all of it, or a piece:
-// whole 8-row groups, so a piece's descriptor starts on a 1024-byte group), k-slices of 32.
-// GL_FP8_DESC_ADVANCE: each k-slice's descriptors advanced from the k-tile's first (desc_advance)
-// instead of built from their addresses.
+// whole 8-row groups, so a piece's descriptor starts on a 1024-byte group), k-slices of 32. The
+// later slices' descriptors are advanced from the first (desc_advance): built from each address
+// they took five uniform-datapath steps apiece, three advanced, and the promoted builds ran
+// 0.5-2.7 % slower (docs/perf-notes.md item 97).
 template <int W>
 GL_DEVICE void issue_ktile(float (&d)[W / 2], const u8* a, const u8* b, u32 first_scale_d) {
   const u64 da = desc_sw128(a), db = desc_sw128(b);
 #pragma unroll
-  for (int kk = 0; kk < BK / 32; ++kk) {
-    if constexpr (GL_FP8_DESC_ADVANCE)
-      wgmma_m64k32_fp8<W>(d, desc_advance(da, kk * 32), desc_advance(db, kk * 32), kk == 0 ? first_scale_d : 1u);
-    else
-      wgmma_m64k32_fp8<W>(d, desc_sw128(a + kk * 32), desc_sw128(b + kk * 32), kk == 0 ? first_scale_d : 1u);
-  }
+  for (int kk = 0; kk < BK / 32; ++kk)
+    wgmma_m64k32_fp8<W>(d, desc_advance(da, kk * 32), desc_advance(db, kk * 32), kk == 0 ? first_scale_d : 1u);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
