@@ -28,19 +28,20 @@ attn_a4_pingpong(const __grid_constant__ CUtensorMap tmap_q, const __grid_consta
 
   if (warpgroup_idx() == 0) {  // ── PRODUCER ─────────────────────────────────────────────
     setmaxnreg_dec<PRODUCER_REGS>();
-    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, Sq, Sk, Hq, group, tiles, tile_counter, section);
+    if (warp_idx() == 0 && elect_one()) s.produce(&tmap_q, &tmap_k, &tmap_v, AttnWalk(Sq, Sk, Hq, group, tiles, section),
+                                                        tile_counter);
   } else {  // ── CONSUMERS ─────────────────────────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;
     Tracer tr(ROLE_CONSUMER, 1 + cw, threadIdx.x % 128 == 0);
     Consumer me(s, cw, tr);
+    const AttnWalk walk(Sq, Sk, Hq, group, tiles, section);  // the producer's order
     auto turn = s.turns.member(cw, tr);
     float sc[BN / 2];
     u32 p[BN / 16][4];
     float corr[2];
-    const int pairs = tiles / ceil_div(Sq, BM);
-    for (int i = blockIdx.x; (i = me.next_tile(s, i)) < tiles; i += gridDim.x) {
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
+    for (int i = blockIdx.x; (i = me.next_tile(s, i)) < walk.tiles; i += gridDim.x) {
+      const AttnTile t = walk.tile(i);
       tr.event(EV_TILE_BEGIN, 0, 0, 0, 0, i);
       const int rows0 = t.q0 + cw * WG_ROWS;
       OnlineSoftmax sm(rows0);

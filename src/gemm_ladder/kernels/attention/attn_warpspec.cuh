@@ -33,6 +33,17 @@ using VRing = Pipeline<DEPTH, 1, BAR_V_FULL, BAR_V_EMPTY>;
 using Turns = OrderedBarrier<CONSUMERS>;  // ping-pong (A4, A5)
 static_assert(DEPTH <= 16, "a block record holds a ring's stage in 4 bits");
 
+// The walk's order, shared by the producer and the consumers: attn_tile's arguments taken once
+// (the dynamic walk's sections of `section` (batch, head) pairs; the fixed walk's one head at a
+// time), so both sides name each tile the same way.
+struct AttnWalk {
+  int Sq, Sk, Hq, group, tiles, section, pairs;
+  GL_DEVICE AttnWalk(int Sq_, int Sk_, int Hq_, int group_, int tiles_, int section_)
+      : Sq(Sq_), Sk(Sk_), Hq(Hq_), group(group_), tiles(tiles_), section(DYNAMIC_WALK ? section_ : 1),
+        pairs(tiles_ / ceil_div(Sq_, BM)) {}
+  GL_DEVICE AttnTile tile(int i) const { return attn_tile(i, BM, Sq, Sk, Hq, group, section, pairs); }
+};
+
 // The tiles and barriers every warp-specialized step has.
 struct WsTiles {
   QTile q[CONSUMERS];  // consumer c's 64 rows
@@ -57,18 +68,17 @@ struct WsTiles {
   // (one atomicAdd a tile) in attn_tile's order with `section` pairs per section, once this
   // tile's loads are issued: the CTA holds no reservation while it has a whole tile to run, and
   // the atomic's round trip passes under the wait for the consumers to free the Q buffer.
-  GL_DEVICE void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, int Sq, int Sk, int Hq,
-                         int group, int tiles, int* counter, int section) {
+  GL_DEVICE void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const AttnWalk& walk,
+                         int* counter) {
     Tracer tr(ROLE_PRODUCER, 0, true);
     const auto kp = kr.bind(tr, KvTile::BYTES);
     const auto vp = vr.bind(tr, KvTile::BYTES);
     auto ks = KRing::State::producer();
     auto vs = GL_ABLATE_V_RING_PHASE ? VRing::State::consumer() : VRing::State::producer();  // the what-if: phase 0
     auto qs = PipelineState<1>::producer();  // the Q buffer: a ring of one
-    const int pairs = tiles / ceil_div(Sq, BM);
-    for (int i = blockIdx.x, next; i < tiles; i = next) {
+    for (int i = blockIdx.x, next; i < walk.tiles; i = next) {
       if (!DYNAMIC_WALK) next = i + (int)gridDim.x;
-      const AttnTile t = attn_tile(i, BM, Sq, Sk, Hq, group, DYNAMIC_WALK ? section : 1, pairs);
+      const AttnTile t = walk.tile(i);
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
       qs.advance();
       if (DYNAMIC_WALK) atomicExch(&tile, i);  // q_full's arrive releases it to the consumers' wait (an atomic:
@@ -93,7 +103,7 @@ struct WsTiles {
     }
     if (DYNAMIC_WALK) {  // the end: once the last tile's Q is handed back, a phase with no bytes
       traced_wait(&q_empty, BAR_Q_EMPTY, 0, qs.phase, 0, tr);
-      atomicExch(&tile, tiles);
+      atomicExch(&tile, walk.tiles);
       mbar_arrive(&q_full);
     }
     tr.finish();
