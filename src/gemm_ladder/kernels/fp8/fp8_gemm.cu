@@ -77,9 +77,9 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Fp8Entry.dynamic
 
 // One k-tile's MMAs of a consumer: its 64 rows of A against W rows of B (all of it, or a piece:
 // whole 8-row groups, so a piece's descriptor starts on a 1024-byte group), k-slices of 32. The
-// later slices' descriptors are advanced from the first (desc_advance): built from each address
-// they took five uniform-datapath steps apiece, three advanced, and the promoted builds ran
-// 0.5-2.7 % slower (docs/perf-notes.md item 97).
+// later slices' descriptors are advanced from the first (desc_advance): three uniform-datapath
+// steps apiece instead of the five of building each from its address, and 0.5-2.7 % faster
+// (docs/perf-notes.md item 97).
 template <int W>
 GL_DEVICE void issue_ktile(float (&d)[W / 2], const u8* a, const u8* b, u32 first_scale_d) {
   const u64 da = desc_sw128(a), db = desc_sw128(b);
