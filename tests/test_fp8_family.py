@@ -75,6 +75,29 @@ def test_split_k_fills_the_gpu_without_empty_splits():
     assert not fp8.choose(4096, 4096, 4096, "row", False).split
 
 
+def test_on_chip_split_k_takes_whole_clusters_that_fit():
+    """The on-chip split: 1, 2, 4 or 8 splits (a tile's column slices, a portable cluster), every
+    split holding k-tiles, and no more than let every tile's cluster be resident at once."""
+    e = fp8.with_fields(fp8.get("fp8:128x128sk"), "chip", **fp8.SPLIT_VARIANTS["chip"])
+    assert e.split and not e.planes and fp8.get("fp8:128x128sk").planes
+    assert e.kernel_defines()["GL_FP8_SPLIT"] == 2 and fp8.get("fp8:128x128sk").kernel_defines()["GL_FP8_SPLIT"] == 1
+    for M, N, K in [(128, 7168, 2048), (64, 4096, 7168), (1, 512, 16 * 128 + 16), (100, 520, 2064), (64, 1024, 4096),
+                    (1, 64, 16)]:
+        s = e.splits_for(M, N, K, 132)
+        k_tiles, tiles = -(-K // 128), -(-M // 128) * -(-N // 128)
+        assert s in (1, 2, 4, 8) and tiles * s <= 132
+        assert -(-k_tiles // s) * (s - 1) < k_tiles, "every split holds k-tiles"
+        assert e.launch_cluster(s) == (s, 1, 1) and e.grid(M, N, 132, None, s) == (tiles * s, 1, 1)
+    assert e.splits_for(64, 4096, 7168, 132) == 4  # 32 tiles x 4 splits
+    assert e.grid(1000, 3000, 132, None, 1) == (192, 1, 1), "one CTA per unit, beyond one wave too"
+    # clusters of 4 that fit only 16 at once: 32 tiles take clusters of 2
+    assert e.splits_for(64, 4096, 7168, 132, max_clusters=lambda s: 16 if s == 4 else 64) == 2
+    assert e.kernel_args(1, 2, 3, 4, 5, 6, 64, 4096, 7168, "bfloat16", make_map=lambda *a, **k: None,
+                         splits=4)[-1].value == 3, "C's pointer: the kernel writes C itself"
+    ops = sass.opcodes(sass_or_skip(e.compile().cubin))  # C leaves through plain stores, no TMA store
+    assert not [c for c in e.claims if sass.count_class(ops, c) == 0] and "UTMASTG" not in e.claims
+
+
 def test_choice_follows_mode_accumulation_and_the_waves():
     assert fp8.choose(4096, 4096, 4096, "block", True).promote == 1  # block scales always promote
     # promoted per-tensor: 128 x 128 with the promotion under the next k-tile's MMAs
@@ -86,6 +109,11 @@ def test_choice_follows_mode_accumulation_and_the_waves():
     assert fp8.choose(4096, 4096, 4096, "row", False, bias16=True).key == "fp8:128x128p"  # it spills there
     assert fp8.choose(4096, 4096, 4096, "tensor", True).key == "fp8:128x256"
     assert fp8.choose(512, 4096, 7168, "tensor", True).key == "fp8:128x128"
+    # several tile rows, 128 x 128 tiles filling half of the SMs or less: 64 wide (not block scales)
+    assert fp8.choose(1024, 1024, 1024, "tensor", False).key == "fp8:128x64pc1"
+    assert fp8.choose(1024, 1024, 1024, "row", True).key == "fp8:128x64c1"
+    assert fp8.choose(1024, 1024, 1024, "block", False).key == "fp8:128x128p"
+    assert fp8.choose(2048, 2048, 2048, "tensor", False).key == "fp8:128x128p"  # 256 tiles of 128 x 128
     # one tile row: no cluster; the widest tile that fills 80 % of the SMs, 64 wide at the least
     assert fp8.choose(128, 28672, 4096, "row", False).key == "fp8:128x128pc1"
     assert fp8.choose(128, 7168, 2048, "row", False).key == "fp8:128x64pc1"

@@ -32,6 +32,9 @@ CANDIDATES = {
     "128x128sk": E["fp8:128x128sk"],
     "128x64pc1": dataclasses.replace(E["fp8:128x128pc1"], name="128x64pc1", bn=64, modes=("tensor", "row")),
     "128x64sk": dataclasses.replace(E["fp8:128x128sk"], name="128x64sk", bn=64, modes=("tensor", "row")),
+    "128x128skc": fp8.with_fields(E["fp8:128x128sk"], "chip", split_cluster=True),
+    "128x64skc": dataclasses.replace(E["fp8:128x128sk"], name="128x64skc", bn=64, modes=("tensor", "row"),
+                                     split_cluster=True),
     "128x256c1": E["fp8:128x256c1"],
     "128x128c1f": dataclasses.replace(E["fp8:128x256c1"], name="128x128c1f", bn=128, depth=6),
     "128x64c1f": dataclasses.replace(E["fp8:128x256c1"], name="128x64c1f", bn=64, depth=6),
@@ -40,9 +43,12 @@ CANDIDATES = {
     "128x256p": E["fp8:128x256p"],
     "128x256": E["fp8:128x256"],
     "128x128f": dataclasses.replace(E["fp8:128x256"], name="128x128f", bn=128, depth=6),
+    "128x64p": dataclasses.replace(E["fp8:128x128p"], name="128x64p", bn=64, modes=("tensor", "row")),
+    "128x64f": dataclasses.replace(E["fp8:128x256"], name="128x64f", bn=64, depth=6),
 }
-SMALL = ("128x128pc1", "128x128sk", "128x64pc1", "128x64sk", "128x256c1", "128x128c1f", "128x64c1f")
-LARGE = ("128x128p", "128x256p", "128x256", "128x128f")
+SMALL = ("128x128pc1", "128x128sk", "128x128skc", "128x64pc1", "128x64sk", "128x64skc", "128x256c1", "128x128c1f",
+         "128x64c1f")
+LARGE = ("128x128p", "128x256p", "128x256", "128x128f", "128x64pc1", "128x64p", "128x64c1f", "128x64f")
 
 
 def cases(M: int):

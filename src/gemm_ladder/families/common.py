@@ -20,6 +20,9 @@ SASS_MEANING = {
     "LDG.E.128": "16-byte global loads",
     "STS.128": "16-byte shared stores",
     "BAR": "CTA / named barriers",
+    "LD.E.128": "16-byte generic loads (a peer CTA's shared memory: ld.shared::cluster)",
+    "UCGABAR_ARV": "cluster barrier arrive (barrier.cluster.arrive)",
+    "UCGABAR_WAIT": "cluster barrier wait (barrier.cluster.wait)",
 }
 # What a multicasting 2-CTA cluster adds to the SASS.
 CLUSTER_CLAIMS = ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "UCGABAR_ARV", "UCGABAR_WAIT")

@@ -28,6 +28,7 @@ OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 BK = 128  # fp8 elements per k-tile: one 128-byte swizzle row
 SCALE_BLOCK = 128  # the block scales' k-block and B's n-block
 _CLAIMS = ("QGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG", "UTMACCTL.PF")
+_ON_CHIP_SUM_CLAIMS = ("LD.E.128", "UCGABAR_ARV", "UCGABAR_WAIT")  # peers' shared memory read, cluster barriers
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     promote: int = 1  # k-tiles per promotion into fp32 registers; 0: the sum stays in the tensor core
     pieces: int = 1  # column pieces a promoted k-tile's MMAs run in (through one partial sum)
     split: bool = False  # split-K: a tile's k-tiles over several CTAs, partials summed by a reduction
+    split_cluster: bool = False  # split-K summed on chip: a tile's splits are a cluster (split must be set)
     overlap_kt: bool = False  # two partials: the next k-tile's MMAs in flight while one is promoted
     overlap_pieces: bool = False  # two partials in turn over the pieces: the next piece's MMAs in flight
     # while one is promoted, across the k-tile boundary too (pieces even, e.g. four on 128 x 256)
@@ -84,6 +86,15 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     def cluster(self) -> tuple[int, int, int]:
         return (self.cluster_m, 1, 1)
 
+    def launch_cluster(self, splits: int = 1) -> tuple[int, int, int]:
+        """The launch's cluster shape: the multicast pair's, or an on-chip split-K's splits."""
+        return (splits, 1, 1) if self.split_cluster else self.cluster
+
+    @property
+    def planes(self) -> bool:
+        """Split-K through a workspace of planes and a second launch (not on chip)."""
+        return self.split and not self.split_cluster
+
     @property
     def fast_accum(self) -> bool:
         return self.promote == 0
@@ -91,7 +102,9 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     @property
     def claims(self) -> tuple[str, ...]:
         cluster = ("UTMALDG.2D.MULTICAST",) if self.cluster_m > 1 else ()
-        return _CLAIMS + cluster + (f"QGMMA.64x{self.bn // self.pieces}x32.F32.E4M3.E4M3",)
+        # on-chip split-K: C leaves through plain stores after the cluster's sum over its peers' shared memory
+        own = tuple(c for c in _CLAIMS if c != "UTMASTG") + _ON_CHIP_SUM_CLAIMS if self.split_cluster else _CLAIMS
+        return own + cluster + (f"QGMMA.64x{self.bn // self.pieces}x32.F32.E4M3.E4M3",)
 
     # -- shared memory -------------------------------------------------------------------------
     @property
@@ -121,7 +134,8 @@ class Fp8Entry(KMajorOnly, KernelFamily):
              "GL_CLUSTER_M": self.cluster_m, "GL_CONSUMERS": self.consumers, "GL_EPI_STAGES": self.epi_stages,
              "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
         if self.step != 11:
-            d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces, GL_FP8_SPLIT=int(self.split))
+            d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces,
+                     GL_FP8_SPLIT=2 if self.split_cluster else int(self.split))
             # the promotion's variants only where set (the other entries' builds keep their defines)
             d.update({k: 1 for k, on in (("GL_FP8_OVERLAP_KT", self.overlap_kt),
                                           ("GL_FP8_OVERLAP_PIECES", self.overlap_pieces),
@@ -206,8 +220,11 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     def grid(self, M: int, N: int, num_sms: int, max_clusters: int | None = None,
              splits: int = 1) -> tuple[int, int, int]:
         """Persistent: at most one CTA per SM (or the clusters that fit at once), no more than
-        the units (tiles x splits); a cluster covers cluster_m vertically adjacent tiles."""
+        the units (tiles x splits); a cluster covers cluster_m vertically adjacent tiles. The
+        on-chip split-K: one CTA per unit (a cluster per tile holds its pieces until summed)."""
         tiles_m, tiles_n = -(-M // self.bm), -(-N // self.bn)
+        if self.split_cluster:
+            return (tiles_m * tiles_n * splits, 1, 1)
         clusters = min(num_sms // self.cluster_m, -(-tiles_m // self.cluster_m) * tiles_n * splits)
         if max_clusters:
             clusters = min(clusters, max_clusters)
@@ -217,35 +234,42 @@ class Fp8Entry(KMajorOnly, KernelFamily):
         """(rows, cols, row stride, box rows, box cols, element, planes) of the maps of A (M, K),
         B (N, K) (fp8: bytes) and C (M, N); C's box is 128 rows x one 128-byte chunk (64 16-bit
         or 32 fp32 columns), B's the slice one CTA of a cluster loads. Split-K: C's map is the
-        (splits, M, N) fp32 workspace's."""
+        (splits, M, N) fp32 workspace's (on chip: C's, which the kernel does not store through)."""
         c_elem = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[out]
-        c = ((M, N, N, self.bm, 32, "f32", splits) if self.split else
+        c = ((M, N, N, self.bm, 32, "f32", splits) if self.planes else
              (M, N, N, self.bm, 128 // OUT_BYTES[out], c_elem, None))
         return ((M, K, K, self.bm, self.bk, "u8", None), (N, K, K, self.bn // self.cluster_m, self.bk, "u8", None), c)
 
-    def splits_for(self, M: int, N: int, K: int, num_sms: int) -> int:
+    def splits_for(self, M: int, N: int, K: int, num_sms: int, max_clusters=None) -> int:
         """Split-K's split of each tile's k-tiles: enough units to fill the SMs, at least two
-        k-tiles per split, at most 16 planes, and no split left empty."""
+        k-tiles per split, at most 16 planes, and no split left empty. On chip: 1, 2, 4 or 8
+        (a tile's column slices, a portable cluster), and only as many as let every tile's
+        cluster be resident at once (max_clusters(splits): how many clusters of that size fit;
+        the pieces stay in shared memory until the whole cluster has summed them)."""
         if not self.split:
             return 1
         tiles = -(-M // self.bm) * -(-N // self.bn)
         k_tiles = -(-K // self.bk)
-        s = max(1, min(num_sms // tiles, k_tiles // 2, 16))
-        while s > 1 and -(-k_tiles // s) * (s - 1) >= k_tiles:
-            s -= 1
+        s = max(1, min(num_sms // tiles, k_tiles // 2, 8 if self.split_cluster else 16))
+        if self.split_cluster:
+            s = 1 << (s.bit_length() - 1)
+        while s > 1 and (-(-k_tiles // s) * (s - 1) >= k_tiles
+                         or self.split_cluster and max_clusters is not None and max_clusters(s) < tiles):
+            s = s // 2 if self.split_cluster else s - 1
         return s
 
     def kernel_args(self, a_ptr: int, b_ptr: int, c_ptr: int, sa_ptr: int, sb_ptr: int, bias_ptr: int,
                     M: int, N: int, K: int, out: str, make_map=None, splits: int = 1) -> list:
         """The tensor maps (map_specs; make_map(ptr, rows, cols, ld, box rows, box cols,
         element=..., planes=...) builds each, default driver.TensorMap), the sizes, the scale and
-        bias pointers, the split count. Split-K: c_ptr is the workspace."""
+        bias pointers, the split count and C's pointer (written directly by the on-chip split-K).
+        Split-K through planes: c_ptr is the workspace (and C's pointer is not read)."""
         make_map = make_map or driver.TensorMap
         (a_map, b_map, c_map) = (make_map(p, *spec[:5], element=spec[5], planes=spec[6])
                                  for p, spec in zip((a_ptr, b_ptr, c_ptr), self.map_specs(M, N, K, out, splits)))
         args = [a_map, b_map, c_map, M, N, K, ctypes.c_uint64(sa_ptr), ctypes.c_uint64(sb_ptr)]
         if self.step != 11:
-            args += [ctypes.c_uint64(bias_ptr), splits]
+            args += [ctypes.c_uint64(bias_ptr), splits, ctypes.c_uint64(c_ptr)]
         return args
 
     def reduce_args(self, ws_ptr: int, c_ptr: int, sa_ptr: int, sb_ptr: int, bias_ptr: int, M: int, N: int,
@@ -261,15 +285,17 @@ class Fp8Entry(KMajorOnly, KernelFamily):
 
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
-             pieces: int = 1, split: bool = False, row_bias16: bool = True, overlap_kt: bool = False) -> Fp8Entry:
+             pieces: int = 1, split: bool = False, row_bias16: bool = True, overlap_kt: bool = False,
+             split_cluster: bool = False) -> Fp8Entry:
     every = "every k-tile" if promote == 1 else f"every {promote} k-tiles"
     how = (f"promoted {every}" + (f" in {pieces} column pieces" if pieces > 1 else "")
            if promote else "summed in the tensor core") + (", overlapped with the next k-tile's MMAs" if overlap_kt
-                                                            else "") + (", split-K" if split else "") + \
-        (", no cluster" if cluster_m == 1 else "")
+                                                            else "") + \
+        (", split-K summed on chip" if split_cluster else ", split-K" if split else "") + \
+        (", no cluster" if cluster_m == 1 and not split_cluster else ", a cluster per tile" if split_cluster else "")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
-                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split,
-                    row_bias16=row_bias16, overlap_kt=overlap_kt)
+                    cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split or split_cluster,
+                    row_bias16=row_bias16, overlap_kt=overlap_kt, split_cluster=split_cluster)
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -323,11 +349,19 @@ def with_fields(entry: Fp8Entry, name: str, **fields) -> Fp8Entry:
 
 # Variant builds that no library entry is, checked beside the entries by the GPU tests against
 # the fp32 reference and by scripts/compile_all.py under each NVRTC: (entry key, variant name)
-CHECKED_VARIANTS = (("fp8:128x256p", "op4"),)
+# Split-K's build variant "chip": the splits' partials summed on chip, a cluster per tile (each CTA
+# stages its partial in its drained ring and sums a column slice of the tile over the cluster's
+# shared memory: no workspace, no second launch). Not the entry's build: where the second launch
+# costs most (64-128 x 4096 x 7168, 2-3 us of 17), the 32 tiles' clusters of 4 do not fit at once
+# (30 do), so the split falls to 2 and the kernel runs 4 us longer (docs/perf-notes.md item 98).
+SPLIT_VARIANTS: dict[str, dict] = {"chip": {"split_cluster": True}}
+
+CHECKED_VARIANTS = (("fp8:128x256p", "op4"), ("fp8:128x128sk", "chip"))
 
 
 def checked_variants() -> list[Fp8Entry]:
-    return [with_fields(get(key), name, **PROMOTION_VARIANTS[name]) for key, name in CHECKED_VARIANTS]
+    fields = {**PROMOTION_VARIANTS, **SPLIT_VARIANTS}
+    return [with_fields(get(key), name, **fields[name]) for key, name in CHECKED_VARIANTS]
 
 
 def get(key: str) -> Fp8Entry:
@@ -355,6 +389,8 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
     - One tile row (M <= 128; no cluster, whose second CTA would compute below C): split-K
       where C has a quarter of a wave of 128-wide tiles or fewer; else the widest tile (256
       for fast, 128, 64; 64 takes no block scales) whose tiles fill 80 % of the SMs; else 64.
+    - Several tile rows whose 128 x 128 tiles would fill at most half of the SMs: 128 x 64
+      (promoted or not; not block scales).
     - Several tile rows: promoted per-tensor scales on 128 x 128, whose promotion runs under
       the next k-tile's MMAs (overlap_kt: 0.979-1.014x _scaled_mm at 4096^3-8192^3 and two LLM
       shapes against 0.910-0.982 on 128 x 256, docs/perf-notes.md item 89); otherwise 128 x 256
@@ -372,6 +408,11 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
             if key in usable and -(-N // bn) >= 0.8 * num_sms:
                 return ENTRIES[key]
         return ENTRIES[usable[-1]]
+    # few tile rows and columns (1024^3: 64 tiles of 128 x 128): 64-wide tiles, twice as many CTAs
+    # (1024^3 per tensor 1.02x _scaled_mm against 0.83 on 128 x 128, docs/perf-notes.md item 98)
+    narrow = ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1"]
+    if mode in narrow.modes and 2 * -(-M // 128) * -(-N // 128) <= num_sms:
+        return narrow
     wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256p"]
     fits = mode in wide.modes and (fast or mode != "tensor") and (wide.row_bias16 or not (mode == "row" and bias16))
     tiles = -(-M // 128) * -(-N // 256)

@@ -80,16 +80,17 @@ class _Launch:
     def __init__(self, entry: Fp8Entry, v: Variant, M: int, N: int, K: int, dev: int):
         kernel = load(entry, v, dev)
         num_sms = cuda_device.num_sms(dev)
-        max_clusters = driver.max_active_clusters(kernel, (entry.threads, 1, 1), entry.dynamic_smem, entry.cluster)
-        self.splits = entry.splits_for(M, N, K, num_sms)
-        self.grid = entry.grid(M, N, num_sms, max_clusters, self.splits)
+        fit = lambda cluster: driver.max_active_clusters(kernel, (entry.threads, 1, 1), entry.dynamic_smem,  # noqa: E731
+                                                         cluster)
+        self.splits = entry.splits_for(M, N, K, num_sms, max_clusters=lambda s: fit((s, 1, 1)))
+        self.grid = entry.grid(M, N, num_sms, fit(entry.cluster), self.splits)
         self.specs = entry.map_specs(M, N, K, v.out, self.splits)
-        self.ws_shape = (self.splits, M, N) if entry.split else None
+        self.ws_shape = (self.splits, M, N) if entry.planes else None
         args = entry.kernel_args(0, 0, 0, 1, 1, 1, M, N, K, v.out, make_map=driver.MapSlot, splits=self.splits)
         self.launch = driver.ReusableLaunch(kernel, self.grid, (entry.threads, 1, 1), args,
-                                            dynamic_smem=entry.dynamic_smem, cluster=entry.cluster)
+                                            dynamic_smem=entry.dynamic_smem, cluster=entry.launch_cluster(self.splits))
         self.reduce = None
-        if entry.split:
+        if entry.planes:
             self.reduce = driver.ReusableLaunch(kernel.sibling("fp8_splitk_reduce"), entry.reduce_grid(M, N),
                                                 (entry.REDUCE_THREADS, 1, 1),
                                                 entry.reduce_args(1, 1, 1, 1, 1, M, N, self.splits))
@@ -117,16 +118,17 @@ class HotCall:
     """A validated configuration's launch, for a door that has checked everything a call's
     shapes, strides, dtypes and alignment decide: allocate C, launch on the current stream.
     Takes the kernel's operands or the door's own (b (K, N) column-major: b.t()'s pointer is b's)."""
-    __slots__ = ("go", "with_bias", "shape", "out_dtype", "dev")
+    __slots__ = ("go", "n_ptrs", "shape", "out_dtype", "dev")
 
-    def __init__(self, go: _Launch, with_bias: int, M: int, N: int, out_dtype, dev: int):
-        self.go, self.with_bias, self.shape, self.out_dtype, self.dev = go, with_bias, (M, N), out_dtype, dev
+    def __init__(self, go: _Launch, n_ptrs: int, M: int, N: int, out_dtype, dev: int):
+        self.go, self.n_ptrs, self.shape, self.out_dtype, self.dev = go, n_ptrs, (M, N), out_dtype, dev
 
     def __call__(self, a, b, scale_a, scale_b, bias):
         out = a.new_empty(self.shape, dtype=self.out_dtype)
         ws = _workspace(self.go, a)
         self.go(_raw_stream(self.dev), a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)[:self.with_bias],
+                (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0,
+                 out.data_ptr())[:self.n_ptrs],
                 ws.data_ptr() if ws is not None else 0)
         return out
 
@@ -189,12 +191,12 @@ def run_fp8(a, b, scale_a, scale_b, *, mode: str, out_dtype, bias=None, fast_acc
         with torch.cuda.device(dev):
             driver.ensure_context(dev)
             go = _LAUNCHES[launch_key] = _Launch(entry, v, M, N, K, dev)
-    with_bias = 3 if entry.step != 11 else 2  # step 11 takes no bias pointer
+    n_ptrs = 4 if entry.step != 11 else 2  # (scales, bias, C); step 11 takes the scales only
     if key is not None:
-        _HOT[key] = HotCall(go, with_bias, M, N, out_dtype, dev)
-    ptrs = (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0)
+        _HOT[key] = HotCall(go, n_ptrs, M, N, out_dtype, dev)
+    ptrs = (scale_a.data_ptr(), scale_b.data_ptr(), bias.data_ptr() if bias is not None else 0, out.data_ptr())
     ws = _workspace(go, a)
-    go(_raw_stream(dev), a.data_ptr(), b.data_ptr(), out.data_ptr(), ptrs[:with_bias],
+    go(_raw_stream(dev), a.data_ptr(), b.data_ptr(), out.data_ptr(), ptrs[:n_ptrs],
        ws.data_ptr() if ws is not None else 0)
     return out
 

@@ -9,14 +9,16 @@
 //     GL_FP8_PIECES = 2 a k-tile's MMAs run as two column pieces through one partial sum, so a
 //     64 x 256 consumer tile fits its registers (128 for the sum, 64 for the partial);
 //   - any tile width wgmma has for fp8 (64-256), fp32 output staged as 32-column chunks;
-//   - split-K (GL_FP8_SPLIT, small M): a tile's k-tiles split over several CTAs, each writing
-//     its fp32 partial to a workspace plane that fp8_splitk_reduce sums (fp8_split.cuh).
+//   - split-K (GL_FP8_SPLIT, small M): a tile's k-tiles split over several CTAs, their fp32
+//     partials summed by a second launch (1) or on chip by the cluster of a tile's splits (2)
+//     (fp8_split.cuh).
 // Without promotion the sum stays in the tensor core's accumulator from the first k-tile to the
 // last (torch's use_fast_accum=True), and the mainloop is step 9's, MMA_LAG groups in flight.
 #include "gl_warpspec.cuh"
 #include "gl_wgmma_fp8_ops.cuh"
 #include "fp8_scales.cuh"
 #include "fp8_split.cuh"
+#include "gl_cluster_reduce.cuh"
 #include "fp8_pieces.cuh"
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
@@ -28,7 +30,8 @@
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG, CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES;
 constexpr int SCALE = GL_FP8_SCALE, PROMOTE = GL_FP8_PROMOTE, OUT = GL_FP8_OUT;
-constexpr bool BIAS = GL_FP8_BIAS, SPLIT = GL_FP8_SPLIT;  // split: partials out, scales in the reduction
+constexpr bool BIAS = GL_FP8_BIAS, SPLIT = GL_FP8_SPLIT != 0;  // split: partials out, scales in the reduction
+constexpr bool SPLIT_CLUSTER = GL_FP8_SPLIT == 2;  // ... summed on chip by the tile's cluster (one unit per CTA)
 constexpr int PROMOTE_EVERY = PROMOTE > 0 ? PROMOTE : 1;  // (a divisor even where unused)
 constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's column pieces
 // Build variants of the promotion (defaults in gl_ablations.cuh, off: the loop as above):
@@ -51,7 +54,8 @@ constexpr int EPI_N = STAGE_F32 ? 32 : 64, CHUNKS = BN / EPI_N;
 static_assert(BM == 64 * CONSUMERS && BK == 128, "each consumer owns 64 rows; a k-tile is 128 fp8 (128 bytes)");
 static_assert(has_wgmma_fp8_n<BN> && BN % 64 == 0, "tile widths with an fp8 wgmma and whole 64-column chunks");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 or 2 CTAs along M");
-static_assert(!SPLIT || (CLUSTER_M == 1 && PROMOTE == 1), "split-K: no cluster (a cluster's CTAs share k-ranges), promoted");
+static_assert(!SPLIT || (CLUSTER_M == 1 && PROMOTE == 1), "split-K: no multicast cluster (its CTAs share k-ranges), promoted");
+static_assert(GL_FP8_SPLIT >= 0 && GL_FP8_SPLIT <= 2, "GL_FP8_SPLIT: 0 whole tiles, 1 planes and a second launch, 2 on chip");
 static_assert(SCALE != FP8_SCALE_BLOCK || (PROMOTE == 1 && FP8_SCALE_BLOCK_K % PN == 0),
               "block scales change every k-block: promote every k-tile, each piece inside one n-block");
 static_assert(!OVERLAP_KT || (PIECES == 1 && PROMOTE == 1), "overlap across k-tiles: one piece, promoted every k-tile");
@@ -74,6 +78,9 @@ struct SharedStorage {
   EpiloguePipe epi;
 };
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "Fp8Entry.dynamic_smem is too small");
+// On-chip split-K: a tile's fp32 piece in the drained operand ring (A's stages, then B's).
+static_assert(!SPLIT_CLUSTER || BM * piece_ld<BN>() * 4 <= DEPTH * (BM + BN) * BK, "the ring must hold a tile's piece");
+constexpr u32 BAR_BOTH_CONSUMERS = 1 + CONSUMERS;  // named barrier: every consumer (1 + cw: consumer cw's own)
 
 // One k-tile's MMAs of a consumer: its 64 rows of A against W rows of B (all of it, or a piece:
 // whole 8-row groups, so a piece's descriptor starts on a 1024-byte group), k-slices of 32. The
@@ -91,8 +98,9 @@ GL_DEVICE void issue_ktile(float (&d)[W / 2], const u8* a, const u8* b, u32 firs
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K, const float* __restrict__ scale_a,
-         const float* __restrict__ scale_b, const void* __restrict__ bias, int splits) {
-  // tmap_c: C, or with SPLIT the (splits, M, N) fp32 workspace
+         const float* __restrict__ scale_b, const void* __restrict__ bias, int splits, void* __restrict__ c_out) {
+  // tmap_c: C, or with planes (GL_FP8_SPLIT 1) the (splits, M, N) fp32 workspace; c_out: C, written
+  // directly by the on-chip split-K (GL_FP8_SPLIT 2)
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
@@ -118,7 +126,7 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
                                               tiles.rank);
       });
       tr.finish();
-    } else if (warp == 1 && elect_one()) {  // ── WRITEBACK ─────────────────────────
+    } else if (!SPLIT_CLUSTER && warp == 1 && elect_one()) {  // ── WRITEBACK ─────────
       Tracer tr(ROLE_WRITEBACK, 3, true);
       const auto epi = s.epi.bind(tr);
       auto chunk_st = EpiloguePipe::State::consumer();
@@ -141,6 +149,11 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       tma_store_wait_exit();
       tr.finish();
     }
+    // on-chip split-K: this warpgroup only meets the cluster's two barriers of the consumers' sum
+    if constexpr (SPLIT_CLUSTER) {
+      cluster_sync();
+      cluster_sync();
+    }
   } else {  // ── MMA CONSUMERS ─────────────────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
     const int cw = warpgroup_idx() - 1;
@@ -153,6 +166,8 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     auto chunk_st = EpiloguePipe::State::producer();
     const int k_blocks = ceil_div(K, FP8_SCALE_BLOCK_K);
     float acc[BN / 2];
+    float* piece = reinterpret_cast<float*>(&s.A[0][0]);  // on-chip split-K: this CTA's partial of the tile
+    int piece_m0 = 0, piece_n0 = 0;
     for (int u = tiles.first(); u < work.units(); u += tiles.stride()) {
       const auto w = work.unit(u);
       const auto t = tiles.at(w.ct, BM, BN);
@@ -295,18 +310,32 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
         });
         mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
       }
+      if constexpr (SPLIT_CLUSTER) {  // the partial into the ring, once both consumers' MMAs have read it
+        named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
+        stage_piece<BN>(acc, piece, 64 * cw, M - row0);
+        piece_m0 = t.m0, piece_n0 = t.n0;
+      } else {
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-        if constexpr (FACTORS_LATE) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, c * EPI_N / 8);
-        if constexpr (!SPLIT) fp8_epilogue_scale<BN, SCALE, BIAS, EPI_N / 8>(acc, rows, cols, c * EPI_N / 8);
-        if (FACTORS_EARLY && c + 1 < CHUNKS)  // the next chunk's, read while this one is staged
-          cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, (c + 1) * EPI_N / 8);
-        stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
-          if constexpr (STAGE_F32) stage_chunk_f32_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
-          else stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
-        });
-        chunk_st.advance();
+        for (int c = 0; c < CHUNKS; ++c) {
+          if constexpr (FACTORS_LATE) cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, c * EPI_N / 8);
+          if constexpr (!SPLIT) fp8_epilogue_scale<BN, SCALE, BIAS, EPI_N / 8>(acc, rows, cols, c * EPI_N / 8);
+          if (FACTORS_EARLY && c + 1 < CHUNKS)  // the next chunk's, read while this one is staged
+            cols = load_col_factors<SCALE, BIAS, OUT, EPI_N / 8>(scale_b, bias, N, t.n0, (c + 1) * EPI_N / 8);
+          stage_and_commit(epi, chunk_st, 1 + cw, wg_leader, c, t.id, [&] {
+            if constexpr (STAGE_F32) stage_chunk_f32_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
+            else stage_chunk_sw128<BN, BM>(acc, s.C[chunk_st.stage], 64 * cw, c);
+          });
+          chunk_st.advance();
+        }
       }
+    }
+    if constexpr (SPLIT_CLUSTER) {  // every thread of every CTA of the cluster meets both barriers
+      cluster_sync();  // every split's piece staged and visible cluster-wide
+      reduce_slice<BN>(piece, min(BM, M - piece_m0), N - piece_n0, cluster_ctarank(), cluster_size(),
+                       threadIdx.x - 128, 128 * CONSUMERS, [&](int row, int col, float4 sum) {
+        finish_quad<SCALE, BIAS, OUT>(sum, c_out, N, piece_m0 + row, piece_n0 + col, scale_a, scale_b, bias);
+      });
+      cluster_sync();  // the peers have read this CTA's piece
     }
     tr.finish();
   }

@@ -2,9 +2,14 @@
 //
 // A CTA walks units: with SPLITS = 1 a unit is a whole output tile (k-tiles [0, k_tiles)); with
 // SPLITS > 1 (small M: too few tiles to fill the GPU) unit u is split u % SPLITS of tile
-// u / SPLITS, a contiguous run of k-tiles. A split's fp32 partial sum goes to plane `split` of
-// a (SPLITS, M, N) workspace (a 3-D tensor map clips each plane at M rows); fp8_splitk_reduce
-// then sums the planes in order (deterministic), applies the scales and bias, and writes C.
+// u / SPLITS, a contiguous run of k-tiles. The splits' fp32 partial sums are summed in order
+// (deterministic), scaled, biased and written to C (finish_quad) in one of two ways:
+//   GL_FP8_SPLIT 1: each split's partial goes to plane `split` of a (SPLITS, M, N) workspace (a
+//     3-D tensor map clips each plane at M rows), and a second launch, fp8_splitk_reduce, sums
+//     the planes;
+//   GL_FP8_SPLIT 2: a tile's splits are one cluster (one unit per CTA), and the partials are
+//     summed on chip through distributed shared memory (gl_cluster_reduce.cuh): no workspace,
+//     no second launch.
 #pragma once
 #include "gl_scheduler.cuh"
 #include "fp8_scales.cuh"
@@ -31,21 +36,12 @@ struct Fp8Work {
   }
 };
 
-// C = sum of the planes, scaled (per tensor or row-wise; block scales were applied while
-// promoting), plus bias, in the output type. One thread per 4 columns of a row.
+// 4 finished columns (col .. col + 3) of row `row` of C: the splits' sum, scaled (per tensor or
+// row-wise; block scales were applied while promoting), plus bias, in the output type.
 template <int SCALE, bool BIAS, int OUT>
-GL_DEVICE void splitk_reduce(const float* __restrict__ ws, void* __restrict__ c, int M, int N, int splits,
-                             const float* __restrict__ sa, const float* __restrict__ sb,
-                             const void* __restrict__ bias) {
-  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, quads = (long long)M * (N / 4);
-  if (i >= quads) return;
-  const int row = (int)(i / (N / 4)), col = (int)(i % (N / 4)) * 4;
-  const long long plane = (long long)M * N, at = (long long)row * N + col;
-  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s = 0; s < splits; ++s) {
-    const float4 p = __ldg(reinterpret_cast<const float4*>(ws + s * plane + at));
-    sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
-  }
+GL_DEVICE void finish_quad(float4 sum, void* __restrict__ c, int N, int row, int col, const float* __restrict__ sa,
+                           const float* __restrict__ sb, const void* __restrict__ bias) {
+  const long long at = (long long)row * N + col;
   float v[4] = {sum.x, sum.y, sum.z, sum.w};
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -59,4 +55,22 @@ GL_DEVICE void splitk_reduce(const float* __restrict__ ws, void* __restrict__ c,
   } else {
     *reinterpret_cast<uint2*>(static_cast<u16*>(c) + at) = make_uint2(pack2(v[0], v[1]), pack2(v[2], v[3]));
   }
+}
+
+// The second launch (GL_FP8_SPLIT 1): C = the planes summed in order, finished. One thread per
+// 4 columns of a row.
+template <int SCALE, bool BIAS, int OUT>
+GL_DEVICE void splitk_reduce(const float* __restrict__ ws, void* __restrict__ c, int M, int N, int splits,
+                             const float* __restrict__ sa, const float* __restrict__ sb,
+                             const void* __restrict__ bias) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, quads = (long long)M * (N / 4);
+  if (i >= quads) return;
+  const int row = (int)(i / (N / 4)), col = (int)(i % (N / 4)) * 4;
+  const long long plane = (long long)M * N, at = (long long)row * N + col;
+  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s = 0; s < splits; ++s) {
+    const float4 p = __ldg(reinterpret_cast<const float4*>(ws + s * plane + at));
+    sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
+  }
+  finish_quad<SCALE, BIAS, OUT>(sum, c, N, row, col, sa, sb, bias);
 }

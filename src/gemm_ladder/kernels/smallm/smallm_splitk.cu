@@ -66,6 +66,7 @@
 // (N, K) or, with GL_B_MN, N-major (K, N).
 #include "gl_common.cuh"
 #include "gl_fixup.cuh"
+#include "gl_cluster_reduce.cuh"
 #include "gemm_mainloop.cuh"  // the production GEMM's operand loads (either major order)
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
@@ -116,11 +117,8 @@ GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
   return q < CONSUMERS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - CONSUMERS) * 64 * BK;
 }
 
-// Cluster reduction: the piece, BM x BN fp32 over the drained ring, rows padded by 8 floats
-// (the fragment's 8 rows of a store land in different banks).
-constexpr int PIECE_LD = BN + 8;
-constexpr u32 MAX_PIECES = 8;  // the portable cluster size
-static_assert(BM * PIECE_LD * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
+// Cluster reduction (gl_cluster_reduce.cuh): the piece, BM x BN fp32 over the drained ring.
+static_assert(BM * piece_ld<BN>() * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
 static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
 // Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
@@ -162,44 +160,14 @@ GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, 
   }
 }
 
-// Cluster reduction, step 1: a consumer's 64 x BN fragment (rows < `rows` only) into the
-// piece in this CTA's shared memory, rows r0...
-GL_DEVICE void stage_piece(const float (&acc)[BN / 2], float* piece, int r0, int rows) {
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = 16 * w + l / 4 + 8 * half;
-    if (row >= rows) continue;
-    float* dst = piece + (r0 + row) * PIECE_LD + 2 * (l % 4);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-      *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
-  }
-}
-
-// Cluster reduction, step 2 (after a cluster barrier): this CTA's column slice of the tile,
-// summed over the pieces of every CTA of the cluster in rank order, rounded into C. Each
-// thread has all its pieces' loads in flight at once (DSMEM latency), then adds in order.
+// Cluster reduction, step 2's store: 4 summed columns rounded to 16 bits into C.
 GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
-  const int rows = min(BM, M - m0), cols = BN / (int)pieces, c0 = (int)rank * cols, per_row = cols / 4;
-  for (int e = threadIdx.x - 128; e < rows * per_row; e += 128 * CONSUMERS) {
-    const int row = e / per_row, col = c0 + 4 * (e % per_row);
-    if (n0 + col >= N) continue;  // N is a multiple of 8: col < N means col + 3 < N
-    const float* mine = piece + row * PIECE_LD + col;
-    float4 part[MAX_PIECES];
-#pragma unroll
-    for (u32 q = 0; q < MAX_PIECES; ++q)
-      if (q < pieces) part[q] = ld_cluster_f4(map_to_cta(mine, q));
-    float4 sum = part[0];
-#pragma unroll
-    for (u32 q = 1; q < MAX_PIECES; ++q)
-      if (q < pieces) {
-        sum.x += part[q].x; sum.y += part[q].y; sum.z += part[q].z; sum.w += part[q].w;
-      }
+  reduce_slice<BN>(piece, min(BM, M - m0), N - n0, rank, pieces, threadIdx.x - 128, 128 * CONSUMERS,
+                   [=](int row, int col, float4 sum) {  // N is a multiple of 8: col < N means col + 3 < N
     const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
     u16* dst = c + (long long)(m0 + row) * N + n0 + col;
     asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
-  }
+  });
 }
 
 // Fixup (GL_FIXUP): slots and flags as gl_fixup.cuh lays them out.
@@ -387,7 +355,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
       if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
         named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
-        stage_piece(acc, piece, 64 * cw, M - m0);
+        stage_piece<BN>(acc, piece, 64 * cw, M - m0);
       } else if (seg.whole()) {
         store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
       } else {
