@@ -162,7 +162,7 @@ if has fp8san; then  # compute-sanitizer over every fp8 build at small shapes
   for tool in memcheck racecheck synccheck; do
     timeout 400 "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" --report-api-errors no \
       --error-exitcode 86 \
-      $PY scripts/fp8_sanitize_cases.py $([ "$tool" = racecheck ] && echo 1 || echo 2) ${FP8_SAN_ENTRIES:-} \
+      $PY scripts/fp8_sanitize_cases.py $([ "$tool" = racecheck ] && echo 1 || echo 3) ${FP8_SAN_ENTRIES:-} \
       > "$W/fp8_sanitizer_$tool.log" 2>&1
     note "fp8 sanitizer $tool: rc=$? $(grep -m1 'ERROR SUMMARY' "$W/fp8_sanitizer_$tool.log")"
   done

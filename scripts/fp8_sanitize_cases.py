@@ -1,5 +1,6 @@
 """Every fp8 kernel build at small shapes, for compute-sanitizer (memcheck, racecheck, synccheck):
-each entry x scale mode x output type, with bias where the entry takes it, on a tile-multiple
+each entry and checked variant (the GPU tests' too) x scale mode x output type, with bias where
+the entry takes it, on one short tile row (A's box of M rows; split-K's splits), a tile-multiple
 and a ragged shape; outputs NaN-poisoned, checked finite after a synchronize. Prints one line
 per case and exits 1 if any output is wrong. Usage (on the GPU machine):
   compute-sanitizer --tool memcheck python scripts/fp8_sanitize_cases.py [SHAPES [ENTRY ...]]
@@ -11,7 +12,7 @@ import torch
 from gemm_ladder.families import fp8
 from gemm_ladder.library.fp8_runner import run_fp8, scale_shapes
 
-SHAPES = [(256, 512, 256), (200, 264, 272)]
+SHAPES = [(72, 264, 1040), (256, 512, 256), (200, 264, 272)]
 
 
 def main() -> int:
@@ -19,7 +20,7 @@ def main() -> int:
     only = set(sys.argv[2:])
     bad = 0
     g = torch.Generator(device="cuda").manual_seed(3)
-    for e in fp8.all_entries():
+    for e in fp8.all_entries() + fp8.checked_variants():
         if only and e.key not in only:
             continue
         for mode in e.modes:
@@ -35,7 +36,7 @@ def main() -> int:
                     dt = getattr(torch, out)
                     bias = torch.randn(N, device="cuda", generator=g).to(dt) if e.step != 11 else None
                     c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
-                    run_fp8(qa, qb, sa, sb, mode=mode, out_dtype=dt, bias=bias, entry=e.key, out=c)
+                    run_fp8(qa, qb, sa, sb, mode=mode, out_dtype=dt, bias=bias, entry=e, out=c)
                     torch.cuda.synchronize()
                     ok = bool(torch.isfinite(c).all())
                     bad += not ok

@@ -93,9 +93,21 @@ def test_on_chip_split_k_takes_whole_clusters_that_fit():
     # clusters of 4 that fit only 16 at once: 32 tiles take clusters of 2
     assert e.splits_for(64, 4096, 7168, 132, max_clusters=lambda s: 16 if s == 4 else 64) == 2
     assert e.kernel_args(1, 2, 3, 4, 5, 6, 64, 4096, 7168, "bfloat16", make_map=lambda *a, **k: None,
-                         splits=4)[-1].value == 3, "C's pointer: the kernel writes C itself"
+                         splits=4)[-2].value == 3, "C's pointer: the kernel writes C itself"
     ops = sass.opcodes(sass_or_skip(e.compile().cubin))  # C leaves through plain stores, no TMA store
     assert not [c for c in e.claims if sass.count_class(ops, c) == 0] and "UTMASTG" not in e.claims
+
+
+def test_a_box_holds_the_rows_of_one_short_tile_row():
+    """One tile row of fewer than 128 rows loads M rows rounded up to a swizzle atom (8), not
+    128 rows of which TMA zero-fills the rest; the stage's bytes follow (the last argument)."""
+    e = fp8.get("fp8:128x128sk")
+    assert [e.a_box_rows(M) for M in (1, 64, 100, 128, 1000)] == [8, 64, 104, 128, 128]
+    assert fp8.get("fp8:128x128p").a_box_rows(64) == 128  # a cluster's pair: whole boxes
+    assert fp8.STEP11.a_box_rows(64) == 128
+    assert e.map_specs(64, 4096, 7168, "bfloat16", 4)[0][3] == 64
+    assert e.kernel_args(1, 2, 3, 4, 5, 6, 64, 4096, 7168, "bfloat16", make_map=lambda *a, **k: None,
+                         splits=4)[-1] == 64
 
 
 def test_choice_follows_mode_accumulation_and_the_waves():

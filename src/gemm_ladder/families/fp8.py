@@ -238,7 +238,17 @@ class Fp8Entry(KMajorOnly, KernelFamily):
         c_elem = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}[out]
         c = ((M, N, N, self.bm, 32, "f32", splits) if self.planes else
              (M, N, N, self.bm, 128 // OUT_BYTES[out], c_elem, None))
-        return ((M, K, K, self.bm, self.bk, "u8", None), (N, K, K, self.bn // self.cluster_m, self.bk, "u8", None), c)
+        return ((M, K, K, self.a_box_rows(M), self.bk, "u8", None),
+                (N, K, K, self.bn // self.cluster_m, self.bk, "u8", None), c)
+
+    def a_box_rows(self, M: int) -> int:
+        """Rows of A's TMA box: the tile's bm, or M rounded up to 8 (a whole 128-byte swizzle
+        atom) where C has one tile row of fewer rows and no cluster (TMA writes a box's
+        out-of-range rows as zeros one by one; the epilogues never store the rows past M).
+        Step 11 takes whole boxes."""
+        if self.step == 11 or self.cluster_m > 1:
+            return self.bm
+        return min(self.bm, -(-M // 8) * 8)
 
     def splits_for(self, M: int, N: int, K: int, num_sms: int, max_clusters=None) -> int:
         """Split-K's split of each tile's k-tiles: enough units to fill the SMs, at least two
@@ -262,14 +272,15 @@ class Fp8Entry(KMajorOnly, KernelFamily):
                     M: int, N: int, K: int, out: str, make_map=None, splits: int = 1) -> list:
         """The tensor maps (map_specs; make_map(ptr, rows, cols, ld, box rows, box cols,
         element=..., planes=...) builds each, default driver.TensorMap), the sizes, the scale and
-        bias pointers, the split count and C's pointer (written directly by the on-chip split-K).
+        bias pointers, the split count, C's pointer (written directly by the on-chip split-K) and
+        the rows of A's box (a_box_rows).
         Split-K through planes: c_ptr is the workspace (and C's pointer is not read)."""
         make_map = make_map or driver.TensorMap
         (a_map, b_map, c_map) = (make_map(p, *spec[:5], element=spec[5], planes=spec[6])
                                  for p, spec in zip((a_ptr, b_ptr, c_ptr), self.map_specs(M, N, K, out, splits)))
         args = [a_map, b_map, c_map, M, N, K, ctypes.c_uint64(sa_ptr), ctypes.c_uint64(sb_ptr)]
         if self.step != 11:
-            args += [ctypes.c_uint64(bias_ptr), splits, ctypes.c_uint64(c_ptr)]
+            args += [ctypes.c_uint64(bias_ptr), splits, ctypes.c_uint64(c_ptr), self.a_box_rows(M)]
         return args
 
     def reduce_args(self, ws_ptr: int, c_ptr: int, sa_ptr: int, sb_ptr: int, bias_ptr: int, M: int, N: int,

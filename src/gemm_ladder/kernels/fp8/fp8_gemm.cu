@@ -64,7 +64,12 @@ static_assert(!GL_FP8_OVERLAP_PIECES || (!OVERLAP_KT && PROMOTE == 1 && PIECES %
 static_assert(PIECES == 1 || (PROMOTE == 1 && BN % PIECES == 0 && has_wgmma_fp8_n<PN>),
               "pieces share one partial sum: promote every k-tile");
 static_assert(PROMOTE >= 0 && (GL_BF16 == (OUT == FP8_OUT_BF16)), "GL_BF16 follows the output type (pack2)");
-constexpr u32 STAGE_BYTES = (BM + BN) * BK;  // fp8: one byte per element
+// A stage's bytes (fp8: one per element): A's box rows (a_rows, from the host: BM, or M rounded up
+// to 8 when C has one tile row of fewer rows) and B's BN rows of BK. The A stage's rows past the
+// box keep what they held: wgmma computes garbage rows of C there, which no epilogue stores (TMA
+// clips rows >= M). TMA writes a box's out-of-range rows as zeros one by one: at M = 64 a
+// 128-row box fetched twice A's bytes (docs/perf-notes.md item 98).
+GL_DEVICE u32 stage_bytes(int a_rows) { return (u32)(a_rows + BN) * BK; }
 constexpr u32 CONSUMER_WARPS = 4, THREADS = 128 * (1 + CONSUMERS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandPipe = Pipeline<DEPTH, CLUSTER_M>;
@@ -98,9 +103,10 @@ GL_DEVICE void issue_ktile(float (&d)[W / 2], const u8* a, const u8* b, u32 firs
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
          const __grid_constant__ CUtensorMap tmap_c, int M, int N, int K, const float* __restrict__ scale_a,
-         const float* __restrict__ scale_b, const void* __restrict__ bias, int splits, void* __restrict__ c_out) {
+         const float* __restrict__ scale_b, const void* __restrict__ bias, int splits, void* __restrict__ c_out,
+         int a_rows) {
   // tmap_c: C, or with planes (GL_FP8_SPLIT 1) the (splits, M, N) fp32 workspace; c_out: C, written
-  // directly by the on-chip split-K (GL_FP8_SPLIT 2)
+  // directly by the on-chip split-K (GL_FP8_SPLIT 2); a_rows: the rows of A's box (stage_bytes)
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   const TileWalk<CLUSTER_M> tiles(M, N, BM, BN, GL_GROUP_M);
@@ -120,7 +126,7 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     setmaxnreg_dec<PRODUCER_REGS>();
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
-      producer_loop<OperandPipe>(s.ops.bind(tr, STAGE_BYTES), work, tiles, BM, BN,
+      producer_loop<OperandPipe>(s.ops.bind(tr, stage_bytes(a_rows)), work, tiles, BM, BN,
                                  [&](int stage, u64* full, int kt, const auto& t) {
         load_stage<BM, BN, BK, CLUSTER_M, u8>(s.A[stage], s.B[stage], &tmap_a, &tmap_b, full, kt, t.m0, t.n0,
                                               tiles.rank);
