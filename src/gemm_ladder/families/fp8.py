@@ -63,6 +63,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
     overlap_pieces: bool = False  # two partials in turn over the pieces: the next piece's MMAs in flight
     # while one is promoted, across the k-tile boundary too (pieces even, e.g. four on 128 x 256)
     late_scales: bool = False  # block scales read under the MMAs, from per-tile pointers
+    scale_rows: bool = False  # block scales read a k-tile ahead from per-tile pointers (not indexed per k-tile)
     modes: tuple[str, ...] = SCALE_MODES
     outs: tuple[str, ...] = OUT_TYPES
     row_bias16: bool = True  # row-wise scales with a 16-bit bias fit the registers (False: they spill)
@@ -139,7 +140,8 @@ class Fp8Entry(KMajorOnly, KernelFamily):
             # the promotion's variants only where set (the other entries' builds keep their defines)
             d.update({k: 1 for k, on in (("GL_FP8_OVERLAP_KT", self.overlap_kt),
                                           ("GL_FP8_OVERLAP_PIECES", self.overlap_pieces),
-                                          ("GL_FP8_LATE_SCALES", self.late_scales)) if on})
+                                          ("GL_FP8_LATE_SCALES", self.late_scales),
+                                          ("GL_FP8_SCALE_ROWS", self.scale_rows)) if on})
         return d
 
     def variant_problem(self, v: Variant) -> str:
@@ -347,6 +349,7 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
 PROMOTION_VARIANTS: dict[str, dict] = {
     "okt": {"overlap_kt": True},  # two partials: one 128-wide piece only (128 x 128 tiles)
     "late": {"late_scales": True},  # any tile; with overlap_kt the scales are read late anyway
+    "rows": {"scale_rows": True},  # any tile: late's pointers, at the as-is build's place
     # four pieces, two partials in turn: 64-column pieces on 128 x 256 tiles (128 + 2 x 32 registers)
     "op4": {"pieces": 4, "overlap_pieces": True},
 }

@@ -28,7 +28,7 @@
 // The fp8 family's promotion variants (fp8/fp8_gemm.cu, where each is described): two
 // partials, the next k-tile's MMAs in flight while one is promoted; the same over a k-tile's
 // column pieces; the next k-tile's block scales read under this k-tile's MMAs from per-tile
-// pointers. Set by an entry's fields.
+// pointers; GL_FP8_SCALE_ROWS: the same pointers, read a k-tile ahead. Set by an entry's fields.
 #ifndef GL_FP8_OVERLAP_KT
 #define GL_FP8_OVERLAP_KT 0
 #endif
@@ -37,6 +37,9 @@
 #endif
 #ifndef GL_FP8_LATE_SCALES
 #define GL_FP8_LATE_SCALES 0
+#endif
+#ifndef GL_FP8_SCALE_ROWS
+#define GL_FP8_SCALE_ROWS 0
 #endif
 // In-kernel event tracing (gl_trace.cuh).
 #ifndef GL_TRACE

@@ -41,11 +41,13 @@ constexpr int PIECES = GL_FP8_PIECES, PN = BN / PIECES;  // a promoted k-tile's 
 //     MMAs (or the next k-tile's first piece's) run while p's partial is promoted: the overlap
 //     where two whole-tile partials do not fit (a 64 x 256 consumer tile: four 64-column pieces,
 //     128 registers of sum and 2 x 32 of partials);
+//   GL_FP8_SCALE_ROWS: the next k-tile's block scales read where they are (a k-tile ahead, before
+//     the MMAs), from pointers set once per tile instead of indexed from the sizes each k-tile;
 //   GL_FP8_LATE_SCALES: the next k-tile's block scales read after this k-tile's first MMAs are
 //     issued, from pointers set once per tile (off the path from the stage's wait to the MMAs).
 // (GL_FP8_OVERLAP_PIECES is read as the macro: a constant at namespace scope is a symbol in every
 // build's cubin, and the other builds stay byte for byte as they were.)
-constexpr bool OVERLAP_KT = GL_FP8_OVERLAP_KT, LATE_SCALES = GL_FP8_LATE_SCALES;
+constexpr bool OVERLAP_KT = GL_FP8_OVERLAP_KT, LATE_SCALES = GL_FP8_LATE_SCALES, SCALE_ROWS = GL_FP8_SCALE_ROWS;
 constexpr bool FACTORS_EARLY = PIECES == 1 && !SPLIT;  // registers to hold the first chunk's epilogue factors
 constexpr bool FACTORS_LATE = PIECES > 1 && !SPLIT;  // each chunk reads its own (split: none, the reduction scales)
 // A staging chunk is always 128 bytes wide: 64 columns of a 16-bit C, 32 of an fp32 one (or partial).
@@ -283,13 +285,15 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
         auto next_sc = unit_scales<PIECES>();
         if constexpr (SCALE == FP8_SCALE_BLOCK)
           next_sc = LATE_SCALES ? scale_rows.at(w.k0)
-                                : block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, w.k0);
+                    : SCALE_ROWS ? scale_rows.at<true>(w.k0)
+                                 : block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, w.k0);
         for (int kt = w.k0; kt < w.k1; ++kt) {
           ops.consumer_wait(st, kt);
           const auto sc = next_sc;  // read a k-tile ahead: global latency exceeds a k-tile's MMAs
           if constexpr (SCALE == FP8_SCALE_BLOCK && !LATE_SCALES)
             if (kt + 1 < w.k1)
-              next_sc = block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
+              next_sc = SCALE_ROWS ? scale_rows.at<true>(kt + 1)  // per-thread B (no uniform-register wait)
+                                   : block_scales<PIECES, PN>(scale_a, scale_b, M, k_blocks, fragment_row(row0), t.n0, kt + 1);
           ops.tr.event(EV_MMA_ISSUE, 0, st.stage, st.phase, kt, t.id);
 #pragma unroll
           for (int h = 0; h < PIECES; ++h) {
