@@ -114,7 +114,7 @@ def test_choice_follows_mode_accumulation_and_the_waves():
     assert fp8.choose(4096, 4096, 4096, "block", True).promote == 1  # block scales always promote
     # promoted per-tensor: 128 x 128 with the promotion under the next k-tile's MMAs
     assert fp8.choose(4096, 4096, 4096, "tensor", False).key == "fp8:128x128p"
-    assert fp8.choose(4096, 4096, 4096, "block", False).key == "fp8:128x256p"  # 512 tiles of 128 x 256
+    assert fp8.choose(4096, 4096, 4096, "block", False).key == "fp8:128x256pb"  # 512 tiles of 128 x 256
     assert fp8.choose(1024, 4096, 4096, "tensor", False).key == "fp8:128x128p"  # 128 tiles: under a wave
     assert fp8.choose(2048, 7168, 2048, "tensor", False).key == "fp8:128x128p"  # 448 tiles: 85 % of 4 waves
     assert fp8.choose(4096, 4096, 4096, "row", False).key == "fp8:128x256p"

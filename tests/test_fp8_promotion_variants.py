@@ -99,9 +99,12 @@ def test_variants_refuse_what_they_cannot_build_and_leave_the_library_alone():
         fp8.with_fields(fp8.get("fp8:128x256"), "op4", **op4).compile()
     with pytest.raises(ConfigError, match="spill"):  # the tile's own refusal holds
         PIECES.compile(variant=fp8.Variant("row", "bfloat16", bias=True))
-    for e in fp8.ENTRIES.values():  # only the 128-wide promoted entries overlap; none reads scales late
+    for e in fp8.ENTRIES.values():  # only the 128-wide promoted entries overlap k-tiles, only the block
+        # scales' 128 x 256 entry pieces (op4's build); none reads scales late
         assert ("GL_FP8_OVERLAP_KT" in e.kernel_defines()) == (e.key in OVERLAPPED)
-        assert "GL_FP8_LATE_SCALES" not in e.kernel_defines()
-        assert "GL_FP8_OVERLAP_PIECES" not in e.kernel_defines()
+        assert "GL_FP8_LATE_SCALES" not in e.kernel_defines() and "GL_FP8_SCALE_ROWS" not in e.kernel_defines()
+        assert ("GL_FP8_OVERLAP_PIECES" in e.kernel_defines()) == (e.key == "fp8:128x256pb")
+    pb = fp8.get("fp8:128x256pb")
+    assert {k: v for k, v in pb.kernel_defines().items()} == PIECES.kernel_defines() and pb.modes == ("block",)
     assert fp8.with_fields(fp8.get("fp8:128x128p"), "okt", overlap_kt=True).key == "fp8:128x128p-okt"
     assert PIECES.kernel_defines()["GL_FP8_PIECES"] == 4 and PIECES.kernel_defines()["GL_FP8_OVERLAP_PIECES"] == 1

@@ -299,16 +299,18 @@ class Fp8Entry(KMajorOnly, KernelFamily):
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
              pieces: int = 1, split: bool = False, row_bias16: bool = True, overlap_kt: bool = False,
-             split_cluster: bool = False) -> Fp8Entry:
+             split_cluster: bool = False, overlap_pieces: bool = False) -> Fp8Entry:
     every = "every k-tile" if promote == 1 else f"every {promote} k-tiles"
     how = (f"promoted {every}" + (f" in {pieces} column pieces" if pieces > 1 else "")
+           + (" through two partials in turn, each promoted under the next piece's MMAs" if overlap_pieces else "")
            if promote else "summed in the tensor core") + (", overlapped with the next k-tile's MMAs" if overlap_kt
                                                             else "") + \
         (", split-K summed on chip" if split_cluster else ", split-K" if split else "") + \
         (", no cluster" if cluster_m == 1 and not split_cluster else ", a cluster per tile" if split_cluster else "")
     return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
                     cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split or split_cluster,
-                    row_bias16=row_bias16, overlap_kt=overlap_kt, split_cluster=split_cluster)
+                    row_bias16=row_bias16, overlap_kt=overlap_kt, split_cluster=split_cluster,
+                    overlap_pieces=overlap_pieces)
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -324,6 +326,10 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # reuse of 128 x 128; block scales: each piece is one n-block). Row-wise scales with a
     # 16-bit bias spill here (their column factors and the bias per chunk): those go to 128 x 128.
     _library("128x256p", 256, 4, promote=1, pieces=2, row_bias16=False),
+    # block scales on 128 x 256: four 64-column pieces through two 32-register partials in turn,
+    # so a piece's promotion runs under the next piece's MMAs (op4, PROMOTION_VARIANTS): 2.5-4 %
+    # faster than two pieces through one partial (docs/perf-notes.md item 98)
+    _library("128x256pb", 256, 4, promote=1, pieces=4, overlap_pieces=True, modes=("block",)),
     # one tile row (M <= 128): no cluster, whose second CTA would take a tile below C; narrower
     # tiles where 128-wide ones leave SMs idle (64 wide: no block scales, whose n-block is 128)
     _library("128x128pc1", 128, 6, promote=1, cluster_m=1, overlap_kt=True),
@@ -370,7 +376,7 @@ def with_fields(entry: Fp8Entry, name: str, **fields) -> Fp8Entry:
 # (30 do), so the split falls to 2 and the kernel runs 4 us longer (docs/perf-notes.md item 98).
 SPLIT_VARIANTS: dict[str, dict] = {"chip": {"split_cluster": True}}
 
-CHECKED_VARIANTS = (("fp8:128x256p", "op4"), ("fp8:128x128sk", "chip"))
+CHECKED_VARIANTS = (("fp8:128x256p", "op4"), ("fp8:128x128sk", "chip"))  # op4: its tensor and row builds too
 
 
 def checked_variants() -> list[Fp8Entry]:
@@ -409,7 +415,8 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
       the next k-tile's MMAs (overlap_kt: 0.979-1.014x _scaled_mm at 4096^3-8192^3 and two LLM
       shapes against 0.910-0.982 on 128 x 256, docs/perf-notes.md item 89); otherwise 128 x 256
       where its tiles fill every wave to 90 % or more (twice the operand reuse of 128 x 128; not
-      row-wise scales with a 16-bit bias, bias16, which spill there), else 128 x 128."""
+      row-wise scales with a 16-bit bias, bias16, which spill there; block scales in four
+      overlapped pieces, fp8:128x256pb), else 128 x 128."""
     fast = fast_accum and mode != "block"
     if M <= 128:
         tiles128 = -(-N // 128)
@@ -427,7 +434,7 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
     narrow = ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1"]
     if mode in narrow.modes and 2 * -(-M // 128) * -(-N // 128) <= num_sms:
         return narrow
-    wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256p"]
+    wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256pb" if mode == "block" else "fp8:128x256p"]
     fits = mode in wide.modes and (fast or mode != "tensor") and (wide.row_bias16 or not (mode == "row" and bias16))
     tiles = -(-M // 128) * -(-N // 256)
     if fits and tiles >= num_sms and wave_fill(tiles, num_sms) >= 0.9:
