@@ -157,8 +157,11 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       tma_store_wait_exit();
       tr.finish();
     }
-    // on-chip split-K: this warpgroup only meets the cluster's two barriers of the consumers' sum
+    // on-chip split-K: this warpgroup only meets the cluster's two barriers of the consumers' sum.
+    // Each warp whole first: launched as a cluster of one CTA (one split), the cluster barrier is a
+    // CTA barrier (bar.sync 0), which a warp must reach converged.
     if constexpr (SPLIT_CLUSTER) {
+      __syncwarp();
       cluster_sync();
       cluster_sync();
     }
@@ -321,6 +324,7 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
         mma_drain<MMA_LAG>(ops, last, k_tiles, t.id, warp_leader);
       }
       if constexpr (SPLIT_CLUSTER) {  // the partial into the ring, once both consumers' MMAs have read it
+        __syncwarp();  // the warp whole again after its leader's releases (bar.sync is warp-aligned)
         named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
         stage_piece<BN>(acc, piece, 64 * cw, M - row0);
         piece_m0 = t.m0, piece_n0 = t.n0;
@@ -340,11 +344,13 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       }
     }
     if constexpr (SPLIT_CLUSTER) {  // every thread of every CTA of the cluster meets both barriers
+      __syncwarp();  // converged (a cluster of one CTA: the barrier is bar.sync 0, see above)
       cluster_sync();  // every split's piece staged and visible cluster-wide
       reduce_slice<BN>(piece, min(BM, M - piece_m0), N - piece_n0, cluster_ctarank(), cluster_size(),
                        threadIdx.x - 128, 128 * CONSUMERS, [&](int row, int col, float4 sum) {
         finish_quad<SCALE, BIAS, OUT>(sum, c_out, N, piece_m0 + row, piece_n0 + col, scale_a, scale_b, bias);
       });
+      __syncwarp();  // the slice's loop leaves the warp diverged
       cluster_sync();  // the peers have read this CTA's piece
     }
     tr.finish();
