@@ -157,13 +157,14 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       tma_store_wait_exit();
       tr.finish();
     }
-    // on-chip split-K: this warpgroup only meets the cluster's two barriers of the consumers' sum.
-    // Each warp whole first: launched as a cluster of one CTA (one split), the cluster barrier is a
-    // CTA barrier (bar.sync 0), which a warp must reach converged.
+    // on-chip split-K: this warpgroup only meets the cluster's two barriers of the consumers' sum
+    // (none in a cluster of one CTA, one split: there barrier.cluster becomes bar.sync 0, a CTA
+    // barrier the roles would reach from different branches)
     if constexpr (SPLIT_CLUSTER) {
-      __syncwarp();
-      cluster_sync();
-      cluster_sync();
+      if (cluster_size() > 1) {
+        cluster_sync();
+        cluster_sync();
+      }
     }
   } else {  // ── MMA CONSUMERS ─────────────────────────────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
@@ -344,14 +345,14 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
       }
     }
     if constexpr (SPLIT_CLUSTER) {  // every thread of every CTA of the cluster meets both barriers
-      __syncwarp();  // converged (a cluster of one CTA: the barrier is bar.sync 0, see above)
-      cluster_sync();  // every split's piece staged and visible cluster-wide
-      reduce_slice<BN>(piece, min(BM, M - piece_m0), N - piece_n0, cluster_ctarank(), cluster_size(),
+      const u32 pieces = cluster_size();
+      if (pieces > 1) cluster_sync();  // every split's piece staged and visible cluster-wide
+      else __syncwarp(), named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // one split: both halves
+      reduce_slice<BN>(piece, min(BM, M - piece_m0), N - piece_n0, cluster_ctarank(), pieces,
                        threadIdx.x - 128, 128 * CONSUMERS, [&](int row, int col, float4 sum) {
         finish_quad<SCALE, BIAS, OUT>(sum, c_out, N, piece_m0 + row, piece_n0 + col, scale_a, scale_b, bias);
       });
-      __syncwarp();  // the slice's loop leaves the warp diverged
-      cluster_sync();  // the peers have read this CTA's piece
+      if (pieces > 1) cluster_sync();  // the peers have read this CTA's piece
     }
     tr.finish();
   }
