@@ -20,6 +20,8 @@ SWITCHES: dict[str, str] = {
                              "the next piece's MMAs (the next k-tile's first) in flight while one is promoted",
     "GL_FP8_LATE_SCALES": "the fp8 family reads the next k-tile's block scales under this k-tile's MMAs, from "
                           "pointers set once per tile",
+    "GL_FP8_SCALE_ROWS": "the fp8 family reads the next k-tile's block scales a k-tile ahead, before the MMAs, from "
+                         "pointers set once per tile",
     "GL_TRACE": "in-kernel event tracing (gl_trace.cuh)",
     "GL_DEBUG_WAITS": "bounded mbarrier waits that name who was stuck where, then trap (gl_mbarrier.cuh)",
     "GL_WAIT_TIMEOUT_NS": "how long a debug wait waits before it reports (default 1 s)",
