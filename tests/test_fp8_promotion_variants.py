@@ -15,7 +15,8 @@ from sass_util import sass_or_skip
 OVERLAPPED = ("fp8:128x128p", "fp8:128x128pc1", "fp8:128x128sk")  # the library's entries built with okt
 PIECES = fp8.with_fields(fp8.get("fp8:128x256p"), "op4", **fp8.PROMOTION_VARIANTS["op4"])
 BUILDS = [(fp8.with_fields(fp8.get(key), name, **fp8.PROMOTION_VARIANTS[name]), mode)
-          for key, name in [("fp8:128x128p", "late"), ("fp8:128x256p", "late"), ("fp8:128x256p", "op4")]
+          for key, name in [("fp8:128x128p", "late"), ("fp8:128x256p", "late"), ("fp8:128x256p", "op4"),
+                            ("fp8:128x256p", "rows")]
           for mode in ("tensor", "row", "block")] + \
          [(fp8.get(key), mode) for key in OVERLAPPED for mode in ("tensor", "row", "block")]
 
@@ -30,6 +31,18 @@ def test_variant_builds_without_spills_or_serialized_wgmma(e, mode):
     ops = sass.opcodes(sass_or_skip(k.cubin))
     # serialized wgmma: one arrive (and a wait) per instruction; a k-tile's four k-slices share one
     assert sass.count_class(ops, "QGMMA") == 4 * sass.count_class(ops, "WARPGROUP.ARRIVE")
+
+
+def test_rows_changes_only_how_block_scales_are_addressed():
+    """rows changes only where the block scales' addresses come from: per-tensor and row-wise
+    builds are the as-is ones, and the block build loses the per-k-tile index arithmetic."""
+    rows = fp8.with_fields(fp8.get("fp8:128x256p"), "rows", **fp8.PROMOTION_VARIANTS["rows"])
+    assert rows.kernel_defines()["GL_FP8_SCALE_ROWS"] == 1
+    base, var = (e.compile(variant=fp8.Variant("tensor", "bfloat16")) for e in (fp8.get("fp8:128x256p"), rows))
+    assert base.cubin == var.cubin or sass_or_skip(base.cubin) == sass_or_skip(var.cubin)
+    block = [sass.opcodes(sass_or_skip(e.compile(variant=fp8.Variant("block", "bfloat16")).cubin))
+             for e in (fp8.get("fp8:128x256p"), rows)]
+    assert sum(block[1].values()) < sum(block[0].values())
 
 
 def test_overlap_waits_with_a_group_in_flight():
