@@ -32,7 +32,7 @@ CANDIDATES = {
     "128x128sk": E["fp8:128x128sk"],
     "128x64pc1": dataclasses.replace(E["fp8:128x128pc1"], name="128x64pc1", bn=64, modes=("tensor", "row")),
     "128x64sk": dataclasses.replace(E["fp8:128x128sk"], name="128x64sk", bn=64, modes=("tensor", "row")),
-    "128x128skc": fp8.with_fields(E["fp8:128x128sk"], "chip", split_cluster=True),
+    "128x128skc": fp8.with_fields(E["fp8:128x128sk"], "chip", **fp8.SPLIT_VARIANTS["chip"]),
     "128x64skc": dataclasses.replace(E["fp8:128x128sk"], name="128x64skc", bn=64, modes=("tensor", "row"),
                                      split_cluster=True),
     "128x256c1": E["fp8:128x256c1"],

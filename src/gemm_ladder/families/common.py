@@ -51,6 +51,14 @@ def build(source: str, entry: str, defines: dict, *, bf16: bool = False, extra_d
     return jit.compile_kernel(source, entry, d, use_cache=use_cache, strict=strict)
 
 
+def short_box_rows(M: int, bm: int) -> int:
+    """Rows of A's TMA box for a tile of bm rows: bm, or M rounded up to 8 (a whole 128-byte
+    swizzle atom) when the problem has fewer rows than a tile. TMA writes a box's out-of-range
+    rows as zeros one by one (docs/perf-notes.md items 39 and 98); the stage's rows past the box
+    keep stale data, whose garbage rows of C no epilogue stores."""
+    return min(bm, -(-M // 8) * 8)
+
+
 def reads_mn(st) -> tuple[bool, bool]:
     """(reads an M-major A in place, reads an N-major B in place): the kernel's answer
     (families/protocol.py); neither for no kernel (an empty product)."""

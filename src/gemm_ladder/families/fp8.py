@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..cuda import driver, jit
 from ..cuda.device import H200
-from .common import ConfigError, build
+from .common import ConfigError, build, short_box_rows
 from .protocol import Facts, KernelFamily, KMajorOnly
 
 FAMILY = "fp8"
@@ -244,20 +244,16 @@ class Fp8Entry(KMajorOnly, KernelFamily):
                 (N, K, K, self.bn // self.cluster_m, self.bk, "u8", None), c)
 
     def a_box_rows(self, M: int) -> int:
-        """Rows of A's TMA box: the tile's bm, or M rounded up to 8 (a whole 128-byte swizzle
-        atom) where C has one tile row of fewer rows and no cluster (TMA writes a box's
-        out-of-range rows as zeros one by one; the epilogues never store the rows past M).
-        Step 11 takes whole boxes."""
-        if self.step == 11 or self.cluster_m > 1:
-            return self.bm
-        return min(self.bm, -(-M // 8) * 8)
+        """Rows of A's TMA box (common.short_box_rows) where there is no multicast pair; the
+        pairs and step 11 take whole boxes."""
+        return self.bm if self.step == 11 or self.cluster_m > 1 else short_box_rows(M, self.bm)
 
     def splits_for(self, M: int, N: int, K: int, num_sms: int, max_clusters=None) -> int:
         """Split-K's split of each tile's k-tiles: enough units to fill the SMs, at least two
         k-tiles per split, at most 16 planes, and no split left empty. On chip: 1, 2, 4 or 8
-        (a tile's column slices, a portable cluster), and only as many as let every tile's
-        cluster be resident at once (max_clusters(splits): how many clusters of that size fit;
-        the pieces stay in shared memory until the whole cluster has summed them)."""
+        (a tile's column slices, a portable cluster), and no more than let every tile's cluster
+        run in one wave (max_clusters(splits): how many clusters of that size fit at once; more
+        would be correct, a second wave of clusters after the first, but slower)."""
         if not self.split:
             return 1
         tiles = -(-M // self.bm) * -(-N // self.bn)

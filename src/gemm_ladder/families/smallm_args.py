@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 
 from ..cuda import driver
-from .common import MN_BLOCK, ConfigError
+from .common import MN_BLOCK, ConfigError, short_box_rows
 from .splitk_deal import Deal, cdiv, fixup_flag_floats
 
 C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
@@ -66,10 +66,8 @@ class SmallMArgs:
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
 
     def a_box_rows(self, M: int) -> int:
-        """Rows of A's TMA box: the tile's bm, or M rounded up to 8 (a whole swizzle atom) when
-        the problem has fewer rows than a tile: TMA writes a box's out-of-range rows as zeros
-        one by one, and the kernel's epilogues never store the rows past M."""
-        return min(self.bm, -(-M // 8) * 8)
+        """Rows of A's TMA box (common.short_box_rows)."""
+        return short_box_rows(M, self.bm)
 
     @staticmethod
     def reduce_args(ws_ptr: int, c_ptr: int, M: int, N: int, K: int, units: int) -> list:

@@ -346,8 +346,12 @@ fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUt
     }
     if constexpr (SPLIT_CLUSTER) {  // every thread of every CTA of the cluster meets both barriers
       const u32 pieces = cluster_size();
-      if (pieces > 1) cluster_sync();  // every split's piece staged and visible cluster-wide
-      else __syncwarp(), named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // one split: both halves
+      if (pieces > 1) {
+        cluster_sync();  // every split's piece staged and visible cluster-wide
+      } else {  // one split: both consumers' halves staged
+        __syncwarp();
+        named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
+      }
       reduce_slice<BN>(piece, min(BM, M - piece_m0), N - piece_n0, cluster_ctarank(), pieces,
                        threadIdx.x - 128, 128 * CONSUMERS, [&](int row, int col, float4 sum) {
         finish_quad<SCALE, BIAS, OUT>(sum, c_out, N, piece_m0 + row, piece_n0 + col, scale_a, scale_b, bias);

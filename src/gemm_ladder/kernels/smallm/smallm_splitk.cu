@@ -161,7 +161,7 @@ GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, 
 }
 
 // Cluster reduction, step 2's store: 4 summed columns rounded to 16 bits into C.
-GL_DEVICE void reduce_slice(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
+GL_DEVICE void reduce_slice_into_c(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
   reduce_slice<BN>(piece, min(BM, M - m0), N - n0, rank, pieces, threadIdx.x - 128, 128 * CONSUMERS,
                    [=](int row, int col, float4 sum) {  // N is a multiple of 8: col < N means col + 3 < N
     const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
@@ -366,7 +366,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
       cluster_sync();  // all pieces staged and visible cluster-wide
       const int t = blockIdx.x / (int)pieces;  // clustered: a tile's pieces are consecutive blocks
-      reduce_slice(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
+      reduce_slice_into_c(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
       cluster_sync();  // the peers have read this CTA's piece: it may exit
     }
     tr.finish();
