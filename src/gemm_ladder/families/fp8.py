@@ -295,7 +295,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
 
 def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, modes=SCALE_MODES,
              pieces: int = 1, split: bool = False, row_bias16: bool = True, overlap_kt: bool = False,
-             split_cluster: bool = False, overlap_pieces: bool = False) -> Fp8Entry:
+             split_cluster: bool = False, overlap_pieces: bool = False, bm: int = 128) -> Fp8Entry:
     every = "every k-tile" if promote == 1 else f"every {promote} k-tiles"
     how = (f"promoted {every}" + (f" in {pieces} column pieces" if pieces > 1 else "")
            + (" through two partials in turn, each promoted under the next piece's MMAs" if overlap_pieces else "")
@@ -303,10 +303,11 @@ def _library(name: str, bn: int, depth: int, promote: int, cluster_m: int = 2, m
                                                             else "") + \
         (", split-K summed on chip" if split_cluster else ", split-K" if split else "") + \
         (", no cluster" if cluster_m == 1 and not split_cluster else ", a cluster per tile" if split_cluster else "")
-    return Fp8Entry(name, f"fp8 128x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
+    # 64 rows: one consumer warpgroup (a producer warpgroup beside it)
+    return Fp8Entry(name, f"fp8 {bm}x{bn}, {how}", "fp8/fp8_gemm.cu", "fp8_gemm", bn=bn, depth=depth,
                     cluster_m=cluster_m, promote=promote, modes=modes, pieces=pieces, split=split or split_cluster,
                     row_bias16=row_bias16, overlap_kt=overlap_kt, split_cluster=split_cluster,
-                    overlap_pieces=overlap_pieces)
+                    overlap_pieces=overlap_pieces, bm=bm, consumers=bm // 64, threads=128 * (1 + bm // 64))
 
 
 STEP11 = Fp8Entry("11", "step 11: fp8 (step 9 on e4m3 operands, one scale per tensor)", "ladder/step11_fp8.cu",
@@ -337,6 +338,13 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # their fp32 partials summed in order by a second launch: where C has a quarter of a wave
     # of tiles or fewer (64 x 4096 x 7168: 1.16x _scaled_mm row-wise, docs/perf-notes.md item 84)
     _library("128x128sk", 128, 6, promote=1, cluster_m=1, split=True, overlap_kt=True),
+    # 64-row tiles, one consumer (M <= 64: no garbage rows for a second consumer to compute; at
+    # M = 128 twice the CTAs of 128-row tiles without a split): experiments, not chosen yet
+    _library("64x64pc1", 64, 13, promote=1, cluster_m=1, modes=("tensor", "row"), overlap_kt=True, bm=64),
+    _library("64x64p", 64, 13, promote=1, cluster_m=2, modes=("tensor", "row"), overlap_kt=True, bm=64),
+    _library("64x64sk", 64, 13, promote=1, cluster_m=1, modes=("tensor", "row"), split=True, overlap_kt=True, bm=64),
+    _library("64x128sk", 128, 8, promote=1, cluster_m=1, split=True, overlap_kt=True, bm=64),
+    _library("64x128pc1", 128, 8, promote=1, cluster_m=1, overlap_kt=True, bm=64),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
     # that applies at the end, and 128 x 128 where 128 x 256 tiles fill the waves badly
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),
