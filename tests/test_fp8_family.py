@@ -70,8 +70,11 @@ def test_split_k_fills_the_gpu_without_empty_splits():
         k_tiles, tiles = -(-K // 128), -(-M // 128) * -(-N // 128)
         assert 1 <= s <= 16 and tiles * s <= 132
         assert -(-k_tiles // s) * (s - 1) < k_tiles, "every split holds k-tiles"
-    assert fp8.choose(64, 4096, 7168, "row", False).split  # 32 tiles of 128: a quarter of a wave
-    assert not fp8.choose(64, 4096, 256, "row", False).split  # two k-tiles: nothing to split
+    assert fp8.choose(64, 1024, 8192, "row", False).split  # 16 tiles of 64 x 64: under a quarter of a wave
+    assert fp8.choose(128, 4096, 7168, "block", False).split  # 64 tiles of 64 x 128: under half a wave
+    assert not fp8.choose(64, 4096, 7168, "row", False).split  # 64 tiles of 64 x 64
+    assert not fp8.choose(64, 7168, 2048, "block", False).split  # 16 k-tiles: too short to split
+    assert not fp8.choose(64, 1024, 256, "row", False).split  # two k-tiles: nothing to split
     assert not fp8.choose(4096, 4096, 4096, "row", False).split
 
 
@@ -126,12 +129,19 @@ def test_choice_follows_mode_accumulation_and_the_waves():
     assert fp8.choose(1024, 1024, 1024, "row", True).key == "fp8:128x64c1"
     assert fp8.choose(1024, 1024, 1024, "block", False).key == "fp8:128x128p"
     assert fp8.choose(2048, 2048, 2048, "tensor", False).key == "fp8:128x128p"  # 256 tiles of 128 x 128
-    # one tile row: no cluster; the widest tile that fills 80 % of the SMs, 64 wide at the least
+    # one tile row: no cluster; the widest tile that fills 80 % of the SMs, 64 x 64 at the least;
+    # 128 rows only above 64 (a second consumer would compute rows below C)
     assert fp8.choose(128, 28672, 4096, "row", False).key == "fp8:128x128pc1"
-    assert fp8.choose(128, 7168, 2048, "row", False).key == "fp8:128x64pc1"
-    assert fp8.choose(128, 7168, 2048, "block", False).key == "fp8:128x128pc1"  # 64 wide takes no block scales
-    assert fp8.choose(64, 28672, 4096, "tensor", True).key == "fp8:128x256c1"
-    assert fp8.choose(64, 4096, 7168, "tensor", True).key == "fp8:128x64c1"
+    assert fp8.choose(64, 28672, 4096, "row", False).key == "fp8:64x128pc1"
+    assert fp8.choose(128, 7168, 2048, "row", False).key == "fp8:64x128pc1"
+    assert fp8.choose(64, 7168, 2048, "tensor", False).key == "fp8:64x64pc1"
+    assert fp8.choose(64, 7168, 2048, "block", False).key == "fp8:64x128pc1"  # 64 wide takes no block scales
+    assert fp8.choose(128, 4096, 7168, "tensor", False).key == "fp8:64x64pc1"  # 128 CTAs, no split
+    assert fp8.choose(64, 4096, 7168, "block", False).key == "fp8:64x128sk"
+    assert fp8.choose(64, 1024, 8192, "tensor", False).key == "fp8:64x64sk"
+    assert fp8.choose(128, 28672, 4096, "tensor", True).key == "fp8:128x256c1"
+    assert fp8.choose(128, 7168, 2048, "tensor", True).key == "fp8:128x64c1"
+    assert fp8.choose(64, 4096, 7168, "tensor", True).key == "fp8:64x64c1"
     for M, N, K in [(1, 256, 512), (128, 7168, 2048), (4096, 4096, 4096), (300, 520, 2064)]:
         for mode in fp8.SCALE_MODES:
             for fast in (False, True):

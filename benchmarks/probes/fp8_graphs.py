@@ -40,11 +40,10 @@ CANDIDATES = {
     "128x64c1f": dataclasses.replace(E["fp8:128x256c1"], name="128x64c1f", bn=64, depth=6),
     # 64-row tiles, one consumer
     "64x64pc1": E["fp8:64x64pc1"],
-    "64x64p": E["fp8:64x64p"],
     "64x64sk": E["fp8:64x64sk"],
     "64x128sk": E["fp8:64x128sk"],
     "64x128pc1": E["fp8:64x128pc1"],
-    "64x64c1f": dataclasses.replace(E["fp8:64x64pc1"], name="64x64c1f", promote=0, overlap_kt=False),
+    "64x64c1": E["fp8:64x64c1"],
     # several tile rows
     "128x128p": E["fp8:128x128p"],
     "128x256p": E["fp8:128x256p"],
@@ -54,7 +53,7 @@ CANDIDATES = {
     "128x64f": dataclasses.replace(E["fp8:128x256"], name="128x64f", bn=64, depth=6),
 }
 SMALL = ("128x128pc1", "128x128sk", "128x128skc", "128x64pc1", "128x64sk", "128x64skc", "128x256c1", "128x128c1f",
-         "128x64c1f", "64x64pc1", "64x64p", "64x64sk", "64x128sk", "64x128pc1", "64x64c1f")
+         "128x64c1f", "64x64pc1", "64x64sk", "64x128sk", "64x128pc1", "64x64c1")
 LARGE = ("128x128p", "128x256p", "128x256", "128x128f", "128x64pc1", "128x64p", "128x64c1f", "128x64f")
 
 

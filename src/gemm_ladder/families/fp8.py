@@ -187,9 +187,9 @@ class Fp8Entry(KMajorOnly, KernelFamily):
         if problem := self.variant_problem(v):
             raise ConfigError(problem)
         defines = {**self.kernel_defines(), **v.defines()}
-        if self.overlap_kt and (v.bias or v.mode == "row" and not self.split):
-            # two partials spill beside a bias or row-wise column factors (split-K's epilogue
-            # leaves room for the latter): those builds keep one partial
+        if self.overlap_kt and self.bn > 64 and (v.bias or v.mode == "row" and not self.split):
+            # on 128-wide tiles two partials spill beside a bias or row-wise column factors
+            # (split-K's epilogue leaves room for the latter): those builds keep one partial
             defines.pop("GL_FP8_OVERLAP_KT")
         if self.step == 11:
             defines = {k: x for k, x in defines.items() if k not in ("GL_FP8_SCALE", "GL_FP8_BIAS", "GL_FP8_A_E5M2",
@@ -338,13 +338,14 @@ ENTRIES: dict[str, Fp8Entry] = {e.key: e for e in (
     # their fp32 partials summed in order by a second launch: where C has a quarter of a wave
     # of tiles or fewer (64 x 4096 x 7168: 1.16x _scaled_mm row-wise, docs/perf-notes.md item 84)
     _library("128x128sk", 128, 6, promote=1, cluster_m=1, split=True, overlap_kt=True),
-    # 64-row tiles, one consumer (M <= 64: no garbage rows for a second consumer to compute; at
-    # M = 128 twice the CTAs of 128-row tiles without a split): experiments, not chosen yet
+    # 64-row tiles, one consumer: at M <= 64 no second consumer computes rows below C, and at
+    # M = 65-128 twice the CTAs of 128-row tiles without a split (docs/perf-notes.md item 100);
+    # 64 wide, two partials fit beside row-wise column factors and a bias too
     _library("64x64pc1", 64, 13, promote=1, cluster_m=1, modes=("tensor", "row"), overlap_kt=True, bm=64),
-    _library("64x64p", 64, 13, promote=1, cluster_m=2, modes=("tensor", "row"), overlap_kt=True, bm=64),
+    _library("64x128pc1", 128, 8, promote=1, cluster_m=1, overlap_kt=True, bm=64),
     _library("64x64sk", 64, 13, promote=1, cluster_m=1, modes=("tensor", "row"), split=True, overlap_kt=True, bm=64),
     _library("64x128sk", 128, 8, promote=1, cluster_m=1, split=True, overlap_kt=True, bm=64),
-    _library("64x128pc1", 128, 8, promote=1, cluster_m=1, overlap_kt=True, bm=64),
+    _library("64x64c1", 64, 13, promote=0, cluster_m=1, modes=("tensor", "row"), bm=64),
     # summed in the tensor core (use_fast_accum=True): step 11's 128 x 256 with every scale mode
     # that applies at the end, and 128 x 128 where 128 x 256 tiles fill the waves badly
     _library("128x256", 256, 4, promote=0, modes=("tensor", "row")),
@@ -405,14 +406,30 @@ def wave_fill(tiles: int, ctas: int) -> float:
     return tiles / (-(-tiles // ctas) * ctas) if tiles else 0.0
 
 
+# M <= 128 (one tile row of 128): the tiles tried widest first, (rows, columns, key); promoted,
+# then summed in the tensor core (fast). 128-row tiles only above 64 rows, where no consumer
+# computes only rows below C.
+_ONE_ROW = ((128, 128, "fp8:128x128pc1"), (64, 128, "fp8:64x128pc1"), (64, 64, "fp8:64x64pc1"))
+_ONE_ROW_FAST = ((128, 256, "fp8:128x256c1"), (128, 128, "fp8:128x128c1"), (128, 64, "fp8:128x64c1"),
+                 (64, 64, "fp8:64x64c1"))
+SPLIT_MIN_K_TILES = 32  # split-K only over long K: at 16 k-tiles the split's second pass costs more than it saves
+
+
+def _tiles(M: int, N: int, bm: int, bn: int) -> int:
+    return -(-M // bm) * -(-N // bn)
+
+
 def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms, *,
            bias16: bool = False) -> Fp8Entry:
     """The library's entry for a call, from the graph-timed measurements of every entry
-    (docs/perf-notes.md item 84): promoted unless the caller asked for the tensor core's own
-    accumulation and the scales apply at the end.
-    - One tile row (M <= 128; no cluster, whose second CTA would compute below C): split-K
-      where C has a quarter of a wave of 128-wide tiles or fewer; else the widest tile (256
-      for fast, 128, 64; 64 takes no block scales) whose tiles fill 80 % of the SMs; else 64.
+    (docs/perf-notes.md items 84, 98, 100): promoted unless the caller asked for the tensor
+    core's own accumulation and the scales apply at the end.
+    - M <= 128: the widest tile (_ONE_ROW, _ONE_ROW_FAST; 128-row tiles above 64 rows only; 64
+      wide takes no block scales) whose tiles fill 80 % of the SMs; where none does, split-K on
+      64-row tiles if a long K (SPLIT_MIN_K_TILES) meets few tiles (64 x 128 tiles filling half
+      the SMs or less for block scales, 64 x 64 tiles a quarter for the others), else the
+      narrowest tile (64 x 64 at 128 x 4096 x 7168: 128 CTAs, no split, 1.03x _scaled_mm per
+      tensor against 0.82 for 128 x 128 tiles split four ways).
     - Several tile rows whose 128 x 128 tiles would fill at most half of the SMs: 128 x 64
       (promoted or not; not block scales).
     - Several tile rows: promoted per-tensor scales on 128 x 128, whose promotion runs under
@@ -423,16 +440,16 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
       overlapped pieces, fp8:128x256pb), else 128 x 128."""
     fast = fast_accum and mode != "block"
     if M <= 128:
-        tiles128 = -(-N // 128)
-        if not fast and 4 * tiles128 <= num_sms and -(-K // BK) >= 4:  # two k-tiles a split at least
-            return ENTRIES["fp8:128x128sk"]
-        widths = ((256, "fp8:128x256c1"), (128, "fp8:128x128c1"), (64, "fp8:128x64c1")) if fast else \
-            ((128, "fp8:128x128pc1"), (64, "fp8:128x64pc1"))
-        usable = [key for _, key in widths if mode in ENTRIES[key].modes]
-        for bn, key in widths:
-            if key in usable and -(-N // bn) >= 0.8 * num_sms:
+        usable = [(bm, bn, key) for bm, bn, key in (_ONE_ROW_FAST if fast else _ONE_ROW)
+                  if mode in ENTRIES[key].modes and (bm == 64 or M > 64)]
+        for bm, bn, key in usable:
+            if _tiles(M, N, bm, bn) >= 0.8 * num_sms:
                 return ENTRIES[key]
-        return ENTRIES[usable[-1]]
+        if not fast and -(-K // BK) >= SPLIT_MIN_K_TILES:
+            bn, share = (128, 2) if mode == "block" else (64, 4)
+            if share * _tiles(M, N, 64, bn) <= num_sms:
+                return ENTRIES[f"fp8:64x{bn}sk"]
+        return ENTRIES[usable[-1][2]]
     # few tile rows and columns (1024^3: 64 tiles of 128 x 128): 64-wide tiles, twice as many CTAs
     # (1024^3 per tensor 1.02x _scaled_mm against 0.83 on 128 x 128, docs/perf-notes.md item 98)
     narrow = ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1"]
