@@ -124,10 +124,11 @@ def test_choice_follows_mode_accumulation_and_the_waves():
     assert fp8.choose(4096, 4096, 4096, "row", False, bias16=True).key == "fp8:128x128p"  # it spills there
     assert fp8.choose(4096, 4096, 4096, "tensor", True).key == "fp8:128x256"
     assert fp8.choose(512, 4096, 7168, "tensor", True).key == "fp8:128x128"
-    # several tile rows, 128 x 128 tiles filling half of the SMs or less: 64 wide (not block scales)
-    assert fp8.choose(1024, 1024, 1024, "tensor", False).key == "fp8:128x64pc1"
+    # several tile rows, 128 x 128 tiles filling half of the SMs or less: tiles of half the area
+    assert fp8.choose(1024, 1024, 1024, "tensor", False).key == "fp8:64x128pc1"
+    assert fp8.choose(1024, 1024, 1024, "block", False).key == "fp8:64x128pc1"
+    assert fp8.choose(1024, 1024, 1024, "row", False).key == "fp8:128x64pc1"
     assert fp8.choose(1024, 1024, 1024, "row", True).key == "fp8:128x64c1"
-    assert fp8.choose(1024, 1024, 1024, "block", False).key == "fp8:128x128p"
     assert fp8.choose(2048, 2048, 2048, "tensor", False).key == "fp8:128x128p"  # 256 tiles of 128 x 128
     # one tile row: no cluster; the widest tile that fills 80 % of the SMs, 64 x 64 at the least;
     # 128 rows only above 64 (a second consumer would compute rows below C)

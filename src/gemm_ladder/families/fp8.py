@@ -430,8 +430,9 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
       the SMs or less for block scales, 64 x 64 tiles a quarter for the others), else the
       narrowest tile (64 x 64 at 128 x 4096 x 7168: 128 CTAs, no split, 1.03x _scaled_mm per
       tensor against 0.82 for 128 x 128 tiles split four ways).
-    - Several tile rows whose 128 x 128 tiles would fill at most half of the SMs: 128 x 64
-      (promoted or not; not block scales).
+    - Several tile rows whose 128 x 128 tiles would fill at most half of the SMs: 64 x 128 (one
+      consumer) for promoted per-tensor and block scales, 128 x 64 for row-wise ones and fast
+      accumulation.
     - Several tile rows: promoted per-tensor scales on 128 x 128, whose promotion runs under
       the next k-tile's MMAs (overlap_kt: 0.979-1.014x _scaled_mm at 4096^3-8192^3 and two LLM
       shapes against 0.910-0.982 on 128 x 256, docs/perf-notes.md item 89); otherwise 128 x 256
@@ -450,11 +451,12 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
             if share * _tiles(M, N, 64, bn) <= num_sms:
                 return ENTRIES[f"fp8:64x{bn}sk"]
         return ENTRIES[usable[-1][2]]
-    # few tile rows and columns (1024^3: 64 tiles of 128 x 128): 64-wide tiles, twice as many CTAs
-    # (1024^3 per tensor 1.02x _scaled_mm against 0.83 on 128 x 128, docs/perf-notes.md item 98)
-    narrow = ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1"]
-    if mode in narrow.modes and 2 * -(-M // 128) * -(-N // 128) <= num_sms:
-        return narrow
+    # few tile rows and columns (1024^3: 64 tiles of 128 x 128): tiles of half the area, twice as
+    # many CTAs; 64 x 128 with one consumer (two partials) for per-tensor and block scales, 128 x 64
+    # for row-wise ones (1024^3: per tensor 1.07x _scaled_mm, block 0.96 against 0.99 on 128 x 64
+    # and 0.78 on 128 x 128; row-wise 1.14 against 1.05; docs/perf-notes.md items 98 and 100)
+    if 2 * _tiles(M, N, 128, 128) <= num_sms:
+        return ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1" if mode == "row" else "fp8:64x128pc1"]
     wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256pb" if mode == "block" else "fp8:128x256p"]
     fits = mode in wide.modes and (fast or mode != "tensor") and (wide.row_bias16 or not (mode == "row" and bias16))
     tiles = -(-M // 128) * -(-N // 256)
