@@ -130,6 +130,11 @@ def test_choice_follows_mode_accumulation_and_the_waves():
     assert fp8.choose(1024, 1024, 1024, "row", False).key == "fp8:128x64pc1"
     assert fp8.choose(1024, 1024, 1024, "row", True).key == "fp8:128x64c1"
     assert fp8.choose(2048, 2048, 2048, "tensor", False).key == "fp8:128x128p"  # 256 tiles of 128 x 128
+    # one wave of 128 x 256 tiles 80 % full: row-wise and block scales there, per tensor not
+    assert fp8.choose(2048, 2048, 2048, "row", False).key == "fp8:128x256p"
+    assert fp8.choose(512, 7168, 2048, "block", False).key == "fp8:128x256pb"
+    assert fp8.choose(512, 7168, 2048, "tensor", False).key == "fp8:128x128p"
+    assert fp8.choose(2048, 2048, 2048, "row", True).key == "fp8:128x128"
     # one tile row: no cluster; the widest tile that fills 80 % of the SMs, 64 x 64 at the least;
     # 128 rows only above 64 (a second consumer would compute rows below C)
     assert fp8.choose(128, 28672, 4096, "row", False).key == "fp8:128x128pc1"

@@ -436,7 +436,8 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
     - Several tile rows: promoted per-tensor scales on 128 x 128, whose promotion runs under
       the next k-tile's MMAs (overlap_kt: 0.979-1.014x _scaled_mm at 4096^3-8192^3 and two LLM
       shapes against 0.910-0.982 on 128 x 256, docs/perf-notes.md item 89); otherwise 128 x 256
-      where its tiles fill every wave to 90 % or more (twice the operand reuse of 128 x 128; not
+      where its tiles fill every wave to 90 % or more, or one wave to 80 % (promoted row-wise and
+      block scales) (twice the operand reuse of 128 x 128; not
       row-wise scales with a 16-bit bias, bias16, which spill there; block scales in four
       overlapped pieces, fp8:128x256pb), else 128 x 128."""
     fast = fast_accum and mode != "block"
@@ -459,7 +460,10 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
         return ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1" if mode == "row" else "fp8:64x128pc1"]
     wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256pb" if mode == "block" else "fp8:128x256p"]
     fits = mode in wide.modes and (fast or mode != "tensor") and (wide.row_bias16 or not (mode == "row" and bias16))
-    tiles = -(-M // 128) * -(-N // 256)
-    if fits and tiles >= num_sms and wave_fill(tiles, num_sms) >= 0.9:
+    tiles = _tiles(M, N, 128, 256)
+    # promoted row-wise and block scales also where 128 x 256 tiles fill one wave to 80 % (2048^3,
+    # 512 x 7168 x 2048: +4-6 % over 128 x 128, whose row-wise build keeps one partial; item 100)
+    one_wave = not fast and 0.8 * num_sms <= tiles <= num_sms
+    if fits and (tiles >= num_sms and wave_fill(tiles, num_sms) >= 0.9 or one_wave):
         return wide
     return ENTRIES["fp8:128x128" if fast else "fp8:128x128p"]
