@@ -406,12 +406,10 @@ def wave_fill(tiles: int, ctas: int) -> float:
     return tiles / (-(-tiles // ctas) * ctas) if tiles else 0.0
 
 
-# M <= 128 (one tile row of 128): the tiles tried widest first, (rows, columns, key); promoted,
-# then summed in the tensor core (fast). 128-row tiles only above 64 rows, where no consumer
-# computes only rows below C.
-_ONE_ROW = ((128, 128, "fp8:128x128pc1"), (64, 128, "fp8:64x128pc1"), (64, 64, "fp8:64x64pc1"))
-_ONE_ROW_FAST = ((128, 256, "fp8:128x256c1"), (128, 128, "fp8:128x128c1"), (128, 64, "fp8:128x64c1"),
-                 (64, 64, "fp8:64x64c1"))
+# M <= 128 (one tile row of 128): the entries tried widest first, promoted, then summed in the
+# tensor core (fast). 128-row tiles only above 64 rows, where no consumer computes only rows below C.
+_ONE_ROW = ("fp8:128x128pc1", "fp8:64x128pc1", "fp8:64x64pc1")
+_ONE_ROW_FAST = ("fp8:128x256c1", "fp8:128x128c1", "fp8:128x64c1", "fp8:64x64c1")
 SPLIT_MIN_K_TILES = 32  # split-K only over long K: at 16 k-tiles the split's second pass costs more than it saves
 
 
@@ -442,16 +440,17 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
       overlapped pieces, fp8:128x256pb), else 128 x 128."""
     fast = fast_accum and mode != "block"
     if M <= 128:
-        usable = [(bm, bn, key) for bm, bn, key in (_ONE_ROW_FAST if fast else _ONE_ROW)
-                  if mode in ENTRIES[key].modes and (bm == 64 or M > 64)]
-        for bm, bn, key in usable:
-            if _tiles(M, N, bm, bn) >= 0.8 * num_sms:
-                return ENTRIES[key]
+        usable = [e for e in map(ENTRIES.get, _ONE_ROW_FAST if fast else _ONE_ROW)
+                  if mode in e.modes and (e.bm == 64 or M > 64)]
+        for e in usable:
+            if _tiles(M, N, e.bm, e.bn) >= 0.8 * num_sms:
+                return e
         if not fast and -(-K // BK) >= SPLIT_MIN_K_TILES:
-            bn, share = (128, 2) if mode == "block" else (64, 4)
-            if share * _tiles(M, N, 64, bn) <= num_sms:
-                return ENTRIES[f"fp8:64x{bn}sk"]
-        return ENTRIES[usable[-1][2]]
+            # block scales' heavier k-tile splits up to half a wave of 64 x 128 tiles, the rest a quarter of 64 x 64
+            split, share = (ENTRIES["fp8:64x128sk"], 2) if mode == "block" else (ENTRIES["fp8:64x64sk"], 4)
+            if share * _tiles(M, N, split.bm, split.bn) <= num_sms:
+                return split
+        return usable[-1]
     # few tile rows and columns (1024^3: 64 tiles of 128 x 128): tiles of half the area, twice as
     # many CTAs; 64 x 128 with one consumer (two partials) for per-tensor and block scales, 128 x 64
     # for row-wise ones (1024^3: per tensor 1.07x _scaled_mm, block 0.96 against 0.99 on 128 x 64
