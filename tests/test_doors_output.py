@@ -1,5 +1,7 @@
 """Doors of what a user reads: `explain` fits 100 columns (80 too) in a few dozen lines;
 `warmup()` without CUDA says so in one RuntimeError. No GPU."""
+import json
+
 import pytest
 import torch
 
@@ -20,6 +22,22 @@ def test_explain_fits_the_terminal(tmp_path, args, columns):
     assert "score" in r.stdout and "pick:" in r.stdout and "runs:" in r.stdout
     if args[0] == "127":  # padded alike: said once in the title, not per row
         assert "each runs padded to 127x8192x256" in r.stdout
+
+
+@pytest.mark.parametrize("args,entry,why", [
+    (("64", "4096", "7168", "--fp8", "tensor"), "fp8:64x64pc1", "no tile fills 80 %"),
+    (("64", "1024", "8192", "--fp8", "row"), "fp8:64x64sk", "split-K over 16 tiles of 64 x 64"),
+    (("4096", "4096", "4096", "--fp8", "block"), "fp8:128x256pb", "fill every wave"),
+    (("4096", "4096", "4096", "--fp8", "row", "--bias16"), "fp8:128x128p", "spill on 128 x 256"),
+    (("4096", "4096", "4096", "--fp8", "tensor", "--fast-accum"), "fp8:128x256", "summed in the tensor core")])
+def test_explain_fp8_names_the_entry_and_why(tmp_path, args, entry, why):
+    r = run_cli("explain", *args, cwd=tmp_path, columns=100)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    text = " ".join(r.stdout.split())  # the console wraps at the terminal width
+    assert f": {entry} (" in text and why in text
+    assert max(len(line) for line in r.stdout.splitlines()) <= 100
+    j = run_cli("explain", *args, "--json", cwd=tmp_path)
+    assert json.loads(j.stdout)["entry"] == entry
 
 
 def test_explain_groups_the_kernels_that_do_not_take_the_shape(tmp_path):

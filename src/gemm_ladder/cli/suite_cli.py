@@ -168,6 +168,10 @@ def cmd_explain(args) -> int:
         sms = H200.sms
         if doors.hopper_problem() is None:
             sms = cuda_device.num_sms(0)
+    if args.fp8:
+        return explain_fp8(args, sms, console)
+    if args.fast_accum or args.bias16:
+        raise doors.CliError("--fast-accum and --bias16 describe an fp8 call: give --fp8 tensor|row|block")
     dev = cost_model.Device(sms=sms)
     b_mn = args.b_row_major
     if args.ldb is not None:
@@ -194,6 +198,27 @@ def cmd_explain(args) -> int:
     if args.measured:
         print_measured(args.M, args.N, args.K, args.dtype, console)
     return 0 if ch.pick else 1
+
+
+def explain_fp8(args, sms: int, console) -> int:
+    """The fp8 family's entry for an e4m3 call with these scales, and why (families/fp8.choice)."""
+    from ..families import fp8
+    if args.measured:
+        raise doors.CliError("--fp8 --measured: the fp8 record's rows are in bench --fp8's JSON, not the cost model's")
+    if args.b_row_major or args.ldb is not None:
+        raise doors.CliError("--fp8: B is read K-major only, as a contiguous (N, K) matrix (fp8 wgmma has no "
+                             "transpose); --b-row-major and --ldb do not apply")
+    if problems := fp8.ENTRIES["fp8:128x128p"].shape_problems(args.M, args.N, args.K):
+        raise doors.CliError(f"--fp8 {args.M}x{args.N}x{args.K}: " + "; ".join(problems))
+    entry, why = fp8.choice(args.M, args.N, args.K, args.fp8, args.fast_accum, sms, bias16=args.bias16)
+    if args.json:
+        print(json.dumps({"M": args.M, "N": args.N, "K": args.K, "scales": args.fp8, "fast_accum": args.fast_accum,
+                          "bias16": args.bias16, "sms": sms, "entry": entry.key, "label": entry.label, "why": why}))
+        return 0
+    console.print(f"{args.M}x{args.N}x{args.K} e4m3, {args.fp8} scales{', fast accumulation' if args.fast_accum else ''} "
+                  f"({sms} SMs): {entry.key} ({entry.label})", markup=False, highlight=False)
+    console.print(f"why: {why}", markup=False, highlight=False)
+    return 0
 
 
 def staging_lines(M: int, N: int, K: int, b_mn: bool, run, dev) -> list[str]:
@@ -304,6 +329,10 @@ def add_parsers(sub, dtype_type) -> None:
     e.add_argument("--json", action="store_true", help="print the candidates as JSON")
     e.add_argument("--measured", action="store_true", help="beside the pick's predicted time, the time measured "
                    "on the H200 when the newest cost-model record holds the shape (benchmarks/results)")
+    e.add_argument("--fp8", choices=("tensor", "row", "block"), help="the fp8 family's entry for e4m3 operands "
+                   "with these scales instead (gemm_ladder.scaled_mm), and why")
+    e.add_argument("--fast-accum", action="store_true", help="with --fp8: use_fast_accum=True")
+    e.add_argument("--bias16", action="store_true", help="with --fp8: a 16-bit bias (it spills some tiles)")
     e.set_defaults(fn=cmd_explain)
 
     p = sub.add_parser("plot", help="roofline and ladder bar chart from results JSON (no GPU needed)")

@@ -419,7 +419,14 @@ def _tiles(M: int, N: int, bm: int, bn: int) -> int:
 
 def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms, *,
            bias16: bool = False) -> Fp8Entry:
-    """The library's entry for a call, from the graph-timed measurements of every entry
+    """The library's entry for a call (choice, without its reason)."""
+    return choice(M, N, K, mode, fast_accum, num_sms, bias16=bias16)[0]
+
+
+def choice(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H200.sms, *,
+           bias16: bool = False) -> tuple[Fp8Entry, str]:
+    """The library's entry for a call and why (`gemm-ladder explain M N K --fp8 MODE`), from the
+    graph-timed measurements of every entry
     (docs/perf-notes.md items 84, 98, 100): promoted unless the caller asked for the tensor
     core's own accumulation and the scales apply at the end.
     - M <= 128: the widest tile (_ONE_ROW, _ONE_ROW_FAST; 128-row tiles above 64 rows only; 64
@@ -439,30 +446,45 @@ def choose(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
       row-wise scales with a 16-bit bias, bias16, which spill there; block scales in four
       overlapped pieces, fp8:128x256pb), else 128 x 128."""
     fast = fast_accum and mode != "block"
+    acc = "summed in the tensor core" if fast else "promoted"
     if M <= 128:
         usable = [e for e in map(ENTRIES.get, _ONE_ROW_FAST if fast else _ONE_ROW)
                   if mode in e.modes and (e.bm == 64 or M > 64)]
         for e in usable:
-            if _tiles(M, N, e.bm, e.bn) >= 0.8 * num_sms:
-                return e
-        if not fast and -(-K // BK) >= SPLIT_MIN_K_TILES:
+            if (t := _tiles(M, N, e.bm, e.bn)) >= 0.8 * num_sms:
+                return e, (f"one tile row (M <= 128), {acc}: {e.bm} x {e.bn}, the widest tile whose {t} tiles "
+                           f"fill 80 % of the {num_sms} SMs")
+        if not fast and (kt := -(-K // BK)) >= SPLIT_MIN_K_TILES:
             # block scales' heavier k-tile splits up to half a wave of 64 x 128 tiles, the rest a quarter of 64 x 64
             split, share = (ENTRIES["fp8:64x128sk"], 2) if mode == "block" else (ENTRIES["fp8:64x64sk"], 4)
-            if share * _tiles(M, N, split.bm, split.bn) <= num_sms:
-                return split
-        return usable[-1]
+            if share * (t := _tiles(M, N, split.bm, split.bn)) <= num_sms:
+                return split, (f"one tile row, no tile fills 80 % of the SMs, and K has {kt} k-tiles: split-K over "
+                               f"{t} tiles of {split.bm} x {split.bn} (1/{share} of a wave or less)")
+        e = usable[-1]
+        return e, (f"one tile row, {acc}: no tile fills 80 % of the {num_sms} SMs, the narrowest ({e.bm} x {e.bn}, "
+                   f"{_tiles(M, N, e.bm, e.bn)} tiles), not split")
     # few tile rows and columns (1024^3: 64 tiles of 128 x 128): tiles of half the area, twice as
     # many CTAs; 64 x 128 with one consumer (two partials) for per-tensor and block scales, 128 x 64
     # for row-wise ones (1024^3: per tensor 1.07x _scaled_mm, block 0.96 against 0.99 on 128 x 64
     # and 0.78 on 128 x 128; row-wise 1.14 against 1.05; docs/perf-notes.md items 98 and 100)
-    if 2 * _tiles(M, N, 128, 128) <= num_sms:
-        return ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1" if mode == "row" else "fp8:64x128pc1"]
+    if 2 * (t := _tiles(M, N, 128, 128)) <= num_sms:
+        e = ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1" if mode == "row" else "fp8:64x128pc1"]
+        return e, f"{t} tiles of 128 x 128 fill half of the SMs or less: {e.bm} x {e.bn} tiles, twice the CTAs"
     wide = ENTRIES["fp8:128x256" if fast else "fp8:128x256pb" if mode == "block" else "fp8:128x256p"]
     fits = mode in wide.modes and (fast or mode != "tensor") and (wide.row_bias16 or not (mode == "row" and bias16))
     tiles = _tiles(M, N, 128, 256)
     # promoted row-wise and block scales also where 128 x 256 tiles fill one wave to 80 % (2048^3,
     # 512 x 7168 x 2048: +4-6 % over 128 x 128, whose row-wise build keeps one partial; item 100)
     one_wave = not fast and 0.8 * num_sms <= tiles <= num_sms
-    if fits and (tiles >= num_sms and wave_fill(tiles, num_sms) >= 0.9 or one_wave):
-        return wide
-    return ENTRIES["fp8:128x128" if fast else "fp8:128x128p"]
+    fill = wave_fill(tiles, num_sms)
+    if fits and (tiles >= num_sms and fill >= 0.9 or one_wave):
+        return wide, (f"{tiles} tiles of 128 x 256, {acc}, fill " + ("one wave to 80 % or more" if one_wave else
+                                                                      f"every wave to {fill:.0%}"))
+    e = ENTRIES["fp8:128x128" if fast else "fp8:128x128p"]
+    if not fast and mode == "tensor":
+        why = "promoted per-tensor scales: 128 x 128, its promotion under the next k-tile's MMAs"
+    elif not fits:
+        why = "row-wise scales with a 16-bit bias spill on 128 x 256: 128 x 128"
+    else:
+        why = f"{tiles} tiles of 128 x 256 would fill the waves to {fill:.0%} (under 90 %): 128 x 128"
+    return e, why
