@@ -465,8 +465,8 @@ def choice(M: int, N: int, K: int, mode: str, fast_accum: bool, num_sms: int = H
                    f"{_tiles(M, N, e.bm, e.bn)} tiles), not split")
     # few tile rows and columns (1024^3: 64 tiles of 128 x 128): tiles of half the area, twice as
     # many CTAs; 64 x 128 with one consumer (two partials) for per-tensor and block scales, 128 x 64
-    # for row-wise ones (1024^3: per tensor 1.07x _scaled_mm, block 0.96 against 0.99 on 128 x 64
-    # and 0.78 on 128 x 128; row-wise 1.14 against 1.05; docs/perf-notes.md items 98 and 100)
+    # for row-wise ones (1024^3: per tensor 1.07x _scaled_mm against 0.99 on 128 x 64, block 0.96
+    # against 0.78 on 128 x 128, row-wise 1.14 on 128 x 64 against 1.05; perf-notes items 98, 100)
     if 2 * (t := _tiles(M, N, 128, 128)) <= num_sms:
         e = ENTRIES["fp8:128x64c1" if fast else "fp8:128x64pc1" if mode == "row" else "fp8:64x128pc1"]
         return e, f"{t} tiles of 128 x 128 fill half of the SMs or less: {e.bm} x {e.bn} tiles, twice the CTAs"
