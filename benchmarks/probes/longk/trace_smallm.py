@@ -6,7 +6,7 @@ timed in turns first (the tracer's cost); the output is checked against fp32; th
 records are written for `gemm_ladder.choreography.ring_stats` (and the timeline tools) to read
 again without a GPU.
 Usage: PYTHONPATH=src python benchmarks/probes/longk/trace_smallm.py [--key smallm:n64]
-       [--splits S] [--dtype bfloat16] [--out DIR] [MxNxK ...]"""
+       [--splits S] [--dtype bfloat16] [--out DIR] [MxNxK ...]   (not yet run on the H200)"""
 import argparse
 import json
 import os
@@ -23,7 +23,10 @@ from gemm_ladder.measure import bench
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--key", default="smallm:n64")
-ap.add_argument("--splits", type=int, help="K split that many ways (default: the entry's deal)")
+ap.add_argument("--splits", type=int, default=1,
+                help="K split that many ways (default 1: whole tiles; 0: the entry's deal). The producer "
+                     "records a split piece's k-tiles from the piece's first, the consumer from 0, so "
+                     "ring_stats matches loads to k-tiles on whole tiles only")
 ap.add_argument("--dtype", default="bfloat16")
 ap.add_argument("--reps", type=int, default=20)
 ap.add_argument("--out", default=os.environ.get("OUT", "out"))
@@ -36,14 +39,15 @@ sms = cuda_device.num_sms(torch.cuda.current_device())
 summary = []
 for shape in args.shapes:
     M, N, K = map(int, shape.split("x"))
-    d = fam.plan_deal(M, N, K, sms, splits=args.splits)
+    splits = args.splits or None
+    d = fam.plan_deal(M, N, K, sms, splits=splits)
     blocks = d.grid[0]
     cap = 8 * d.units * max(1, d.rounds) + 64  # per slot: a k-tile is one record of two slots, plus the epilogue's
     a, bb = b.inputs(M, N, K, dtype)
     ref = a.float() @ bb.float().T
     buf = torch.zeros(blocks * trace.SLOTS_PER_CTA * (trace.HEADER_WORDS + 2 * cap), dtype=torch.int64, device="cuda")
-    traced = runner.plan_smallm(fam, a, bb, splits=args.splits, trace_buffer=buf, trace_events=cap)
-    plain = runner.plan_smallm(fam, a, bb, splits=args.splits)
+    traced = runner.plan_smallm(fam, a, bb, splits=splits, trace_buffer=buf, trace_events=cap)
+    plain = runner.plan_smallm(fam, a, bb, splits=splits)
     for p in (traced, plain):
         p.out.fill_(float("nan"))
         p()
