@@ -95,3 +95,17 @@ def test_add_sweep_args_defaults_and_overrides():
     assert (a.shapes, a.dtypes, a.reps, a.passes, a.json) == ("16x32x64", "float16,bfloat16", 50, 2, None)
     a = ap.parse_args(["--dtypes", "bfloat16", "--passes", "1", "--json", "x.json"])
     assert (a.dtypes, a.passes, a.json) == ("bfloat16", 1, "x.json")
+
+
+def test_kernels_from_builds_the_other_tree_inside_the_block_only(monkeypatch, tmp_path):
+    from gemm_ladder.cuda import jit
+    seen = []
+    monkeypatch.setattr(jit, "compile_kernel", lambda src, name, defines=None, **kw: seen.append(
+        (name, kw.get("kernel_dir"))))
+    with probe.kernels_from(tmp_path):
+        jit.compile_kernel("a.cu", "k", {"X": 1})
+    jit.compile_kernel("a.cu", "k", {"X": 1})
+    with probe.kernels_from(tmp_path, when=lambda d: d.get("EXP")):
+        jit.compile_kernel("a.cu", "plain", {"X": 1})
+        jit.compile_kernel("a.cu", "exp", defines={"EXP": 1})
+    assert seen == [("k", tmp_path), ("k", None), ("plain", None), ("exp", tmp_path)]

@@ -6,17 +6,17 @@ loop; the two builds' outputs compared with each other and with an fp32 referenc
 Usage: PYTHONPATH=src python benchmarks/probes/fp8_ab.py --old-kernels DIR [--reps N] [--json F]
        [MxNxK:mode[:fast][:ENTRY] ...]"""
 import argparse
+import contextlib
 import json
 import statistics
 from pathlib import Path
 
 import torch
 
-from gemm_ladder.cuda import jit
 from gemm_ladder.families import fp8
 from gemm_ladder.library import fp8_api
 from gemm_ladder.library.fp8_runner import choose_key, run_fp8
-from gemm_ladder.measure import bench
+from gemm_ladder.measure import bench, probe
 from gemm_ladder.measure.bench import graphed
 from gemm_ladder.measure.gpuinfo import Sampler
 
@@ -29,21 +29,6 @@ ap.add_argument("cases", nargs="*", default=["8192x7168x2048:row:fast", "8192x28
                                              "512x28672x4096:row", "4096x4096x4096:row", "8192x7168x2048:tensor:fast"])
 args = ap.parse_args()
 old_dir = Path(args.old_kernels)
-_compile = jit.compile_kernel
-_building_old = [False]
-jit.compile_kernel = lambda *p, **kw: _compile(*p, **({**kw, "kernel_dir": old_dir} if _building_old[0] else kw))
-_entry_compile = fp8.Fp8Entry.compile
-
-
-def compile_either(self, **kw):
-    _building_old[0] = self.name.endswith("-old")
-    try:
-        return _entry_compile(self, **kw)
-    finally:
-        _building_old[0] = False
-
-
-fp8.Fp8Entry.compile = compile_either
 b = bench.Bench()
 rows = []
 for case in args.cases:
@@ -68,7 +53,8 @@ for case in args.cases:
     for name, e in (("new", new), ("old", old)):
         fn = lambda e=e: run_fp8(qa, qb, ksa, ksb, mode=mode, out_dtype=torch.bfloat16, entry=e,  # noqa: E731
                                  fast_accum=fast)
-        outs[name] = fn()
+        with probe.kernels_from(old_dir) if name == "old" else contextlib.nullcontext():
+            outs[name] = fn()  # the first call builds and loads the entry ("-old": the other tree's)
         fns.append(graphed(fn))
     theirs = graphed(lambda: torch._scaled_mm(ta, tb.t(), tsa, tsb, out_dtype=torch.bfloat16, use_fast_accum=fast))
     same = bool(torch.equal(outs["new"], outs["old"]))

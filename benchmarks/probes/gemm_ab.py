@@ -12,10 +12,9 @@ from pathlib import Path
 
 import torch
 
-from gemm_ladder.cuda import jit
 from gemm_ladder.library import runner
 from gemm_ladder.library.select import pick
-from gemm_ladder.measure import bench
+from gemm_ladder.measure import bench, probe
 from gemm_ladder.measure.gpuinfo import Sampler
 
 ap = argparse.ArgumentParser()
@@ -29,18 +28,16 @@ ap.add_argument("--dtype", default="float16")
 args = ap.parse_args()
 old_dir = Path(args.old_kernels)
 dtype = getattr(torch, args.dtype)
-_compile = jit.compile_kernel
 
 
 def old_plan(key, a, b):
     """plan() with every kernel built from the other tree (its own prepared-kernel cache)."""
     saved = dict(runner._PREPARED)
     runner._PREPARED.clear()
-    jit.compile_kernel = lambda *p, **kw: _compile(*p, **{**kw, "kernel_dir": old_dir})
     try:
-        return runner.plan(key, a, b)
+        with probe.kernels_from(old_dir):
+            return runner.plan(key, a, b)
     finally:
-        jit.compile_kernel = _compile
         runner._PREPARED.clear()
         runner._PREPARED.update(saved)
 

@@ -12,23 +12,13 @@ from pathlib import Path
 
 import torch
 
-from gemm_ladder.cuda import jit
 from gemm_ladder.families import smallm
 from gemm_ladder.library import runner
 from gemm_ladder.library.select import pick
-from gemm_ladder.measure import bench
+from gemm_ladder.measure import bench, probe
 from gemm_ladder.measure.gpuinfo import Sampler
 
 KDIR = Path(__file__).resolve().parent / "kernels_kalt"
-_orig = jit.compile_kernel
-
-
-def _compile(*p, **kw):
-    defines = p[2] if len(p) > 2 else kw.get("defines") or {}
-    return _orig(*p, **({**kw, "kernel_dir": KDIR} if defines.get("GL_SMALLM_KALT") else kw))
-
-
-jit.compile_kernel = _compile
 n64 = smallm.FAMILIES["smallm:n64"]
 kalt = dataclasses.replace(smallm.FAMILIES["smallm:c2n64"], min_m=1, key="smallm:c2n64-kalt")
 dtype = getattr(torch, sys.argv[1] if len(sys.argv) > 1 else "bfloat16")
@@ -40,8 +30,9 @@ for shape in shapes:
     M, N, K = map(int, shape.split("x"))
     a, b = bn.inputs(M, N, K, dtype)
     ref = a.float() @ b.float().T
-    plans = {"n64 whole": runner.plan_smallm(n64, a, b, splits=1),
-             "kalt whole": runner.plan_smallm(kalt, a, b, splits=1, extra_defines={"GL_SMALLM_KALT": 1}),
+    with probe.kernels_from(KDIR, when=lambda defines: defines.get("GL_SMALLM_KALT")):
+        kalt_plan = runner.plan_smallm(kalt, a, b, splits=1, extra_defines={"GL_SMALLM_KALT": 1})
+    plans = {"n64 whole": runner.plan_smallm(n64, a, b, splits=1), "kalt whole": kalt_plan,
              "pick " + pick(M, N, K, str(dtype).split(".")[-1]): runner.plan(pick(M, N, K, str(dtype).split(".")[-1]), a, b)}
     err = {}
     for name, p in plans.items():

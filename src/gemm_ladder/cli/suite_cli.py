@@ -208,9 +208,9 @@ def explain_fp8(args, sms: int, console) -> int:
     if args.b_row_major or args.ldb is not None:
         raise doors.CliError("--fp8: B is read K-major only, as a contiguous (N, K) matrix (fp8 wgmma has no "
                              "transpose); --b-row-major and --ldb do not apply")
-    if problems := fp8.ENTRIES["fp8:128x128p"].shape_problems(args.M, args.N, args.K):
-        raise doors.CliError(f"--fp8 {args.M}x{args.N}x{args.K}: " + "; ".join(problems))
     entry, why = fp8.choice(args.M, args.N, args.K, args.fp8, args.fast_accum, sms, bias16=args.bias16)
+    if problems := entry.shape_problems(args.M, args.N, args.K):  # what the door refuses, said so
+        raise doors.CliError(f"--fp8 {args.M}x{args.N}x{args.K}: " + "; ".join(problems))
     if args.json:
         print(json.dumps({"M": args.M, "N": args.N, "K": args.K, "scales": args.fp8, "fast_accum": args.fast_accum,
                           "bias16": args.bias16, "sms": sms, "entry": entry.key, "label": entry.label, "why": why}))

@@ -256,7 +256,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
         would be correct, a second wave of clusters after the first, but slower)."""
         if not self.split:
             return 1
-        tiles = -(-M // self.bm) * -(-N // self.bn)
+        tiles = _tiles(M, N, self.bm, self.bn)
         k_tiles = -(-K // self.bk)
         s = max(1, min(num_sms // tiles, k_tiles // 2, 8 if self.split_cluster else 16))
         if self.split_cluster:

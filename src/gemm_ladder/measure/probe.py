@@ -3,7 +3,9 @@ on a poisoned output against fp32 and repeated bit for bit, then all of them tim
 with cuBLAS after each of bench.py's L2 flushes, one row per (candidate, flush)."""
 from __future__ import annotations
 
+import contextlib
 import statistics
+from pathlib import Path
 
 from .accuracy import check_product
 
@@ -102,3 +104,25 @@ def sweep(bench, shapes: str, dtypes: str, passes: int, candidates, make_plan, r
                 rows += time_against_cublas(bench, checked, a, b, reps, f"pass {pas} {shape} {dt}",
                                             dict(M=M, N=N, K=K, dtype=dt, pass_=pas), flush_fns=flush_fns)
     return rows
+
+
+@contextlib.contextmanager
+def kernels_from(kernel_dir, when=None):
+    """Builds compiled inside the block come from another tree's kernels (`kernel_dir`, e.g. an
+    older checkout's src/gemm_ladder/kernels, or a patched copy), launched with this tree's
+    arguments: the A/B probes' other side. `when(defines)`: only builds whose defines it accepts
+    (e.g. an experiment's switch); the others keep this tree's kernels. A build cached under
+    the same key beforehand is not rebuilt (give the other side's entry a name of its own)."""
+    from ..cuda import jit
+    own = jit.compile_kernel
+    other = Path(kernel_dir)
+
+    def compile_kernel(*args, **kw):
+        defines = args[2] if len(args) > 2 else kw.get("defines") or {}
+        return own(*args, **({**kw, "kernel_dir": other} if when is None or when(defines) else kw))
+
+    jit.compile_kernel = compile_kernel
+    try:
+        yield
+    finally:
+        jit.compile_kernel = own
