@@ -45,7 +45,7 @@ for (M, N, K, splits) in [(16, 4096, 4096, None), (7, 264, 72, None), (100, 1100
     a = torch.randn((M, K), device="cuda", generator=g).half()
     b = torch.randn((N, K), device="cuda", generator=g).half()
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-    runner.run_smallm(a, b, out, splits if fam.multicast == 1 else None, family={key!r}, debug=True)
+    runner.run_smallm(a, b, out, None if fam.whole_tiles else splits, family={key!r}, debug=True)
     ok, mx, rel, msg = check_product(out, a, b)
     assert ok, (M, N, K, splits, msg)
 print("ok")
@@ -86,9 +86,9 @@ FORCED = [(16, 4096, 4096, 1),     # no split: the kernel writes C itself
           (16, 4096, 4096, 8),     # clusters of 8 sum the pieces through DSMEM
           (80, 1000, 4096, 2),     # clusters of 2; N = 1000 clips the last tile
           (96, 4096, 4096, 4)]     # clusters of 4, two consumers' rows
-# (multicast entries run whole tiles only: their forced split is the one of 1)
+# (multicast pairs and alternating k-tiles run whole tiles only: their forced split is the one of 1)
 FORCED_CASES = [(k, c) for k in KEYS for c in FORCED
-                if smallm.FAMILIES[k].accepts(*c[:3]) and (smallm.FAMILIES[k].multicast == 1 or c[3] == 1)]
+                if smallm.FAMILIES[k].accepts(*c[:3]) and (not smallm.FAMILIES[k].whole_tiles or c[3] == 1)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -105,7 +105,8 @@ def test_forced_splits(key, case, dtype):
 # (M, N, K, splits, summed in a cluster where the family does)
 DET = [(16, 4096, 4096, 8, True), (100, 11008, 4096, 3, False), (1, 4096, 11008, 4, True),
        (1, 14336, 4096, 5, False), (80, 4096, 4096, 2, True), (96, 4096, 4096, 5, False)]
-DET_CASES = [(k, c) for k in KEYS for c in DET if smallm.FAMILIES[k].accepts(*c[:3]) and smallm.FAMILIES[k].multicast == 1]
+DET_CASES = [(k, c) for k in KEYS for c in DET
+             if smallm.FAMILIES[k].accepts(*c[:3]) and not smallm.FAMILIES[k].whole_tiles]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -412,3 +413,40 @@ def test_multicast_debug_build_in_a_child(key):
     """The multicast entries' debug builds (bounded waits) at the pairs' edge cases."""
     res = run_child(_MC_CHILD.format(key=key))
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+# Alternating k-tiles (smallm:n64alt): one k-tile (the second warpgroup has none), odd and partial
+# k-tile counts, M under a tile and above 128, N off the tile, more tiles than SMs; 20 launches
+# each on a poisoned output, compared with fp32 and bit for bit with the first. An N-major B
+# through the library, forced to the entry.
+ALT_KEYS = [k for k in KEYS if smallm.FAMILIES[k].k_alternate]
+ALT_SHAPES = [(16, 4096, 64), (7, 264, 72), (64, 4096, 4160), (100, 1000, 1000), (128, 16384, 512),
+              (256, 2048, 4096), (1, 8192, 8192)]
+ALT_CASES = [(k, c) for k in ALT_KEYS for c in ALT_SHAPES]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("key,case", ALT_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in ALT_CASES])
+def test_alternating_k_tiles(key, case, dtype):
+    M, N, K = case
+    dt = _dtype(dtype)
+    fam = smallm.with_fields(smallm.FAMILIES[key], "anym", max_m=1 << 30, min_m=1)
+    d = fam.deal(M, N, K, 132)
+    assert d.units == d.k_tiles and d.ctas == d.tiles and d.planes == 0 and d.cluster == (1, 1, 1)
+    a, b = fresh(M, N, K, dt, next(_seed))
+    out = _poisoned(M, N, dt)
+    assert_repeatable(runner.plan_smallm(fam, a, b, out), out, a, b, what=f"{key} {case}")
+
+
+@pytest.mark.parametrize("key,case", [(k, c) for k, c in ALT_CASES if smallm.FAMILIES[k].accepts(*c, b_mn=True)],
+                         ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in ALT_CASES
+                              if smallm.FAMILIES[k].accepts(*c, b_mn=True)])
+def test_alternating_k_tiles_n_major_b(key, case):
+    import torch
+    import gemm_ladder
+    M, N, K = case
+    a, b = fresh(M, N, K, torch.bfloat16, next(_seed))
+    out = _poisoned(M, N, torch.bfloat16)
+    gemm_ladder.matmul(a, b.t().contiguous(), out=out, step=key)
+    torch.cuda.synchronize()
+    assert_matches(out, a, b)

@@ -34,8 +34,8 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
                                         GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
-                                        GL_PREFETCH_KT=fam.prefetch_kt)
-    assert fam.threads == 128 * (1 + fam.consumers)
+                                        GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate))
+    assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
     assert not fam.smem_problem() and fam.dynamic_smem <= ladder_step.MAX_SMEM_PER_BLOCK
@@ -228,8 +228,12 @@ def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
                 assert plane is None or 0 <= plane < d.planes  # a piece has a plane; one per CTA of the tile
                 assert (plane is None) == (d.pieces(t) == 1)   # the reduction skips exactly the whole tiles
         assert len(covered) == d.total  # none missing
-        # the grid is one wave of equal runs where the work allows it, never a ragged second wave
-        assert d.ctas <= smallm.MAX_WAVES * H200_SMS
+        # the grid is one wave of equal runs where the work allows it, never a ragged second wave;
+        # alternating k-tiles: whole tiles, one per CTA (the selection takes it only where the
+        # entry it stands in for deals so)
+        assert d.ctas <= smallm.MAX_WAVES * H200_SMS or fam.k_alternate and d.ctas == d.tiles
+        if fam.k_alternate:
+            assert d.units == d.k_tiles and d.ctas == d.tiles and not d.planes and not d.dsmem
         # few tiles and a long K: split — while the fp32 pieces are small beside B (M <= 64; at
         # 128 x 4096 x 4096 one consumer's 64 whole tiles are priced below planes of 2 x 128 x
         # 4096 floats, as measured at 128 x 1024 x 1024 and 192 x 2048 x 2048, perf-notes item 33).
@@ -360,7 +364,9 @@ def test_sass_holds_claims(fam):
     assert bars[0] == "BAR.SYNC.DEFER_BLOCKING 0x0", bars
     named = [b for b in bars if b.startswith("BAR.SYNC.DEFER_BLOCKING 0x1")]
     both = (fam.multicast == 1) + (fam.staged_c and fam.consumers > 1)  # multicast pairs: no cluster reduction
-    assert named == [f"BAR.SYNC.DEFER_BLOCKING 0x1, {hex(128 * fam.consumers)}"] * both, bars
+    if fam.k_alternate:  # alternating k-tiles: the hand-over's two barriers of both warpgroups instead
+        both = 2
+    assert named == [f"BAR.SYNC.DEFER_BLOCKING 0x1, {hex(128 * fam.mma_warpgroups)}"] * both, bars
     assert sass.count_class(ops, "UCGABAR_ARV") and sass.count_class(ops, "UCGABAR_WAIT")
 
 

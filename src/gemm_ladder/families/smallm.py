@@ -131,8 +131,15 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     # 2: clusters of two CTAs along M share each B tile, each loading half of it and
     # multicasting it into both (GL_MULTICAST; whole tiles only, the kernel's PairWalk)
     multicast: int = 1
+    # two MMA warpgroups on the one 64-row block, alternating k-tiles, each into its own
+    # accumulator (GL_K_ALTERNATE; whole tiles, one per CTA: the kernel's alternate_tile)
+    k_alternate: bool = False
 
     def __post_init__(self) -> None:
+        if self.k_alternate and (self.consumers != 1 or self.bn != 64 or self.multicast > 1 or self.fixup
+                                 or self.cluster_reduce or self.depth < 3):
+            raise ValueError(f"{self.key}: alternating k-tiles run whole 64 x 64 tiles (one consumer's rows, no "
+                             "multicast, fixup or cluster reduction, a ring of 3 stages or more)")
         if self.multicast not in (1, 2) or self.multicast > 1 and (
                 self.fixup or self.cluster_reduce or not self.staged_c
                 or self.b_mn_major and self.bn // self.multicast % MN_BLOCK):
@@ -158,7 +165,17 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
 
     @property
     def threads(self) -> int:
-        return 128 * (1 + self.consumers)  # producer warpgroup + consumers
+        return 128 * (1 + self.mma_warpgroups)  # producer warpgroup + consumers
+
+    @property
+    def mma_warpgroups(self) -> int:
+        """Consumer warpgroups issuing wgmma: one per 64-row block, two on it with k_alternate."""
+        return self.consumers * (2 if self.k_alternate else 1)
+
+    @property
+    def whole_tiles(self) -> bool:
+        """The entry runs whole tiles only (multicast pairs, alternating k-tiles): no split deal."""
+        return self.multicast > 1 or self.k_alternate
 
     # -- what the shared machinery reads ----------------------------------------------------
     @property
@@ -203,7 +220,7 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
-                    GL_PREFETCH_KT=self.prefetch_kt)
+                    GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate))
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -275,7 +292,7 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     # -- the protocol's questions (families/protocol.py) --------------------------------------
     def facts(self) -> Facts:
         """The tile; the split of K comes from the deal (`deal`), per shape."""
-        return Facts(bm=self.bm, bn=self.bn, bk=self.bk, cluster_m=self.cluster_m, consumers=self.consumers,
+        return Facts(bm=self.bm, bn=self.bn, bk=self.bk, cluster_m=self.cluster_m, consumers=self.mma_warpgroups,
                      persistent=self.persistent, ctas_per_sm=1)
 
     def reads_mn(self) -> tuple[bool, bool]:
@@ -292,9 +309,9 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     def make_deal(self, M: int, N: int, K: int, units: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
         """The deal of runs of `units` k-tiles (clipped to 1 .. all the work); multicast pairs
         are dealt whole on `num_sms` SMs (plan passes the device's)."""
-        if self.multicast > 1:
+        if self.whole_tiles:
             if units != self.k_tiles(K):
-                raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): units must be the k-tiles")
+                raise ConfigError(f"{self.key} runs whole tiles: units must be the k-tiles")
             return self.deal(M, N, K, num_sms)
         m_tiles, n_tiles = self.tiles(M, N)
         return Deal(m_tiles * n_tiles, self.k_tiles(K), units)
@@ -305,9 +322,9 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
         if splits < 1:
             raise ValueError(f"splits must be >= 1, got {splits}")
         kt = self.k_tiles(K)
-        if self.multicast > 1:
+        if self.whole_tiles:
             if splits != 1:
-                raise ConfigError(f"{self.key} runs whole tiles (multicast pairs): splits must be 1")
+                raise ConfigError(f"{self.key} runs whole tiles: splits must be 1")
             return self.deal(M, N, K, num_sms)
         units = cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
@@ -356,6 +373,8 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
         if self.multicast > 1:  # whole tiles, a cluster per group, as many clusters as fit at once
             p = self.multicast
             return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // H200.sms))
+        if self.k_alternate:  # whole tiles, one per CTA
+            return Deal(m_tiles * n_tiles, kt, kt)
         total = m_tiles * n_tiles * kt
         shortest = min(kt, MIN_KT_PER_SPLIT)
         runs = ({cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
@@ -411,6 +430,12 @@ FAMILIES: dict[str, SmallM] = {
     # (DSMEM): at 16 x 4096 x {11008, 14336} pairs ran 5-7 % faster than two planes summed by
     # the second pass (docs/perf-notes.md, item 69)
     "smallm:n64": SmallM("smallm:n64", bn=64, depth=12, variant="n64", cluster_reduce=True),
+    # the same tile with two consumer warpgroups alternating k-tiles (cuBLAS runs 384 threads on its
+    # 64 x 64 tiles): a lone consumer issues a k-tile every ~150 ns even with no loads, two ~112 ns,
+    # so the loads set the pace; 14 stages, the most that fit (more bytes in flight: loads alone
+    # 146 -> 138 ns per k-tile from 12). Whole tiles only: the selection's MMA-warpgroups rule takes it
+    # where n64's deal is whole tiles (256 x 2048 x 4096 17.2 -> 15.8 us; docs/perf-notes.md item 104)
+    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True),
     # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
     # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
     # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44)

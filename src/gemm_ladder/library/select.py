@@ -75,7 +75,7 @@ from .layout import round_up
 # shape (item 21).
 CANDIDATES: list[str] = ["gemm:128x256", "gemm:128x128", "gemm:128x240", "gemm:128x232", "gemm:128x224",
                          "gemm:128x192", "gemm:128x176", "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128",
-                         "smallm:c2", "smallm:c2n64", "smallm:c2n64d", "smallm:n64s", "smallm:n64", "smallm:n32"]
+                         "smallm:c2", "smallm:c2n64", "smallm:c2n64d", "smallm:n64s", "smallm:n64", "smallm:n64alt", "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 MISALIGNED_B_CANDIDATES: list[str] = ["gemm:128x256c2"]  # joins the candidates where B's rows slow the others
 
@@ -132,7 +132,10 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
     rows (as the kernel reads them) are not whole 32-byte sectors (`rows_misaligned`); b_mn:
     B is read N-major (what the small-M family takes depends on it)."""
     ch = Choice(M, N, K, dtype, device)
+    alternating = set()  # entries splitting a whole tile's k-tiles between two MMA warpgroups (smallm:n64alt)
     for key, st in _candidate_steps(candidate_keys(b_misaligned) if candidates is None else candidates):
+        if getattr(st, "k_alternate", False):
+            alternating.add(key)
         if st is None or st.model_only:
             ch.scores.append(Score(key, available=False, why="not in the step registry" if st is None
                                    else "model only: no kernel yet"))
@@ -148,14 +151,19 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
         for s in extra:  # only where the misalignment is what the best of the others pays
             s.why += "; considered only where B's misalignment slows the best of the others"
         ok = rest
+    # entries that only add MMA warpgroups to another's whole tiles (smallm:n64alt) never compete:
+    # they stand in for that one where it is chosen with the same tile and traffic (below)
+    alternates = [s for s in ok if s.key in alternating]
+    ok = [s for s in ok if s not in alternates]
     if not ok:
         ch.reason = "no candidate accepts the shape, even padded"
         return ch
     best = min(s.score_us for s in ok)
     near = [s for s in ok if s.score_us <= best * (1 + TIE)]
     # the same tile and traffic with more MMA issuers replaces one with fewer (module docstring)
-    near = [s for s in near if not any(t.tile == s.tile and t.l2_bytes == s.l2_bytes and t.padded == s.padded
-                                       and t.consumers > s.consumers for t in near)]
+    same = lambda t, s: t.tile == s.tile and t.l2_bytes == s.l2_bytes and t.padded == s.padded  # noqa: E731
+    near = [s for s in near if not any(same(t, s) and t.consumers > s.consumers for t in near)]
+    near = [next((t for t in alternates if same(t, s) and t.score_us <= s.score_us * (1 + TIE)), s) for s in near]
     # unpadded before padded, an N-major B without overhang before one with (its cost is a
     # round figure), then least L2 traffic, then least wasted work, then registry order
     tie_key = lambda s: (s.padded, s.overhang, s.l2_bytes, s.padded_flop)  # noqa: E731

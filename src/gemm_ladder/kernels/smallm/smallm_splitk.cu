@@ -47,6 +47,14 @@
 // arriving remotely); barrier init is published, and the exit held, by cluster barriers. A
 // pair's second tile past C (odd row blocks) loads zeros and stores nothing.
 //
+// With GL_K_ALTERNATE (whole tiles, one 64-row block): two consumer warpgroups share the
+// tile, the first taking k-tiles 0, 2, 4, ..., the second 1, 3, 5, ..., each into its own
+// accumulator; at the end the second hands its sum over through the drained ring and the first
+// adds it and stores C. A lone consumer of a 64 x 64 tile issues a k-tile every ~150 ns with no
+// loads at all (4 wgmmas of ~16 ns at peak: its wait, issue, retire and release set the pace);
+// two alternating ones ~112 ns, so the loads, not the consumer, set the pace (256 x 2048 x 4096:
+// 17.2 -> 15.8 us at depth 14, cuBLAS 14.8; docs/perf-notes.md item 104).
+//
 // Organisation as step 7 (the operand loads of gemm_mainloop.cuh, the consumer's k-loop of gl_warpspec.cuh), without
 // its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
 // registers away (setmaxnreg.dec), its warp 0 is the TMA producer; warpgroups 1..CONSUMERS
@@ -70,8 +78,9 @@
 #include "gemm_mainloop.cuh"  // the production GEMM's operand loads (either major order)
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
-    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT"
+    !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
+    !defined(GL_K_ALTERNATE)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -95,7 +104,10 @@ static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the pro
 // at M = 72 a 128-row box took ~20 % longer per k-tile than at M = 112 (docs/perf-notes.md, item 39).
 GL_DEVICE u32 stage_bytes(int a_rows) { return (u32)(a_rows + BN) * BK * 2; }
 constexpr u32 CONSUMER_WARPS = 4;
-constexpr u32 THREADS = 128 * (1 + CONSUMERS);
+// K_ALTERNATE: two MMA warpgroups on the one 64-row block, alternating k-tiles (header)
+constexpr bool K_ALTERNATE = GL_K_ALTERNATE;
+constexpr u32 MMA_WARPGROUPS = CONSUMERS * (K_ALTERNATE ? 2 : 1);
+constexpr u32 THREADS = 128 * (1 + MMA_WARPGROUPS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandPipe = Pipeline<DEPTH, MC>;  // multicast: releases go to both CTAs' empty barriers
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
@@ -104,6 +116,8 @@ using OperandPipe = Pipeline<DEPTH, MC>;  // multicast: releases go to both CTAs
 constexpr int C_CHUNKS = BN / 64;
 constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
+static_assert(!K_ALTERNATE || (CONSUMERS == 1 && MC == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1),
+              "alternating k-tiles: whole 64 x 64 tiles, one per CTA, with the staged epilogue");
 static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
@@ -234,6 +248,69 @@ GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool 
   else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
 }
 
+// A consumer's wgmma group for one k-tile: rows 64 * row_block .. of the staged A, all of B.
+GL_DEVICE void issue_ktile(SharedStorage& s, int stage, int row_block, float (&acc)[BN / 2]) {
+  const u16* a = s.A[stage] + row_block * 64 * BK;
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows N-major
+    const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
+                        : desc_sw128(s.B[stage] + kk * 16);
+    wgmma_m64k16<BN, false, B_MN>(acc, desc_sw128(a + kk * 16), db, 1);
+  }
+}
+
+// K_ALTERNATE: consumer warpgroup `cw` (0 or 1) of the CTA's one whole tile: k-tiles cw, cw + 2,
+// ... of `count`, from ring position `st`, into its own accumulator, one wgmma group in flight
+// (a k-tile's stage goes back once the warpgroup's next group is issued and it has retired, as
+// in mma_mainloop). Then the second warpgroup's sum goes to the first through the drained ring
+// (every load has landed and been read: one tile per CTA), the first adds it, stages C in the
+// first stage and stores it with TMA.
+template <class Port, class State>
+GL_DEVICE void alternate_tile(SharedStorage& s, const Port& ops, const State& st, const CUtensorMap* tmap_c, int M,
+                              int m0, int n0, int count, int cw) {
+  static_assert(DEPTH >= 3 && BM * BN * 4 <= 2 * BM * BK * 2, "the hand-over: 64 x 64 fp32 in A's stages 1 and 2");
+  const bool warp_leader = lane_idx() == 0;
+  float acc[BN / 2];
+  zero_acc(acc);
+  State cur = st;
+  cur.advance_by(cw);
+  State held = cur;  // the stage of this warpgroup's previous k-tile
+  for (int kt = cw; kt < count; kt += 2) {
+    ops.consumer_wait_unrecorded(cur);
+    wgmma_fence();
+    issue_ktile(s, cur.stage, 0, acc);
+    wgmma_commit();
+    wgmma_wait<1>();  // this warpgroup's k-tile kt - 2 has retired
+    if (kt >= 2) {
+      if (warp_leader) ops.consumer_release(held, kt - 2);
+      held.advance_by(2);
+    }
+    cur.advance_by(2);
+  }
+  wgmma_wait<0>();
+  fence_acc(acc);
+  if (cw < count && warp_leader) ops.consumer_release(held, count);
+  named_barrier_sync(BAR_BOTH_CONSUMERS, 256);  // both warpgroups' MMAs have read the ring: it is free
+  float* handover = reinterpret_cast<float*>(s.A[1]);
+  const int t = threadIdx.x % 128;
+  if (cw == 1) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) handover[i * 128 + t] = acc[i];
+  }
+  named_barrier_sync(BAR_BOTH_CONSUMERS, 256);
+  if (cw == 1) return;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] += handover[i * 128 + t];  // one order: the same bits every run
+  stage_chunk_sw128<BN, 64>(acc, s.A[0], 0, 0);
+  fence_proxy_async_smem();  // each writer, before the copy engine reads
+  named_barrier_sync(BAR_CONSUMER, 128);
+  if (t == 0 && m0 < M) {  // rows past M and columns past N are clipped by TMA
+    tma_store_2d(tmap_c, s.A[0], n0, m0);
+    tma_store_commit();
+    tma_store_wait_read<0>();
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                    const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64: the staged epilogue
@@ -292,7 +369,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     }
   } else {  // ── MMA CONSUMERS (warpgroups 1 .. CONSUMERS) ────────────────────────────
     setmaxnreg_inc<CONSUMER_REGS>();
-    const int cw = warpgroup_idx() - 1;  // which 64 rows of the tile
+    const int cw = warpgroup_idx() - 1;  // which 64 rows of the tile (K_ALTERNATE: which k-tiles)
     Tracer tr(ROLE_CONSUMER, 1 + cw, threadIdx.x % 128 == 0);
     const auto ops = s.ops.bind(tr);
     const bool warp_leader = lane_idx() == 0;
@@ -313,61 +390,59 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         }
       }
     };
-    for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
-      const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
-      const int count = seg.k1() - seg.k0();
-      zero_acc(acc);
-      const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) {
-        const u16* a = s.A[stage] + cw * 64 * BK;
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows N-major
-          const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
-                              : desc_sw128(s.B[stage] + kk * 16);
-          wgmma_m64k16<BN, false, B_MN>(acc, desc_sw128(a + kk * 16), db, 1);
+    if constexpr (K_ALTERNATE) {  // one whole tile per CTA: the family deals no other way
+      const auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, false);
+      alternate_tile(s, ops, st, &tmap_c, M, seg.m_block(m_tiles) * BM, seg.n_block(m_tiles) * BN,
+                     seg.k1() - seg.k0(), cw);
+    } else {
+      for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
+        const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
+        const int count = seg.k1() - seg.k0();
+        zero_acc(acc);
+        const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) { issue_ktile(s, stage, cw, acc); });
+        if (STAGED_C && pieces == 1 && seg.whole()) {  // the staged epilogue in the last k-tile's stage
+          wgmma_wait<0>();
+          fence_acc(acc);
+          tr.event(EV_MMA_DONE, 0, last.stage, last.phase, count - 1, t);
+          if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
+            named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
+          tr.event(EV_EPI_BEGIN, 0, last.stage, last.phase, 0, t);
+  #pragma unroll
+          for (int ch = 0; ch < C_CHUNKS; ++ch) stage_chunk_sw128<BN, 64>(acc, c_chunk(s, last.stage, cw * C_CHUNKS + ch), 0, ch);
+          fence_proxy_async_smem();  // each writer, before the copy engine reads
+          named_barrier_sync(BAR_CONSUMER + cw, 128);
+          if (threadIdx.x % 128 == 0 && m0 < M) {  // rows past M (and columns past N) are clipped by TMA
+  #pragma unroll
+            for (int ch = 0; ch < C_CHUNKS; ++ch)
+              tma_store_2d(&tmap_c, c_chunk(s, last.stage, cw * C_CHUNKS + ch), n0 + 64 * ch, m0);
+            tma_store_commit();
+            tma_store_wait_read<0>();
+            tr.event(EV_STORE_DONE, 0, last.stage, last.phase, 0, t);
+          }
+          named_barrier_sync(BAR_CONSUMER + cw, 128);  // staging read: the stage may be refilled
+          if (warp_leader) ops.consumer_release(last, count - 1);
+          tr.event(EV_EPI_END, 0, 0, 0, 0, t);
+          continue;
         }
-      });
-      if (STAGED_C && pieces == 1 && seg.whole()) {  // the staged epilogue in the last k-tile's stage
-        wgmma_wait<0>();
-        fence_acc(acc);
-        tr.event(EV_MMA_DONE, 0, last.stage, last.phase, count - 1, t);
-        if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
-          named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
-        tr.event(EV_EPI_BEGIN, 0, last.stage, last.phase, 0, t);
-#pragma unroll
-        for (int ch = 0; ch < C_CHUNKS; ++ch) stage_chunk_sw128<BN, 64>(acc, c_chunk(s, last.stage, cw * C_CHUNKS + ch), 0, ch);
-        fence_proxy_async_smem();  // each writer, before the copy engine reads
-        named_barrier_sync(BAR_CONSUMER + cw, 128);
-        if (threadIdx.x % 128 == 0 && m0 < M) {  // rows past M (and columns past N) are clipped by TMA
-#pragma unroll
-          for (int ch = 0; ch < C_CHUNKS; ++ch)
-            tma_store_2d(&tmap_c, c_chunk(s, last.stage, cw * C_CHUNKS + ch), n0 + 64 * ch, m0);
-          tma_store_commit();
-          tma_store_wait_read<0>();
-          tr.event(EV_STORE_DONE, 0, last.stage, last.phase, 0, t);
+        mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
+        fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
+        tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
+        if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
+          named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
+          stage_piece<BN>(acc, piece, 64 * cw, M - m0);
+        } else if (seg.whole()) {
+          store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
+        } else {
+          store_piece(seg, m0, n0);
         }
-        named_barrier_sync(BAR_CONSUMER + cw, 128);  // staging read: the stage may be refilled
-        if (warp_leader) ops.consumer_release(last, count - 1);
         tr.event(EV_EPI_END, 0, 0, 0, 0, t);
-        continue;
       }
-      mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
-      fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
-      tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
-      if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
-        named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
-        stage_piece<BN>(acc, piece, 64 * cw, M - m0);
-      } else if (seg.whole()) {
-        store_tile<true>(acc, ws, c, M, N, m0, n0, 0);
-      } else {
-        store_piece(seg, m0, n0);
+      if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
+        cluster_sync();  // all pieces staged and visible cluster-wide
+        const int t = blockIdx.x / (int)pieces;  // clustered: a tile's pieces are consecutive blocks
+        reduce_slice_into_c(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
+        cluster_sync();  // the peers have read this CTA's piece: it may exit
       }
-      tr.event(EV_EPI_END, 0, 0, 0, 0, t);
-    }
-    if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
-      cluster_sync();  // all pieces staged and visible cluster-wide
-      const int t = blockIdx.x / (int)pieces;  // clustered: a tile's pieces are consecutive blocks
-      reduce_slice_into_c(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
-      cluster_sync();  // the peers have read this CTA's piece: it may exit
     }
     tr.finish();
   }
