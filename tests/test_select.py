@@ -230,3 +230,24 @@ def test_every_gemm_width_has_a_generated_wgmma():
     generated = {int(n) for n in re.findall(r"void wgmma_m64n(\d+)k16", text)}
     widths = {st.bn for st in gemm.all_entries()}
     assert {176, 192, 224, 232, 240, 256} <= widths <= generated
+
+
+def test_alternating_entry_stands_in_for_its_tile_only():
+    """smallm:n64alt (two MMA warpgroups alternating k-tiles on whole 64 x 64 tiles) never
+    competes: it replaces smallm:n64 where n64's own deal is whole tiles (same tile, same
+    traffic) and K is long, nowhere else (docs/perf-notes.md item 104)."""
+    from gemm_ladder.families import smallm
+    alt, n64 = smallm.FAMILIES["smallm:n64alt"], smallm.FAMILIES["smallm:n64"]
+    ch = select.choose(256, 2048, 4096)
+    assert ch.pick.key == "smallm:n64alt" and "stands in for smallm:n64" in ch.reason
+    assert n64.deal(256, 2048, 4096, 132).units == n64.k_tiles(4096)  # n64's deal: whole tiles
+    assert select.pick(256, 256, 256) == "smallm:n64s"  # a short K: not taken (min_kt)
+    assert not alt.accepts(640, 640, 640) and alt.accepts(128, 4096, 2048)
+    # where the model prices the alternate's whole tiles below every other candidate but n64
+    # itself deals otherwise, the alternate does not win: 128 x 11008 x 4096
+    assert n64.deal(128, 11008, 4096, 132).units != n64.k_tiles(4096)
+    assert select.pick(128, 11008, 4096) != "smallm:n64alt"
+    for M, N, K in [(1, 4096, 4096), (16, 8192, 8192), (64, 4096, 4096), (200, 1000, 1000), (1024, 1024, 1024)]:
+        p = select.choose(M, N, K).pick
+        if p.key == "smallm:n64alt":
+            assert n64.deal(M, N, K, 132).units == n64.k_tiles(K)

@@ -134,6 +134,9 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     # two MMA warpgroups on the one 64-row block, alternating k-tiles, each into its own
     # accumulator (GL_K_ALTERNATE; whole tiles, one per CTA: the kernel's alternate_tile)
     k_alternate: bool = False
+    # > 0: the entry takes K only from this many k-tiles (alternating k-tiles: on a short K the
+    # ring's fill, not the consumer, sets the pace; 256^3-384^3 measured 2-4 % behind n64s)
+    min_kt: int = 0
 
     def __post_init__(self) -> None:
         if self.k_alternate and (self.consumers != 1 or self.bn != 64 or self.multicast > 1 or self.fixup
@@ -248,6 +251,9 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
             p.append(f"M={M} is under {self.min_m}: " + (
                 f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else
                 f"{self.key} takes M >= {self.min_m}"))
+        if self.min_kt and self.k_tiles(K) < self.min_kt:
+            p.append(f"K={K} is under {self.min_kt * self.bk}: {self.key} is for a long K (on a short one the "
+                     f"ring's fill sets the pace, not the consumer)")
         if self.max_kt and self.k_tiles(K) > self.max_kt:
             p.append(f"K={K} is over {self.max_kt * self.bk}: {self.key}'s {self.depth}-stage ring is for a short "
                      f"K; a long one streams faster through a deeper ring")
@@ -434,8 +440,9 @@ FAMILIES: dict[str, SmallM] = {
     # 64 x 64 tiles): a lone consumer issues a k-tile every ~150 ns even with no loads, two ~112 ns,
     # so the loads set the pace; 14 stages, the most that fit (more bytes in flight: loads alone
     # 146 -> 138 ns per k-tile from 12). Whole tiles only: the selection's MMA-warpgroups rule takes it
-    # where n64's deal is whole tiles (256 x 2048 x 4096 17.2 -> 15.8 us; docs/perf-notes.md item 104)
-    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True),
+    # where n64's deal is whole tiles, from K = 2048 (256 x 2048 x 4096 17.1 -> 15.6 us, cuBLAS 14.9; level
+    # at the other long-K and decode shapes; behind n64s on the small squares; docs/perf-notes.md item 104)
+    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True, min_kt=32),
     # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
     # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
     # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44)

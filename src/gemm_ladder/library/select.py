@@ -163,7 +163,11 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
     # the same tile and traffic with more MMA issuers replaces one with fewer (module docstring)
     same = lambda t, s: t.tile == s.tile and t.l2_bytes == s.l2_bytes and t.padded == s.padded  # noqa: E731
     near = [s for s in near if not any(same(t, s) and t.consumers > s.consumers for t in near)]
-    near = [next((t for t in alternates if same(t, s) and t.score_us <= s.score_us * (1 + TIE)), s) for s in near]
+    stands_in = {}  # alternate key -> the key it replaces
+    for i, s in enumerate(near):
+        t = next((t for t in alternates if same(t, s) and t.score_us <= s.score_us * (1 + TIE)), None)
+        if t is not None:
+            near[i], stands_in[t.key] = t, s.key
     # unpadded before padded, an N-major B without overhang before one with (its cost is a
     # round figure), then least L2 traffic, then least wasted work, then registry order
     tie_key = lambda s: (s.padded, s.overhang, s.l2_bytes, s.padded_flop)  # noqa: E731
@@ -175,6 +179,9 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
     ch.reason = (f"lowest modelled time {ch.pick.score_us:.1f} us"
                  + (f" (within {TIE:.0%} of it: {', '.join(others)}; {why_first})" if others else "")
                  + f"; {ch.pick.why}")
+    if ch.pick.key in stands_in:
+        ch.reason += (f"; {ch.pick.key} stands in for {stands_in[ch.pick.key]}: the same tiles, two MMA warpgroups "
+                      "alternating k-tiles")
     return ch
 
 
