@@ -378,16 +378,21 @@ def test_multicast_pairs(key, case, dtype):
     assert_repeatable(runner.plan_smallm(fam, a, b, out), out, a, b, what=f"{key} {case}")
 
 
-@pytest.mark.parametrize("key,case", MC_B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in MC_B_MN_CASES])
-def test_multicast_pairs_n_major_b(key, case):
+def _n_major_b_matches(key, case, dtype):
+    """An N-major B (a row-major (K, N) b) through the library, forced to the entry."""
     import torch
     import gemm_ladder
     M, N, K = case
-    a, b = fresh(M, N, K, torch.float16, next(_seed))
-    out = _poisoned(M, N, torch.float16)
+    a, b = fresh(M, N, K, _dtype(dtype), next(_seed))
+    out = _poisoned(M, N, _dtype(dtype))
     gemm_ladder.matmul(a, b.t().contiguous(), out=out, step=key)
     torch.cuda.synchronize()
     assert_matches(out, a, b)
+
+
+@pytest.mark.parametrize("key,case", MC_B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in MC_B_MN_CASES])
+def test_multicast_pairs_n_major_b(key, case):
+    _n_major_b_matches(key, case, "float16")
 
 
 _MC_CHILD = """
@@ -443,11 +448,4 @@ def test_alternating_k_tiles(key, case, dtype):
                          ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in ALT_CASES
                               if smallm.FAMILIES[k].accepts(*c, b_mn=True)])
 def test_alternating_k_tiles_n_major_b(key, case):
-    import torch
-    import gemm_ladder
-    M, N, K = case
-    a, b = fresh(M, N, K, torch.bfloat16, next(_seed))
-    out = _poisoned(M, N, torch.bfloat16)
-    gemm_ladder.matmul(a, b.t().contiguous(), out=out, step=key)
-    torch.cuda.synchronize()
-    assert_matches(out, a, b)
+    _n_major_b_matches(key, case, "bfloat16")
