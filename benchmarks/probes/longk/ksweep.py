@@ -57,7 +57,8 @@ for mn in args.mn.split(","):
         series["ours"].append(us[0])
         series["cublas"].append(us[1])
         gpu = smp.summary()
-        rows.append({"M": M, "N": N, "K": K, "key": args.key, "us": us[0], "cublas_us": us[1], "rel_err": err, "gpu": gpu})
+        rows.append({"M": M, "N": N, "K": K, "key": args.key, "us": us[0], "cublas_us": us[1], "rel_err": err,
+                     "gpu": gpu})
         print(f"{M}x{N}x{K} {args.dtype}: {args.key} whole {us[0]:7.2f} us  cublas {us[1]:7.2f} us  "
               f"ratio {us[1] / us[0]:.3f}  err {err:.1e}  {gpu.get('sm_clock_mhz')} MHz", flush=True)
     for name, ys in series.items():

@@ -8,7 +8,10 @@ rows are not whole 32-byte sectors and the best candidate is charged for it, gem
 not finer than that); among those a candidate running the same tile with the same traffic as
 another but with fewer MMA warpgroups drops out (measured, the small-M family's two consumers
 on 128 x 128, `smallm:c2n128`, against gemm:128x128's one in a single wave: 512 x 4096² 0.98
-against 0.94-0.95, 128 x 11008 x 4096 0.96 against 0.92, docs/perf-notes.md item 41); then
+against 0.94-0.95, 128 x 11008 x 4096 0.96 against 0.92, docs/perf-notes.md item 41). An
+entry that only splits another's whole tiles' k-tiles between two MMA warpgroups
+(`smallm:n64alt`, `k_alternate`) never competes: it stands in for a chosen candidate with the
+same tile and traffic (n64 where n64's own deal is whole tiles; item 104); then
 the pick is the candidate moving the fewest operand bytes from L2 into shared memory
 (`operand_bytes`: each CTA reads its A and B tiles once per k-tile, a cluster reads its
 shared operand once), then the one computing the least padding, then registry order.
@@ -75,7 +78,8 @@ from .layout import round_up
 # shape (item 21).
 CANDIDATES: list[str] = ["gemm:128x256", "gemm:128x128", "gemm:128x240", "gemm:128x232", "gemm:128x224",
                          "gemm:128x192", "gemm:128x176", "smallm:n128", "smallm:n128m2", "smallm", "smallm:c2n128",
-                         "smallm:c2", "smallm:c2n64", "smallm:c2n64d", "smallm:n64s", "smallm:n64", "smallm:n64alt", "smallm:n32"]
+                         "smallm:c2", "smallm:c2n64", "smallm:c2n64d", "smallm:n64s", "smallm:n64", "smallm:n64alt",
+                         "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 MISALIGNED_B_CANDIDATES: list[str] = ["gemm:128x256c2"]  # joins the candidates where B's rows slow the others
 
