@@ -36,6 +36,19 @@ def _plain(fam):
     return dataclasses.replace(fam, key=fam.key + "~plain", chain_pdl=False)
 
 
+def _b_early_steps():
+    """A step chooser for _chain: the library's pick, its small-M entries issuing B before the wait."""
+    from gemm_ladder.library import fastpath
+    variants = {}
+
+    def step(a, w, out):
+        fam = fastpath.config_for("mm", a, w.T, out).step
+        if not isinstance(fam, smallm.SmallM) or fam.multicast > 1:
+            return fam
+        return variants.setdefault(fam.key, dataclasses.replace(fam, key=fam.key + "~b_early", b_early=True))
+    return step
+
+
 @pytest.mark.parametrize("M", (1, 16, 100))
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 def test_chain_matches_reference_and_stream_order(M, dtype):
@@ -118,3 +131,74 @@ def test_decode_chain_benchmark_forms_are_correct():
     assert all(r["chain_us"] > 0 and r["frac_copy_bw"] > 0 for r in forms.values())
     assert all(k.endswith("~no_pdl") for k in forms["no_pdl"]["kernels"])
     assert all(k.endswith("~prefetch") for k in forms["prefetch"]["kernels"])
+    assert all(k.endswith("~b_early") for k in forms["b_early"]["kernels"])
+
+
+@pytest.mark.parametrize("M", (1, 16, 100))
+@pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
+def test_b_early_chain_matches_reference_and_the_library_bit_for_bit(M, dtype):
+    """B issued before the wait, A after it: the chain's outputs are the library's, bit for bit."""
+    import torch
+    import gemm_ladder
+    dt = getattr(torch, dtype)
+    x, ws = _setup(M, dt, 720 + M)
+    outs = [torch.full((M, N), float("nan"), dtype=dt, device="cuda") for N, _ in CHAIN]
+    early = [torch.full_like(o, float("nan")) for o in outs]
+    _chain(torch, gemm_ladder, x, ws, outs)
+    _chain(torch, gemm_ladder, x, ws, early, step=_b_early_steps())
+    torch.cuda.synchronize()
+    a = x
+    for i, (w, o, e) in enumerate(zip(ws, outs, early)):
+        assert_matches(e, a[:, :w.shape[1]].contiguous(), w)
+        assert torch.equal(o.view(torch.int16), e.view(torch.int16)), f"GEMM {i}: B issued early changed bits"
+        a = o
+
+
+def test_b_early_chain_in_a_graph_20_replays():
+    """Fresh A each replay: a stage whose A were read before the previous GEMM had written it
+    would show stale rows (B, the weights, never changes)."""
+    import torch
+    import gemm_ladder
+    dt = torch.bfloat16
+    x, ws = _setup(16, dt, 721)
+    outs = [torch.empty((16, N), dtype=dt, device="cuda") for N, _ in CHAIN]
+    step = _b_early_steps()
+    _chain(torch, gemm_ladder, x, ws, outs, step=step)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        _chain(torch, gemm_ladder, x, ws, outs, step=step)
+    gen = torch.Generator(device="cuda").manual_seed(722)
+    for _ in range(20):
+        x.copy_(torch.randn(x.shape, device="cuda", generator=gen).to(dt))
+        for o in outs:
+            o.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        a = x
+        for w, out in zip(ws, outs):
+            assert_matches(out, a[:, :w.shape[1]].contiguous(), w)
+            a = out
+
+
+@pytest.mark.parametrize("key", ("smallm:n64", "smallm:n64alt", "smallm:n128", "smallm", "smallm:c2n64", "smallm:c2n64d"))
+@pytest.mark.parametrize("M,N,K", [(1, 4096, 4096), (16, 1000, 8192), (100, 512, 16384), (7, 200, 72), (128, 1024, 8192)])
+@pytest.mark.parametrize("b_layout", ("nk", "kn"))
+def test_b_early_single_calls_every_deal(key, M, N, K, b_layout):
+    """Whole tiles, workspace planes, cluster sums, one k-tile, ragged N; B K-major and N-major."""
+    import torch
+    import gemm_ladder
+    from gemm_ladder.families.keys import get_step
+    fam = get_step(key)
+    problems = fam.shape_problems(M, N, K, b_mn=b_layout == "kn")
+    if problems:
+        pytest.skip(f"{key}: {problems[0]}")
+    st = dataclasses.replace(fam, key=key + "~b_early", b_early=True)
+    gen = torch.Generator(device="cuda").manual_seed(M * 7 + N + K)
+    a = torch.randn((M, K), device="cuda", generator=gen).half()
+    w = (torch.randn((N, K), device="cuda", generator=gen) / K ** 0.5).half()
+    b = w.T if b_layout == "nk" else w.T.contiguous()
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    gemm_ladder.matmul(a, b, out, step=st)
+    torch.cuda.synchronize()
+    assert_matches(out, a, w)

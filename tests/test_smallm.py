@@ -34,7 +34,8 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
     assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
                                         GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
-                                        GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate))
+                                        GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
+                                        GL_B_EARLY=int(fam.b_early))
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth

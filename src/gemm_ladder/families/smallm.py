@@ -111,6 +111,10 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     # k-tiles of B the producer brings into L2 before that wait (GL_PREFETCH_KT). 0: measured
     # slower with it (8 k-tiles: a decode chain 1-2 % slower, docs/perf-notes.md item 81)
     prefetch_kt: int = 0
+    # B's first DEPTH stages issued into the ring before that wait, A's after it (GL_B_EARLY):
+    # only for a B no earlier grid of the stream writes (weights); an experiment form of the
+    # decode chain
+    b_early: bool = False
     cluster_reduce: bool = False  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
     # the deal model's constants for this entry (None: the module's). Two consumers re-read a
     # 128-row A from L2 for every tile, so more of their SMs are needed before HBM saturates.
@@ -223,7 +227,8 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
     def kernel_defines(self) -> dict[str, int]:
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
-                    GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate))
+                    GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
+                    GL_B_EARLY=int(self.b_early))
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:

@@ -19,6 +19,9 @@ Forms, each one graph of the four GEMMs (FORMS):
                before that wait (an experiment: prefetch_kt > 0)
   no_pdl       the library's kernels launched in stream order (chain_pdl=False): each starts
                when the one before has ended
+  b_early      the library's kernels issuing the weights (B) of their first ring stages into
+               shared memory before that wait, A after it (an experiment: b_early; the
+               weights are written by no kernel of the chain)
 Method: every form's outputs poisoned (NaN), one replay, each GEMM checked against an fp32
 product of the inputs it read; then replays interleaved, L2 flushed before each, CUDA events,
 medians; NVML sampled during the timed loop. Bytes: every GEMM's A, B and C once; frac_copy_bw
@@ -43,7 +46,7 @@ QKV = (Q_HEADS + 2 * KV_HEADS) * HEAD_DIM  # 6144
 GEMMS = (("qkv", QKV, HIDDEN, (None, HIDDEN)), ("o", HIDDEN, HIDDEN, ("qkv", HIDDEN)),
          ("gate_up", 2 * MLP, HIDDEN, ("o", HIDDEN)), ("down", HIDDEN, MLP, ("gate_up", MLP)))
 ROWS = (1, 8, 16)
-FORMS = ("cublas", "ours", "prefetch", "no_pdl")
+FORMS = ("cublas", "ours", "prefetch", "no_pdl", "b_early")
 PREFETCH_KT = 8
 REPS = 60
 
@@ -62,7 +65,10 @@ def _variant(st, form: str):
     change (other families have no chain moves, and run as they are)."""
     if form in ("ours", "cublas") or not hasattr(st, "chain_pdl"):
         return None
-    changes = {"prefetch_kt": PREFETCH_KT} if form == "prefetch" else {"chain_pdl": False}
+    if form == "b_early" and st.multicast > 1:
+        return None  # a multicast peer's ring may not exist before the wait: B waits there
+    changes = {"prefetch": {"prefetch_kt": PREFETCH_KT}, "no_pdl": {"chain_pdl": False},
+               "b_early": {"b_early": True}}[form]
     return dataclasses.replace(st, key=f"{st.key}~{form}", **changes)
 
 

@@ -48,6 +48,18 @@ GL_DEVICE void prefetch_b_l2(const CUtensorMap* tb, int kt, int n0, int rank) {
     tma_prefetch_l2_2d(tb, B_MN ? n + j * MN : kt * BK, B_MN ? kt * BK : n);
 }
 
+// B's boxes of k-tile kt alone, without a cluster: a producer that issues a stage's B before
+// its A (the small-M family's B_EARLY: the weights of a chain's next GEMM on their way while
+// the previous grid still runs, its A only after griddepcontrol.wait). The boxes are
+// load_operands' own.
+template <int BN, int BK, bool B_MN = false>
+GL_DEVICE void load_b_only(u16* B, const CUtensorMap* tb, u64* full, int kt, int n0) {
+  constexpr int MN = 64;
+#pragma unroll
+  for (int j = 0; j < (B_MN ? (BN + MN - 1) / MN : 1); ++j)
+    tma_load_2d(B + j * MN * BK, tb, full, B_MN ? n0 + j * MN : kt * BK, B_MN ? kt * BK : n0);
+}
+
 // Early loads (GL_EARLY_LOADS, the family's early_loads), without a cluster: the thread that
 // initialises the barriers also issues the first min(DEPTH, k_tiles) stages of the CTA's first
 // tile, right after the init and its arrive on the CTA barrier, before setmaxnreg and the role

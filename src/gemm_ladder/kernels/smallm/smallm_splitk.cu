@@ -79,8 +79,8 @@
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
-    !defined(GL_K_ALTERNATE)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE"
+    !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -144,6 +144,12 @@ static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dyn
 // of the CTA follows that load, and before the wait it only brings its first PREFETCH_KT
 // k-tiles of B into L2 (the weights: a prefetch is a hint, never a stale read).
 constexpr int PREFETCH_KT = GL_PREFETCH_KT;
+// B_EARLY (the caller's promise that no grid before this one writes B: weights): before the
+// wait the producer also issues B of its first DEPTH stages into the ring, each stage's full
+// barrier announcing A's bytes too, so no consumer reads a stage before its A, loaded after
+// the wait, has landed.
+constexpr bool B_EARLY = GL_B_EARLY;
+static_assert(!B_EARLY || MC == 1, "B issued early: no cluster (a multicast peer's ring may not exist yet)");
 GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
@@ -347,10 +353,29 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
           for (int kt = first.k0(); kt < min(first.k1(), first.k0() + PREFETCH_KT); ++kt)
             prefetch_b_l2<BN, BK, MC, B_MN>(&tmap_b, kt, first.n_block(m_tiles) * BN, rank);
       }
+      int early = 0;  // B_EARLY: k-tiles of the first segment whose B is on its way before the wait
+      if constexpr (B_EARLY) {
+        const auto first = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
+        if (first.more()) early = min(first.k1() - first.k0(), DEPTH);
+        for (int i = 0; i < early; ++i) {  // the ring's first pass: every stage is free
+          ops.producer_acquire(st, first.k0() + i);
+          load_b_only<BN, BK, B_MN>(s.B[st.stage], &tmap_b, ops.producer_barrier(st), first.k0() + i,
+                                    first.n_block(m_tiles) * BN);
+          st.advance();
+        }
+      }
       pdl_wait_for_previous();  // what the previous grid wrote (A, C, the workspace) is complete and visible
+      auto sa = OperandPipe::State::producer();  // B_EARLY: the early stages again, for their A
       for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {  // the ring runs on across segments
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
+          if (B_EARLY && early > 0) {  // acquired and announced before the wait
+            tma_load_2d(s.A[sa.stage], &tmap_a, ops.producer_barrier(sa), kt * BK, m0);
+            tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, sa.stage, sa.phase, kt, t);
+            sa.advance();
+            --early;
+            continue;
+          }
           ops.producer_acquire(st, kt);
           load_operands<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b,
                                                      ops.producer_barrier(st), kt, m0, n0, rank);
