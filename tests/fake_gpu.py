@@ -276,7 +276,7 @@ class FakeGpu:
         rec.maps = [ma, mb, mc]
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (3, 4))
         rec.M, rec.N, rec.K, units, a_rows = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 10))
-        fam = keys.get_step(rec.key)
+        fam = keys.get_step(rec.key.split("~")[0])  # a variant (e.g. ~b_early) deals as its entry
         # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread)
         assert ma.box == (a_rows, smallm.SmallM.bk) and a_rows == min(fam.bm, -(-rec.M // 8) * 8), (ma.box, a_rows)
         # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix

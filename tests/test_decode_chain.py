@@ -35,20 +35,25 @@ def test_experiment_forms_change_only_their_moves(form, prefetch, pdl):
     assert decode_chain._variant(get_step("gemm:128x256"), form) is None  # no chain moves there
 
 
-def test_b_early_form_changes_only_its_define_and_skips_multicast():
+def test_static_b_takes_the_b_early_build_of_small_m_entries_only():
+    from gemm_ladder.library import fastpath
     st = get_step("smallm:n64")
-    v = decode_chain._variant(st, "b_early")
-    assert v.b_early and not st.b_early and v.key == "smallm:n64~b_early"
+    v = fastpath.b_early(st)
+    assert v.b_early and not st.b_early and v.key == "smallm:n64~b_early" and fastpath.b_early(st) is v
     assert v.kernel_defines()["GL_B_EARLY"] == 1 and st.kernel_defines()["GL_B_EARLY"] == 0
     assert {k: x for k, x in v.kernel_defines().items() if k != "GL_B_EARLY"} == \
         {k: x for k, x in st.kernel_defines().items() if k != "GL_B_EARLY"}
-    assert decode_chain._variant(get_step("smallm:n128m2"), "b_early") is None  # pairs: B waits
-    assert not any(fam.b_early for fam in smallm.FAMILIES.values())  # an experiment, off
+    for key in ("smallm:n128m2", "gemm:128x256", "9"):  # pairs (a peer's ring), other families: unchanged
+        assert fastpath.b_early(get_step(key)) is get_step(key)
+    assert fastpath.b_early(decode_chain._variant(st, "no_pdl")).b_early is False  # stream order: nothing to overlap
+    assert not any(fam.b_early for fam in smallm.FAMILIES.values())  # the caller's promise, never the default
+    assert decode_chain._variant(st, "b_waits") is None and "b_waits" in decode_chain.FORMS
 
 
 def test_the_b_early_builds_compile_clean():
+    from gemm_ladder.library import fastpath
     for key in ("smallm:n64", "smallm:n64alt", "smallm"):
-        v = decode_chain._variant(get_step(key), "b_early")
+        v = fastpath.b_early(get_step(key))
         for extra in ({}, v.layout_defines(b_mn=True)):
             k = v.compile(strict=True, extra_defines=extra)
             assert k.report.spill_store_bytes == 0

@@ -722,3 +722,20 @@ def test_unaligned_rows_above_128_rows_go_to_the_multicast_pairs_or_an_n_major_b
     assert_product(gemm_ladder.matmul_nt(x, w), x, w.T)
     rec = _last_splitk(gpu)
     assert rec.cluster == (2, 1, 1) and rec.maps[1].box == (64, 64) and rec.maps[1].ptr == w.data_ptr()
+
+
+def test_static_b_prepares_the_b_early_build_as_its_own_configuration(gpu):
+    x, w = rnd(4, 4096), rnd(1024, 4096, seed=3)
+    c0 = gemm_ladder.matmul(x, w.T)
+    plain = get_step(gpu.prepared[-1][0])
+    c1 = gemm_ladder.matmul(x, w.T, static_b=True)
+    assert_product(c1, x, w.T)
+    assert torch.equal(c0, c1)
+    assert len(gpu.prepared) == 2 and gpu.prepared[-1][0] == plain.key + "~b_early"  # its own build
+    cfg = fastpath.config_for("mm", x, w.T, static_b=True)
+    assert cfg.step.key == plain.key + "~b_early" and cfg.step.b_early and not plain.b_early
+    gemm_ladder.matmul(x, w.T, static_b=True)
+    assert len(gpu.prepared) == 2
+    lin = gemm_ladder.Linear(4096, 1024, dtype=torch.float16, static_weight=True)
+    assert "static_weight=True" in repr(lin) and lin.static_weight
+    assert not gemm_ladder.Linear.from_linear(torch.nn.Linear(8, 8)).static_weight

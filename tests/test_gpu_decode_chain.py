@@ -37,16 +37,9 @@ def _plain(fam):
 
 
 def _b_early_steps():
-    """A step chooser for _chain: the library's pick, its small-M entries issuing B before the wait."""
+    """A step chooser for _chain: the library's pick as static_b=True makes it."""
     from gemm_ladder.library import fastpath
-    variants = {}
-
-    def step(a, w, out):
-        fam = fastpath.config_for("mm", a, w.T, out).step
-        if not isinstance(fam, smallm.SmallM) or fam.multicast > 1:
-            return fam
-        return variants.setdefault(fam.key, dataclasses.replace(fam, key=fam.key + "~b_early", b_early=True))
-    return step
+    return lambda a, w, out: fastpath.b_early(fastpath.config_for("mm", a, w.T, out).step)
 
 
 @pytest.mark.parametrize("M", (1, 16, 100))
@@ -131,7 +124,8 @@ def test_decode_chain_benchmark_forms_are_correct():
     assert all(r["chain_us"] > 0 and r["frac_copy_bw"] > 0 for r in forms.values())
     assert all(k.endswith("~no_pdl") for k in forms["no_pdl"]["kernels"])
     assert all(k.endswith("~prefetch") for k in forms["prefetch"]["kernels"])
-    assert all(k.endswith("~b_early") for k in forms["b_early"]["kernels"])
+    assert all(k.endswith("~b_early") for k in forms["ours"]["kernels"] if k.startswith("smallm"))
+    assert not any(k.endswith("~b_early") for k in forms["b_waits"]["kernels"])
 
 
 @pytest.mark.parametrize("M", (1, 16, 100))
@@ -189,11 +183,12 @@ def test_b_early_single_calls_every_deal(key, M, N, K, b_layout):
     import torch
     import gemm_ladder
     from gemm_ladder.families.keys import get_step
+    from gemm_ladder.library import fastpath
     fam = get_step(key)
     problems = fam.shape_problems(M, N, K, b_mn=b_layout == "kn")
     if problems:
         pytest.skip(f"{key}: {problems[0]}")
-    st = dataclasses.replace(fam, key=key + "~b_early", b_early=True)
+    st = fastpath.b_early(fam)
     gen = torch.Generator(device="cuda").manual_seed(M * 7 + N + K)
     a = torch.randn((M, K), device="cuda", generator=gen).half()
     w = (torch.randn((N, K), device="cuda", generator=gen) / K ** 0.5).half()
@@ -202,3 +197,30 @@ def test_b_early_single_calls_every_deal(key, M, N, K, b_layout):
     gemm_ladder.matmul(a, b, out, step=st)
     torch.cuda.synchronize()
     assert_matches(out, a, w)
+
+
+def test_static_b_through_the_api_and_linear():
+    """matmul(static_b=True) and Linear(static_weight=True) under no_grad run the b_early
+    builds of the small-M picks, bit for bit the library's default."""
+    import torch
+    import gemm_ladder
+    from gemm_ladder.library import fastpath
+    dt = torch.bfloat16
+    x, ws = _setup(8, dt, 731)
+    a = x
+    for w in ws:
+        a_in = a[:, :w.shape[1]]
+        ref = gemm_ladder.matmul(a_in, w.T)
+        got = gemm_ladder.matmul(a_in, w.T, static_b=True)
+        nt = gemm_ladder.matmul_nt(a_in, w, static_b=True)
+        st = fastpath.config_for("mm", a_in, w.T, static_b=True).step
+        assert st.key.endswith("~b_early") or not isinstance(st, smallm.SmallM) or st.multicast > 1
+        torch.cuda.synchronize()
+        assert torch.equal(ref.view(torch.int16), got.view(torch.int16))
+        assert torch.equal(ref.view(torch.int16), nt.view(torch.int16))
+        a = ref
+    lin = gemm_ladder.Linear(4096, 6144, device="cuda", dtype=dt, static_weight=True)
+    with torch.no_grad():
+        y = lin(x)
+        torch.cuda.synchronize()
+        assert torch.equal(y.view(torch.int16), gemm_ladder.matmul(x, lin.weight.T).view(torch.int16))

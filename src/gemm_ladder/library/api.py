@@ -36,7 +36,7 @@ def _via_op(kind: str, a, b, out, step):
     return out.copy_(res)
 
 
-def matmul(a, b, out=None, *, step: Step | str | None = None):
+def matmul(a, b, out=None, *, step: Step | str | None = None, static_b: bool = False):
     """a @ b for a (..., M, K) and b (K, N), fp16/bf16 CUDA tensors; like torch.matmul.
 
     Leading dimensions of `a` fold into M. Operands are read in place when the kernel can
@@ -44,18 +44,24 @@ def matmul(a, b, out=None, *, step: Step | str | None = None):
     row-major b, a transposed-view a — by a step with `mn_major`); `out` is written in
     place when its row stride allows. The kernel is chosen per shape (select.step_for) unless
     `step` names one. The result is row-major with its row stride rounded up to 8 elements
-    (contiguous when N is a multiple of 8)."""
+    (contiguous when N is a multiple of 8).
+
+    static_b=True promises that no kernel queued before this call on its stream writes `b`
+    (model weights at inference): the small-M kernels, which may start while the previous
+    kernel still runs, then load b's first stages before waiting for it. A `b` computed by
+    the call just before must not be passed so. Ignored under torch.compile and autograd."""
     if _compiling():
         return _via_op("mm", a, b, out, step)
-    return _call("mm", a, b, out, step, _via_op)
+    return _call("mm", a, b, out, step, _via_op, static_b)
 
 
-def matmul_nt(a, b, out=None, *, step: Step | str | None = None):
+def matmul_nt(a, b, out=None, *, step: Step | str | None = None, static_b: bool = False):
     """C = a @ b.T for a (M, K) and b (N, K): both operands K-major, the kernels' native
-    layout. `out`, if given, is an (M, N) tensor of the same dtype (any strides)."""
+    layout. `out`, if given, is an (M, N) tensor of the same dtype (any strides). static_b:
+    as for matmul."""
     if _compiling():
         return _via_op("nt", a, b, out, step)
-    return _call("nt", a, b, out, step, _via_op)
+    return _call("nt", a, b, out, step, _via_op, static_b)
 
 
 def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str | None = None,
@@ -95,22 +101,26 @@ def cache_clear() -> None:
     fastconfig.TENSOR_MAPS.clear()
 
 
-def linear(x, weight):
+def linear(x, weight, *, static_weight: bool = False):
     """x @ weight.T for x (..., in_features) and weight (out_features, in_features), like
-    torch.nn.functional.linear without bias. weight.T is a K-major view: read in place."""
-    return matmul(x, weight.t())
+    torch.nn.functional.linear without bias. weight.T is a K-major view: read in place.
+    static_weight: matmul's static_b (no kernel queued before the call writes the weight)."""
+    return matmul(x, weight.t(), static_b=static_weight)
 
 
 class Linear(torch.nn.Module):
     """torch.nn.Linear on the ladder's kernels: y = x @ weight.T (+ bias), any leading
     dims, fp16/bf16 on a Hopper GPU. The weight is stored as nn.Linear stores it (state
     dicts are interchangeable). The kernels have no bias epilogue: a bias, if asked for,
-    is one more elementwise add."""
+    is one more elementwise add. static_weight=True: linear's promise, for inference (set the
+    attribute back to False before a kernel of this library writes the weight in place)."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None, dtype=None):
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None, dtype=None,
+                 static_weight: bool = False):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features = in_features, out_features
+        self.static_weight = static_weight
         self.weight = torch.nn.Parameter(torch.empty((out_features, in_features), **factory))
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(out_features, **factory))
@@ -126,18 +136,20 @@ class Linear(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     @classmethod
-    def from_linear(cls, lin: torch.nn.Linear) -> "Linear":
+    def from_linear(cls, lin: torch.nn.Linear, static_weight: bool = False) -> "Linear":
         """A Linear sharing `lin`'s parameters."""
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = lin.in_features, lin.out_features
+        new.static_weight = static_weight
         new.weight = lin.weight
         new.bias = lin.bias
         return new
 
     def forward(self, x):
-        y = linear(x, self.weight)
+        y = linear(x, self.weight, static_weight=self.static_weight)
         return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+                + (", static_weight=True" if self.static_weight else ""))

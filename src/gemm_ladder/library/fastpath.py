@@ -15,11 +15,14 @@ differentiates and whose implementation is this module's raw path (`run`).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..cuda import device as cuda_device
 from ..families.cost_model import rows_misaligned
 from ..families.keys import get_step
+from ..families.smallm import SmallM
 from . import fastconfig, runner, select
 from .fastconfig import LRU
 
@@ -92,6 +95,22 @@ def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
                            b_rows_misaligned(b_op))
 
 
+_B_EARLY: dict[int, object] = {}  # id(step) -> its b_early variant (kept: a stable Step per entry)
+
+
+def b_early(st):
+    """The step for a call whose b no earlier kernel on the stream writes (`static_b`): a
+    small-M entry that launches programmatically issues b's first ring stages before it waits
+    for the previous grid (GL_B_EARLY; a decode chain +1-3 %, docs/perf-notes.md item 105).
+    Other steps, and the multicast pairs (a peer's ring may not exist yet), as they are."""
+    if not (isinstance(st, SmallM) and st.chain_pdl and st.multicast == 1) or st.b_early:
+        return st
+    v = _B_EARLY.get(id(st))
+    if v is None:
+        v = _B_EARLY[id(st)] = dataclasses.replace(st, key=f"{st.key}~b_early", b_early=True)
+    return v
+
+
 def b_rows_misaligned(b_op) -> bool:
     """B's rows, as the kernel reads them (in place, or from the K-major copy), are not whole
     32-byte sectors (cost_model.rows_misaligned); a single line has no row stride."""
@@ -103,22 +122,24 @@ def b_rows_misaligned(b_op) -> bool:
 
 # ---- the per-call path -------------------------------------------------------------------
 
-def _key(kind, a, b, out, step, pa, pb):
-    return (kind, step if step is None or step.__class__ is str else id(step),
+def _key(kind, a, b, out, step, pa, pb, static_b=False):
+    return (kind, step if step is None or step.__class__ is str else id(step), static_b,
             a.dtype, b.dtype, a.device, b.device, a.shape, a.stride(), b.shape, b.stride(), pa & 15, pb & 15,
             None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15))
 
 
-def config_for(kind: str, a, b, out=None, step=None) -> fastconfig.Config:
+def config_for(kind: str, a, b, out=None, step=None, static_b: bool = False) -> fastconfig.Config:
     """The prepared configuration of a call (validating and building it on first use)."""
-    key = _key(kind, a, b, out, step, a.data_ptr(), b.data_ptr())
-    return CONFIGS.entries.get(key) or _build(key, kind, a, b, out, step)
+    key = _key(kind, a, b, out, step, a.data_ptr(), b.data_ptr(), static_b)
+    return CONFIGS.entries.get(key) or _build(key, kind, a, b, out, step, static_b)
 
 
-def _build(key, kind, a, b, out, step) -> fastconfig.Config:
+def _build(key, kind, a, b, out, step, static_b=False) -> fastconfig.Config:
     CONFIGS.misses += 1
     lead, N, K = validate(kind, a, b, out)
     st = resolve_step(step, kind, a, b, lead, N, K)
+    if static_b:
+        st = b_early(st)
     cfg = fastconfig.make_config(kind, a, b, out, st, lead, N, K)
     cfg.step_ref = step  # keeps an id()-keyed Step alive as long as its entry
     return CONFIGS.put(key, cfg)
@@ -134,14 +155,14 @@ def run(kind: str, a, b, out=None, step=None):
     return call(kind, a, b, out, step, None)
 
 
-def call(kind: str, a, b, out, step, via_op):
+def call(kind: str, a, b, out, step, via_op, static_b=False):
     """The per-call path; via_op: where calls that need autograd go (api.py's route to the
     custom op), None for the raw path (the torch.compile check is the caller's, before
-    anything touches the tensors)."""
+    anything touches the tensors). static_b: b_early's promise (the custom op ignores it)."""
     try:
         pa, pb = a.data_ptr(), b.data_ptr()
         grad = via_op is not None and (a.requires_grad or b.requires_grad)
-        key = _key(kind, a, b, out, step, pa, pb)
+        key = _key(kind, a, b, out, step, pa, pb, static_b)
     except Exception:  # not tensors, or tensors without storage: the checks name the problem
         if via_op is not None and _wants_op(a, b):
             return via_op(kind, a, b, out, step)
@@ -152,7 +173,7 @@ def call(kind: str, a, b, out, step, via_op):
     d = CONFIGS.entries  # the LRU's lookup, inlined: this is the per-call path
     cfg = d.get(key)
     if cfg is None:
-        cfg = _build(key, kind, a, b, out, step)
+        cfg = _build(key, kind, a, b, out, step, static_b)
     else:
         try:
             d.move_to_end(key)

@@ -13,15 +13,15 @@ weights are nn.Linear's (N, K) tensors, multiplied as `x @ w.T`; their entries a
 
 Forms, each one graph of the four GEMMs (FORMS):
   cublas       torch.matmul(a, w.T, out=...)
-  ours         gemm_ladder.matmul(a, w.T, out=...): the library as shipped (a small-M kernel
-               launched programmatically, waiting for the one before ahead of its first load)
-  prefetch     the same kernels bringing their first PREFETCH_KT k-tiles of the weights into L2
-               before that wait (an experiment: prefetch_kt > 0)
-  no_pdl       the library's kernels launched in stream order (chain_pdl=False): each starts
-               when the one before has ended
-  b_early      the library's kernels issuing the weights (B) of their first ring stages into
-               shared memory before that wait, A after it (an experiment: b_early; the
-               weights are written by no kernel of the chain)
+  ours         gemm_ladder.matmul(a, w.T, out=..., static_b=True), as a decode step calls it (the
+               weights are written by no kernel of the chain): a small-M kernel launched
+               programmatically, issuing the weights of its first ring stages before it waits
+               for the one before, the activations after
+  b_waits      the same without static_b: every load after that wait
+  prefetch     as b_waits, the kernels bringing their first PREFETCH_KT k-tiles of the weights
+               into L2 before the wait (an experiment: prefetch_kt > 0)
+  no_pdl       as b_waits, launched in stream order (chain_pdl=False): each starts when the one
+               before has ended
 Method: every form's outputs poisoned (NaN), one replay, each GEMM checked against an fp32
 product of the inputs it read; then replays interleaved, L2 flushed before each, CUDA events,
 medians; NVML sampled during the timed loop. Bytes: every GEMM's A, B and C once; frac_copy_bw
@@ -46,7 +46,7 @@ QKV = (Q_HEADS + 2 * KV_HEADS) * HEAD_DIM  # 6144
 GEMMS = (("qkv", QKV, HIDDEN, (None, HIDDEN)), ("o", HIDDEN, HIDDEN, ("qkv", HIDDEN)),
          ("gate_up", 2 * MLP, HIDDEN, ("o", HIDDEN)), ("down", HIDDEN, MLP, ("gate_up", MLP)))
 ROWS = (1, 8, 16)
-FORMS = ("cublas", "ours", "prefetch", "no_pdl", "b_early")
+FORMS = ("cublas", "ours", "b_waits", "prefetch", "no_pdl")
 PREFETCH_KT = 8
 REPS = 60
 
@@ -63,12 +63,9 @@ def chain_flop(M: int) -> float:
 def _variant(st, form: str):
     """The library's pick for one GEMM in an experiment form: a small-M entry with the form's
     change (other families have no chain moves, and run as they are)."""
-    if form in ("ours", "cublas") or not hasattr(st, "chain_pdl"):
+    if form in ("ours", "b_waits", "cublas") or not hasattr(st, "chain_pdl"):
         return None
-    if form == "b_early" and st.multicast > 1:
-        return None  # a multicast peer's ring may not exist before the wait: B waits there
-    changes = {"prefetch": {"prefetch_kt": PREFETCH_KT}, "no_pdl": {"chain_pdl": False},
-               "b_early": {"b_early": True}}[form]
+    changes = {"prefetch_kt": PREFETCH_KT} if form == "prefetch" else {"chain_pdl": False}
     return dataclasses.replace(st, key=f"{st.key}~{form}", **changes)
 
 
@@ -95,9 +92,9 @@ class Chain:
                 if form == "cublas":
                     torch.matmul(a, w.T, out=out)
                     continue
-                st = fastpath.config_for("mm", a, w.T, out).step
+                st = fastpath.config_for("mm", a, w.T, out, static_b=form == "ours").step
                 steps.append(_variant(st, form) or None)
-                gemm_ladder.matmul(a, w.T, out, step=steps[-1])
+                gemm_ladder.matmul(a, w.T, out, step=steps[-1], static_b=form == "ours")
                 self.kernels.setdefault(form, []).append(steps[-1].key if steps[-1] else st.key)
             torch.cuda.synchronize(b.dev)
             g = torch.cuda.CUDAGraph()
@@ -107,7 +104,7 @@ class Chain:
                     if form == "cublas":
                         torch.matmul(a, w.T, out=out)
                     else:
-                        gemm_ladder.matmul(a, w.T, out, step=steps[i])
+                        gemm_ladder.matmul(a, w.T, out, step=steps[i], static_b=form == "ours")
             self.graphs[form] = g
         self.kernels["cublas"] = ["cuBLAS"] * len(GEMMS)
 
