@@ -266,6 +266,10 @@ class FakeGpu:
             source = torch.frombuffer(raw, dtype=torch.int16).as_strided((rows, cols), (rs, 1))
             _view(dst, torch.float16, (rows, cols), ld).view(torch.int16).copy_(source)
             rec.copies.append((src, dst, rows, cols, rs, ld))
+        # blocks stride over every operand's (row, chunk of THREADS x UNROLL columns) pairs
+        width = staging.STAGE_COPY_THREADS * staging.STAGE_COPY_UNROLL
+        pairs = max(rows * -(-cols // width) for _, _, rows, cols, _, _ in rec.copies)
+        assert rec.grid[0] == min(pairs, staging.STAGE_COPY_BLOCKS), (rec.grid, pairs)
 
     def _splitk(self, rec, args_ptr):
         """gemm_smallm_splitk(map A, map B, ws, c, M, N, K, units): the (tile, k-tile) units,

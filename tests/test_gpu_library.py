@@ -63,7 +63,8 @@ B_LAYOUTS = {  # b is (K, N)
     "misaligned": lambda K, N, dt: _misaligned(K, N, dt, 9),
 }
 SHAPES = [(256, 384, 192), (129, 131, 77), (1, 520, 264), (1000, 8, 13), (300, 1, 40),
-          (16, 1024, 2048), (100, 264, 1000)]  # the last two: the small-M family (split K)
+          (16, 1024, 2048), (100, 264, 1000),  # these two: the small-M family (split K)
+          (127, 8191, 255), (3, 2049, 4103)]  # rows of several staging-copy chunks (2048 columns), ragged
 
 
 @pytest.mark.parametrize("M,N,K", SHAPES)

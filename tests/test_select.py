@@ -243,6 +243,9 @@ def test_alternating_entry_stands_in_for_its_tile_only():
     assert n64.deal(256, 2048, 4096, 132).units == n64.k_tiles(4096)  # n64's deal: whole tiles
     assert select.pick(256, 256, 256) == "smallm:n64s"  # a short K: not taken (min_kt)
     assert not alt.accepts(640, 640, 640) and alt.accepts(128, 4096, 2048)
+    # decode rows: the weights' stream sets the pace (a decode chain's QKV ran 1.5-2 % slower on it)
+    assert not alt.accepts(16, 6144, 4096) and alt.accepts(17, 6144, 4096)
+    assert select.pick(1, 6144, 4096) == "smallm:n64" and select.pick(16, 8192, 8192) == "smallm:n64"
     # where the model prices the alternate's whole tiles below every other candidate but n64
     # itself deals otherwise, the alternate does not win: 128 x 11008 x 4096
     assert n64.deal(128, 11008, 4096, 132).units != n64.k_tiles(4096)

@@ -255,6 +255,7 @@ class SmallM(SmallMArgs, KernelFamily):  # the launch pieces (arguments, grids, 
         if M < self.min_m:
             p.append(f"M={M} is under {self.min_m}: " + (
                 f"{self.key}'s second consumer would compute only padding" if self.consumers > 1 else
+                f"{self.key}'s second MMA warpgroup would wait on the weights' stream" if self.k_alternate else
                 f"{self.key} takes M >= {self.min_m}"))
         if self.min_kt and self.k_tiles(K) < self.min_kt:
             p.append(f"K={K} is under {self.min_kt * self.bk}: {self.key} is for a long K (on a short one the "
@@ -446,8 +447,11 @@ FAMILIES: dict[str, SmallM] = {
     # so the loads set the pace; 14 stages, the most that fit (more bytes in flight: loads alone
     # 146 -> 138 ns per k-tile from 12). Whole tiles only: the selection's MMA-warpgroups rule takes it
     # where n64's deal is whole tiles, from K = 2048 (256 x 2048 x 4096 17.1 -> 15.6 us, cuBLAS 14.9; level
-    # at the other long-K and decode shapes; behind n64s on the small squares; docs/perf-notes.md item 104)
-    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True, min_kt=32),
+    # at the other long-K shapes; behind n64s on the small squares; docs/perf-notes.md item 104), and
+    # M > 16: decode rows wait on the weights, not the consumer (level in single calls, 1.5-2 % slower
+    # as a decode chain's QKV, item 105)
+    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True, min_kt=32,
+                            min_m=17),
     # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
     # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
     # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44)

@@ -18,8 +18,9 @@ from ..cuda import driver
 from . import layout
 
 STAGE_COPY_ENTRY = "gl_stage_copy"  # kernels/gl_stage.cuh, in every TMA kernel's module
-STAGE_COPY_BLOCKS = 1024  # its grid's blocks per operand (they stride over the rows)
+STAGE_COPY_BLOCKS = 1024  # its grid's blocks per operand at most (they stride over the rows' chunks)
 STAGE_COPY_THREADS = 256  # its block (the kernel's launch bounds)
+STAGE_COPY_UNROLL = 8  # elements per thread in a block's chunk of a row (the kernel's STAGE_UNROLL)
 MAX_SCRATCH_BYTES = 32 << 20  # a configuration's set larger than this is allocated per call
 MAX_SCRATCH_TOTAL = 512 << 20  # all sets kept at once (process-wide); beyond, per call
 _scratch_total = [0]  # bytes of the sets kept, all configurations together
@@ -87,6 +88,7 @@ def stage_copy_launch(kernel, geometries: list[tuple[int, int, int, int]]) -> dr
     for rows, cols, rs, ld in geometries + geometries[:1] * (2 - len(geometries)):
         args += [ctypes.c_uint64(0), ctypes.c_uint64(0), ctypes.c_int64(rows), ctypes.c_int64(cols),
                  ctypes.c_int64(rs), ctypes.c_int64(ld)]
-    rows_max = max(g[0] for g in geometries)
-    return driver.ReusableLaunch(kernel.sibling(STAGE_COPY_ENTRY), (min(rows_max, STAGE_COPY_BLOCKS),
+    width = STAGE_COPY_THREADS * STAGE_COPY_UNROLL
+    chunks_max = max(rows * -(-cols // width) for rows, cols, _, _ in geometries)
+    return driver.ReusableLaunch(kernel.sibling(STAGE_COPY_ENTRY), (min(chunks_max, STAGE_COPY_BLOCKS),
                                  len(geometries), 1), (STAGE_COPY_THREADS, 1, 1), args)
