@@ -214,13 +214,15 @@ class FakeBench:
         self.nvml = type("N", (), {"sample": staticmethod(lambda: {"sm_clock_mhz": 1980})})()
         self.times = (ours_ms, cublas_ms)
         self.calls = []
+        self.leads = []  # lead_us of each time_interleaved call
 
     def inputs(self, M, N, K, dtype):
         t = self.torch
         return (t.randn((M, K), generator=self.gen).to(dtype), t.randn((N, K), generator=self.gen).to(dtype))
 
-    def time_interleaved(self, fns, reps, flush=True):
+    def time_interleaved(self, fns, reps, flush=True, lead_us=0.0):
         self.calls.append((len(fns), reps, flush))
+        self.leads.append(lead_us)
         for f in fns:
             f()
         return [[self.times[i]] * reps for i in range(len(fns))]
@@ -260,6 +262,7 @@ def test_measure_shape_aligned(cpu_launch):
     assert row.ok, row.error
     assert row.kernel == select.pick(64, 96, 40) and not row.padded
     assert row.reps == suite.reps_for(shape.flop) and bench.calls == [(2, row.reps, True)]
+    assert bench.leads == [0.0]  # the kernel path: the flush alone before each start event
     assert row.ratio_to_cublas == pytest.approx(0.5) and row.gpu == {"sm_clock_mhz": 1980}
     assert "lowest modelled time" in row.selection
 
@@ -341,6 +344,7 @@ def test_run_suite_end_to_end_with_the_gpu_replaced(cpu_launch, tmp_path):
         ("float16", True, False), ("float16", True, True), ("bfloat16", True, False), ("bfloat16", True, True)]
     assert res["summary"]["bfloat16"]["geomean_ratio"] == pytest.approx(0.5)
     assert res["memory"]["hbm_copy_gbs"] == 4000.0
+    assert (res["method"]["lead_us"], res["method"]["timer"]) == (0.0, "CUDA events per call")
     assert all(r["hbm_copy_fraction"] == pytest.approx(r["gbs"] / 4000.0) for r in res["rows"])
     json.dumps(res)  # JSON-able as recorded
     paths = plots.write_images([res, ladder_result()], tmp_path / "suite")
@@ -366,6 +370,63 @@ def test_measure_call_times_the_library_against_torch(monkeypatch, call):
         assert row.staged == staged and row.ratio_to_cublas == pytest.approx(0.5)
     assert [c[:2] for c in bench.calls] == [(2, suite.reps_for(2.0 * m * n * k)) for m, n, k in
                                             ((192, 96, 40), (16, 4096, 4096), (5, 13, 11))]
+    assert bench.leads == [suite.CALL_LEAD_US] * 3  # a GPU spin before each start event
+
+
+def test_call_rows_state_the_spin_in_the_method():
+    assert suite.CALL_LEAD_US > 0
+    for call in ("matmul", "matmul_nt"):
+        assert f"GPU spin of >= {suite.CALL_LEAD_US:g} us" in suite._timer(call)
+
+
+class FakeCudaTorch:
+    """The torch calls Bench.time_interleaved makes, logged in order (no GPU)."""
+
+    def __init__(self):
+        self.log = []
+        log = self.log
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.name = "start" if sum(x[0] == "event" for x in log) % 2 == 0 else "end"
+                log.append(("event", self.name))
+
+            def record(self):
+                log.append(("record", self.name))
+
+            def elapsed_time(self, other):
+                return 0.25
+
+        self.cuda = type("cuda", (), {"Event": Event, "_sleep": staticmethod(lambda n: log.append(("sleep", n))),
+                                      "synchronize": staticmethod(lambda dev=None: log.append(("sync",)))})
+
+
+def _cpu_bench(mhz):
+    from gemm_ladder.measure.bench import Bench
+    b = Bench.__new__(Bench)  # no GPU: the attributes time_interleaved reads
+    b.torch, b.dev = FakeCudaTorch(), 0
+    b.flush_buf = type("F", (), {"zero_": lambda self: b.torch.log.append(("flush",))})()
+    b.nvml = type("N", (), {"static": staticmethod(lambda: {"max_sm_clock_mhz": mhz} if mhz else {})})()
+    return b
+
+
+@pytest.mark.parametrize("lead_us, mhz, cycles", [(0.0, 1980, None), (200.0, 1980, 396000),
+                                                  (200.0, 1755, 351000), (50.0, None, 99000)])
+def test_time_interleaved_spins_between_flush_and_start_event_when_asked(lead_us, mhz, cycles):
+    b = _cpu_bench(mhz)
+    log = b.torch.log
+    fns = [lambda: log.append(("ours",)), lambda: log.append(("theirs",))]
+    times = b.time_interleaved(fns, 2, lead_us=lead_us) if lead_us else b.time_interleaved(fns, 2)
+    assert times == [[0.25, 0.25], [0.25, 0.25]]
+    calls = [x for x in log if x[0] in ("ours", "theirs")]
+    assert calls == [("ours",), ("theirs",), ("theirs",), ("ours",)]  # the order flips per repetition
+    spin = [("sleep", cycles)] if cycles else []  # at least lead_us at the highest SM clock
+    one = [("flush",), *spin, ("event", "start"), ("event", "end"), ("record", "start")]
+    per_call = len(one) + 2  # ... the call, the end event's record
+    for k in range(4):
+        assert log[k * per_call:k * per_call + len(one)] == one
+        assert log[k * per_call + len(one) + 1] == ("record", "end")
+    assert log[-1] == ("sync",) and sum(x[0] == "sleep" for x in log) == (4 if cycles else 0)
 
 
 def _operands(shape, call):

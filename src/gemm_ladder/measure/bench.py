@@ -29,6 +29,9 @@ from .bandwidth import measure_copy
 from .gpuinfo import Nvml
 
 
+SPIN_MHZ = 1980  # the H200's highest SM clock: Bench.spin_cycles where NVML does not say
+
+
 def git_commit(path: Path | None = None) -> str:
     """HEAD (+ "-dirty"), or $GEMM_LADDER_COMMIT where the tree travels without .git."""
     if os.environ.get("GEMM_LADDER_COMMIT"):
@@ -123,17 +126,30 @@ class Bench:
         b = t.randn((N, K), device=f"cuda:{self.dev}", dtype=t.float32, generator=self.gen).to(dtype)
         return a, b
 
-    def time_interleaved(self, fns: list, reps: int, flush: bool = True) -> list[list[float]]:
+    def spin_cycles(self, us: float) -> int:
+        """torch.cuda._sleep cycles (SM clock) that spin at least `us` microseconds: exactly
+        that at the highest SM clock (NVML's, else SPIN_MHZ), longer at a lower one."""
+        if getattr(self, "_sm_mhz", None) is None:
+            self._sm_mhz = self.nvml.static().get("max_sm_clock_mhz") or SPIN_MHZ
+        return max(1, round(us * self._sm_mhz))
+
+    def time_interleaved(self, fns: list, reps: int, flush: bool = True, lead_us: float = 0.0) -> list[list[float]]:
         """Call every fn in fns once per repetition, alternating their order, each after an
         L2 flush (unless flush=False: L2-resident measurements); returns per-fn lists of
-        milliseconds (CUDA events)."""
+        milliseconds (CUDA events). lead_us > 0: a GPU spin of at least that long
+        (torch.cuda._sleep) after the flush, before the start event, so that the work queued
+        ahead of a call outlasts the call's host enqueue where that may exceed the flush (a
+        library call that copies operands, perf-notes item 104); 0 (default): none."""
         t = self.torch
+        cycles = self.spin_cycles(lead_us) if lead_us > 0 else 0
         events = [[] for _ in fns]
         for r in range(reps):
             order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
             for i in order:
                 if flush:
                     self.flush_l2()
+                if cycles:
+                    t.cuda._sleep(cycles)
                 s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
                 s.record()
                 fns[i]()

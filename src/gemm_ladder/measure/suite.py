@@ -16,6 +16,10 @@ is `gemm_ladder.matmul(a, b)` with b row-major (K, N), what `a @ b` callers hold
 `matmul_nt(a, b)` with b (N, K), F.linear's layout) against `torch.matmul` on the same
 operands, each allocating its result: the library's own choice of kernel (`kernel`), its
 copies of operands it cannot read in place (`staged`) and its padding inside the figure.
+Those rows put a GPU spin of CALL_LEAD_US between each flush and the start event (bench.py's
+`lead_us`), so that the GPU work queued ahead of a call outlasts its host enqueue (a staged
+call's ~28 us, more on a slower host) by a wider margin than the flush alone gives (perf-notes
+item 104); the kernel rows keep the flush alone.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ MIN_REPS, MAX_REPS = 10, 100
 DTYPES = {"float16": "fp16", "bfloat16": "bf16"}
 CALLS = ("kernel", "matmul", "matmul_nt")  # what is timed (module docstring)
 SMALL_M = 16  # decode-like rows: the memory-bound regime, reported against the copy bandwidth
+CALL_LEAD_US = 200.0  # library-call rows: GPU spin before each start event (module docstring)
 
 
 def reps_for(flop: float) -> int:
@@ -152,15 +157,17 @@ def _measure_call(bench: Bench, shape: suites_mod.Shape, row: SuiteRow, torch_dt
         if not row.ok:
             return row
         theirs()  # warm-up
-        _time(bench, row, ours, theirs, reps_for(shape.flop), hbm_gbs)
+        _time(bench, row, ours, theirs, reps_for(shape.flop), hbm_gbs, lead_us=CALL_LEAD_US)
     except Exception as e:  # report, don't stop the suite
         row.ok, row.error = False, f"{type(e).__name__}: {e}"
     return row
 
 
-def _time(bench: Bench, row: SuiteRow, ours, theirs, reps: int, hbm_gbs: float | None) -> None:
-    """ours and theirs (cuBLAS) interleaved, `reps` each: medians, percentiles, rates, GPU state."""
-    t_ours, t_theirs = bench.time_interleaved([ours, theirs], reps)
+def _time(bench: Bench, row: SuiteRow, ours, theirs, reps: int, hbm_gbs: float | None,
+          lead_us: float = 0.0) -> None:
+    """ours and theirs (cuBLAS) interleaved, `reps` each (after a GPU spin of lead_us before
+    each start event, bench.py): medians, percentiles, rates, GPU state."""
+    t_ours, t_theirs = bench.time_interleaved([ours, theirs], reps, lead_us=lead_us)
     row.reps = reps
     row.ms, row.ms_p10, row.ms_p90 = statistics.median(t_ours), percentile(t_ours, .1), percentile(t_ours, .9)
     row.cublas_ms = statistics.median(t_theirs)
@@ -259,7 +266,8 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "method": {"reps": f"clamp(ceil({REPS_FLOP:.0e} / FLOP), {MIN_REPS}, {MAX_REPS}) per side",
                    "l2_flush_bytes": bench.flush_buf.numel() * 4, "interleaved": True,
-                   "timer": "CUDA events per call", "inputs": "randn fp32 -> dtype, fresh per shape",
+                   "timer": _timer(call), "lead_us": 0.0 if call == "kernel" else CALL_LEAD_US,
+                   "inputs": "randn fp32 -> dtype, fresh per shape",
                    "reference": "fp32 torch.matmul (TF32 off)",
                    "tolerance(max,rel)": {d: tolerance(d) for d in dtypes},
                    "ours": ("runner.plan of the selected step (prebuilt launch); N, K zero-padded to "
@@ -298,6 +306,14 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
     result["gpu_after"] = bench.nvml.sample()
     result["complete"] = True
     return result
+
+
+def _timer(call: str) -> str:
+    """The method's timer: library calls get the GPU spin (CALL_LEAD_US) before each start event."""
+    if call == "kernel":
+        return "CUDA events per call"
+    return (f"CUDA events per call, each start event after a GPU spin of >= {CALL_LEAD_US:g} us "
+            "(torch.cuda._sleep) behind the L2 flush")
 
 
 def _memory(bench) -> dict:
