@@ -55,8 +55,14 @@ def plan(step_spec: str, shapes, with_matmul: bool, tool: str, family_shapes=())
             if step_spec == "all" else [k.strip() for k in step_spec.split(",") if k.strip()])
     cases = []
     for key in keys:
-        st = gemm_ladder.get_step(key)
-        if key in FAMILIES:
+        base, _, move = key.partition("~")  # smallm:n64~b_early: the build static_b=True runs
+        st = gemm_ladder.get_step(base)
+        if move:
+            from gemm_ladder.library.fastpath import b_early
+            if move != "b_early" or b_early(st) is st:
+                raise SystemExit(f"{TAG} {key!r}: the only move is ~b_early, on a small-M entry without multicast")
+            st = b_early(st)
+        if base in FAMILIES:
             cases += [(f"family:{key}", st, s) for s in family_shapes if st.accepts(*s)]
             continue
         mine = [s for s in shapes if st.accepts(*s)]

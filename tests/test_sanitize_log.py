@@ -42,6 +42,16 @@ def test_plan_covers_every_step_at_two_shapes_and_matmul(san):
     assert [s for t, _, s in ic if t == "matmul"] == [(256, 384, 320), (129, 264, 72)]
 
 
+def test_plan_takes_the_b_early_builds(san):
+    fam = san.parse_shapes(san.DEFAULT_FAMILY_SHAPES)
+    cases = san.plan("smallm:n64~b_early,smallm~b_early", [], False, "racecheck", fam)
+    assert {t for t, _, _ in cases} == {"family:smallm:n64~b_early", "family:smallm~b_early"}
+    assert all(st.b_early and st.accepts(*s) for _, st, s in cases)
+    for bad in ("smallm:n128m2~b_early", "smallm:n64~early", "9~b_early"):
+        with pytest.raises(SystemExit, match="only move"):
+            san.plan(bad, [], False, "racecheck", fam)
+
+
 LOG = """\
 ========= COMPUTE-SANITIZER
 [sanitize] BEGIN tool=racecheck target=step:4 shape=256x384x320 dtype=float16 output=preinit
