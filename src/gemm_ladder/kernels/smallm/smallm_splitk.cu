@@ -180,6 +180,25 @@ GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, 
   }
 }
 
+// The staged epilogue (STAGED_C): consumer cw's 64 x BN accumulators, rows m0.. and columns
+// n0.. of C, staged as chunks cw * C_CHUNKS.. of stage `stage` (c_chunk); one thread stores them
+// with TMA and waits until the copy engine has read them. True on that thread (its trace event).
+GL_DEVICE bool store_staged_tile(SharedStorage& s, const float (&acc)[BN / 2], const CUtensorMap* tmap_c, int stage,
+                                 int cw, int M, int m0, int n0) {
+#pragma unroll
+  for (int ch = 0; ch < C_CHUNKS; ++ch) stage_chunk_sw128<BN, 64>(acc, c_chunk(s, stage, cw * C_CHUNKS + ch), 0, ch);
+  fence_proxy_async_smem();  // each writer, before the copy engine reads
+  named_barrier_sync(BAR_CONSUMER + cw, 128);
+  if (threadIdx.x % 128 == 0 && m0 < M) {  // rows past M (and columns past N) are clipped by TMA
+#pragma unroll
+    for (int ch = 0; ch < C_CHUNKS; ++ch) tma_store_2d(tmap_c, c_chunk(s, stage, cw * C_CHUNKS + ch), n0 + 64 * ch, m0);
+    tma_store_commit();
+    tma_store_wait_read<0>();
+    return true;
+  }
+  return false;
+}
+
 // Cluster reduction, step 2's store: 4 summed columns rounded to 16 bits into C.
 GL_DEVICE void reduce_slice_into_c(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
   reduce_slice<BN>(piece, min(BM, M - m0), N - n0, rank, pieces, threadIdx.x - 128, 128 * CONSUMERS,
@@ -307,14 +326,7 @@ GL_DEVICE void alternate_tile(SharedStorage& s, const Port& ops, const State& st
   if (cw == 1) return;
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] += handover[i * 128 + t];  // one order: the same bits every run
-  stage_chunk_sw128<BN, 64>(acc, s.A[0], 0, 0);
-  fence_proxy_async_smem();  // each writer, before the copy engine reads
-  named_barrier_sync(BAR_CONSUMER, 128);
-  if (t == 0 && m0 < M) {  // rows past M and columns past N are clipped by TMA
-    tma_store_2d(tmap_c, s.A[0], n0, m0);
-    tma_store_commit();
-    tma_store_wait_read<0>();
-  }
+  store_staged_tile(s, acc, tmap_c, 0, 0, M, m0, n0);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -424,7 +436,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
         const int count = seg.k1() - seg.k0();
         zero_acc(acc);
-        const auto last = mma_mainloop(ops, st, count, t, warp_leader, [&](int stage) { issue_ktile(s, stage, cw, acc); });
+        const auto last = mma_mainloop(ops, st, count, t, warp_leader,
+                                       [&](int stage) { issue_ktile(s, stage, cw, acc); });
         if (STAGED_C && pieces == 1 && seg.whole()) {  // the staged epilogue in the last k-tile's stage
           wgmma_wait<0>();
           fence_acc(acc);
@@ -432,18 +445,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
           if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
             named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);
           tr.event(EV_EPI_BEGIN, 0, last.stage, last.phase, 0, t);
-  #pragma unroll
-          for (int ch = 0; ch < C_CHUNKS; ++ch) stage_chunk_sw128<BN, 64>(acc, c_chunk(s, last.stage, cw * C_CHUNKS + ch), 0, ch);
-          fence_proxy_async_smem();  // each writer, before the copy engine reads
-          named_barrier_sync(BAR_CONSUMER + cw, 128);
-          if (threadIdx.x % 128 == 0 && m0 < M) {  // rows past M (and columns past N) are clipped by TMA
-  #pragma unroll
-            for (int ch = 0; ch < C_CHUNKS; ++ch)
-              tma_store_2d(&tmap_c, c_chunk(s, last.stage, cw * C_CHUNKS + ch), n0 + 64 * ch, m0);
-            tma_store_commit();
-            tma_store_wait_read<0>();
+          if (store_staged_tile(s, acc, &tmap_c, last.stage, cw, M, m0, n0))
             tr.event(EV_STORE_DONE, 0, last.stage, last.phase, 0, t);
-          }
           named_barrier_sync(BAR_CONSUMER + cw, 128);  // staging read: the stage may be refilled
           if (warp_leader) ops.consumer_release(last, count - 1);
           tr.event(EV_EPI_END, 0, 0, 0, 0, t);
