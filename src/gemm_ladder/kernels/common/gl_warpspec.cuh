@@ -70,12 +70,21 @@ GL_DEVICE void ablation_skew() {
 // stage goes back as the next is issued; LAG 2 holds one more stage, so the tensor core has
 // two groups queued behind the one it runs. Returns the state of the oldest stage still held
 // (the last min(LAG, k_tiles) k-tiles', still in flight): mma_drain() retires and releases
-// them (ping-pong consumers do something in between).
-template <int LAG = 1, class Port, class State, class Issue>
-GL_DEVICE State mma_mainloop(const Port& ops, State& st, int k_tiles, int tile, bool warp_leader, Issue issue) {
-  static_assert(LAG >= 1 && LAG < State::depth, "the stages held in flight must leave the producer one to fill");
+// them (ping-pong consumers do something in between). STRIDE > 1: STRIDE consumers share the
+// tile's k-tiles from one ring, this one (first < STRIDE) taking first, first + STRIDE, ...
+// (st: k-tile 0's place in the ring); it retires its last ones itself (mma_drain counts by one).
+template <int LAG = 1, int STRIDE = 1, class Port, class State, class Issue>
+GL_DEVICE State mma_mainloop(const Port& ops, State& st, int k_tiles, int tile, bool warp_leader, Issue issue,
+                             int first = 0) {
+  static_assert(LAG >= 1 && LAG * STRIDE < State::depth,
+                "the stages held in flight must leave the producer one to fill");
+  const auto next = [](State& x) {  // this consumer's next k-tile in the ring
+    if constexpr (STRIDE == 1) x.advance();
+    else x.advance_by(STRIDE);
+  };
+  if constexpr (STRIDE > 1) st.advance_by(first);
   State oldest = st;
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int kt = first; kt < k_tiles; kt += STRIDE) {
     // traced: clock stamps along the k-tile, one record written in two halves (gl_trace.cuh:
     // five events here made the loop, and so the one-consumer kernels, a quarter slower)
     KTileStamps ts;
@@ -88,17 +97,17 @@ GL_DEVICE State mma_mainloop(const Port& ops, State& st, int k_tiles, int tile, 
     wgmma_commit();
     ts.issued = ops.tr.stamp();
     ops.record_ktile_head(ts, st, oldest, kt, tile);
-    wgmma_wait<LAG>();  // k-tile kt-LAG has retired: its stage goes back to the producer(s)
-    if (kt >= LAG) {
+    wgmma_wait<LAG>();  // k-tile kt - LAG * STRIDE has retired: its stage goes back to the producer(s)
+    if (kt >= LAG * STRIDE) {  // from this consumer's (LAG + 1)-th k-tile on, as first < STRIDE
       ts.retired = ops.tr.stamp();
-      if (warp_leader) ops.template consumer_release_for<false>(oldest, 1, kt - LAG);
+      if (warp_leader) ops.template consumer_release_for<false>(oldest, 1, kt - LAG * STRIDE);
       ts.released = ops.tr.stamp();
-      ops.record_ktile_tail(ts, true, LAG);
-      oldest.advance();
+      ops.record_ktile_tail(ts, true, LAG * STRIDE);  // the record's lag: k-tiles back, not groups
+      next(oldest);
     } else {
-      ops.record_ktile_tail(ts, false, LAG);
+      ops.record_ktile_tail(ts, false, LAG * STRIDE);
     }
-    st.advance();
+    next(st);
   }
   return oldest;
 }

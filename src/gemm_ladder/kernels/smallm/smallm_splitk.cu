@@ -285,36 +285,26 @@ GL_DEVICE void issue_ktile(SharedStorage& s, int stage, int row_block, float (&a
 }
 
 // K_ALTERNATE: consumer warpgroup `cw` (0 or 1) of the CTA's one whole tile: k-tiles cw, cw + 2,
-// ... of `count`, from ring position `st`, into its own accumulator, one wgmma group in flight
-// (a k-tile's stage goes back once the warpgroup's next group is issued and it has retired, as
-// in mma_mainloop). Then the second warpgroup's sum goes to the first through the drained ring
-// (every load has landed and been read: one tile per CTA), the first adds it, stages C in the
-// first stage and stores it with TMA.
+// ... of `count`, from ring position `st`, into its own accumulator (mma_mainloop with a stride
+// of 2). Then the second warpgroup's sum goes to the first through the drained ring (every
+// load has landed and been read: one tile per CTA), the first adds it, stages C in the first
+// stage and stores it with TMA.
 template <class Port, class State>
-GL_DEVICE void alternate_tile(SharedStorage& s, const Port& ops, const State& st, const CUtensorMap* tmap_c, int M,
-                              int m0, int n0, int count, int cw) {
+GL_DEVICE void alternate_tile(SharedStorage& s, const Port& ops, State st, const CUtensorMap* tmap_c, int M, int m0,
+                              int n0, int count, int tile, int cw) {
   static_assert(DEPTH >= 3 && BM * BN * 4 <= 2 * BM * BK * 2, "the hand-over: 64 x 64 fp32 in A's stages 1 and 2");
   const bool warp_leader = lane_idx() == 0;
   float acc[BN / 2];
   zero_acc(acc);
-  State cur = st;
-  cur.advance_by(cw);
-  State held = cur;  // the stage of this warpgroup's previous k-tile
-  for (int kt = cw; kt < count; kt += 2) {
-    ops.consumer_wait_unrecorded(cur);
-    wgmma_fence();
-    issue_ktile(s, cur.stage, 0, acc);
-    wgmma_commit();
-    wgmma_wait<1>();  // this warpgroup's k-tile kt - 2 has retired
-    if (kt >= 2) {
-      if (warp_leader) ops.consumer_release(held, kt - 2);
-      held.advance_by(2);
-    }
-    cur.advance_by(2);
-  }
+  const State last = mma_mainloop<1, 2>(ops, st, count, tile, warp_leader,
+                                        [&](int stage) { issue_ktile(s, stage, 0, acc); }, cw);
   wgmma_wait<0>();
   fence_acc(acc);
-  if (cw < count && warp_leader) ops.consumer_release(held, count);
+  if (cw < count) {  // this warpgroup's last k-tile (with one k-tile the second has none)
+    const int kt = count - 1 - (count - 1 - cw) % 2;
+    ops.tr.event(EV_MMA_DONE, 0, last.stage, last.phase, kt, tile);
+    if (warp_leader) ops.consumer_release(last, kt);
+  }
   named_barrier_sync(BAR_BOTH_CONSUMERS, 256);  // both warpgroups' MMAs have read the ring: it is free
   float* handover = reinterpret_cast<float*>(s.A[1]);
   const int t = threadIdx.x % 128;
@@ -430,7 +420,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     if constexpr (K_ALTERNATE) {  // one whole tile per CTA: the family deals no other way
       const auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, false);
       alternate_tile(s, ops, st, &tmap_c, M, seg.m_block(m_tiles) * BM, seg.n_block(m_tiles) * BN,
-                     seg.k1() - seg.k0(), cw);
+                     seg.k1() - seg.k0(), seg.tile(), cw);
     } else {
       for (auto seg = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1); seg.more(); seg.next()) {
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
