@@ -56,8 +56,9 @@ def test_sass_claims_and_wgmma_in_flight(st):
 
 
 def block_loop(text: str) -> list[str]:
-    """The instructions of the innermost loop that issues both MMAs (a consumer's key blocks)."""
-    ins = sass.instructions(text)
+    """The instructions of the innermost loop that issues both MMAs (a consumer's key blocks),
+    in the module's function that issues them (addresses restart in each function)."""
+    ins = sass.instructions(next(f for f in re.split(r"\n\s*Function\s*:", text) if "HGMMA" in f))
     loops = [(int(m.group(1), 16), a) for a, t in ins
              if (m := re.match(r"(?:@!?U?P\w+ )?BRA (?:`\(\.L_x_\d+\) )?(0x[0-9a-f]+)", t)) and int(m.group(1), 16) < a]
     bodies = [[t for a, t in ins if lo <= a <= hi] for lo, hi in loops]
