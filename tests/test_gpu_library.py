@@ -6,7 +6,7 @@ import pytest
 
 import gemm_ladder
 from gemm_ladder.families.common import reads_mn
-from gemm_ladder.library import fastpath, layout
+from gemm_ladder.library import api, fastpath, layout
 from gpu_util import has_hopper, needs_gpu
 from gemm_ladder.library import select
 
@@ -149,7 +149,7 @@ def test_allocations_are_the_output_and_only_needed_copies(case):
         a, b = rnd(M, K), rnd(K, N)
     else:
         a, b = rnd(K, M).T, rnd(N, K).T
-    gemm_ladder.cache_clear()  # a new configuration may evict an old one and free its scratch mid-call
+    api.cache_clear()  # a new configuration may evict an old one and free its scratch mid-call
     extra, res = _peak_extra(lambda: gemm_ladder.matmul(a, b))
     check(res.reshape(-1, N), a.reshape(-1, K), b)
     cfg = fastpath.config_for("mm", a, b)
