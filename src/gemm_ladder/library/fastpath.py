@@ -101,7 +101,7 @@ _B_EARLY: dict[int, object] = {}  # id(step) -> its b_early variant (kept: a sta
 def b_early(st):
     """The step for a call whose b no earlier kernel on the stream writes (`static_b`): a
     small-M entry that launches programmatically issues b's first ring stages before it waits
-    for the previous grid (GL_B_EARLY; a decode chain +1-3 %, docs/perf-notes.md item 105).
+    for the previous grid (GL_B_EARLY; a decode chain +0.4-3 %, docs/perf-notes.md item 105).
     Other steps, and the multicast pairs (a peer's ring may not exist yet), as they are."""
     if not (isinstance(st, SmallM) and st.chain_pdl and st.multicast == 1) or st.b_early:
         return st
