@@ -10,7 +10,7 @@
 #                 sanitizer_summary.txt, sanitizer_summary.json
 #   SAN_TOOLS     default "memcheck racecheck synccheck initcheck"
 #   SAN_STEPS     default all (e.g. "4,6,7:d4")      SAN_SHAPES  default 256x384x320,129x264x72,129x257x72
-#   SAN_FAMILY_SHAPES  default 16x384x320,65x264x72,8x512x4096,96x1000x4096,80x4096x4096,200x512x512,136x264x128 (the small-M family's shapes)
+#   SAN_FAMILY_SHAPES  default sanitize_run.py's DEFAULT_FAMILY_SHAPES (the small-M family's shapes)
 #   SAN_DTYPES    default float16,bfloat16          SAN_PARALLEL  1 (tools side by side) or 0
 #   SAN_TIMEOUT   seconds per tool (default 480)    SANITIZER  default /usr/local/cuda/bin/compute-sanitizer
 set -u -o pipefail
@@ -23,8 +23,8 @@ PY=${PYTHON:-python3}
 SAN=${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
 TOOLS=${SAN_TOOLS:-memcheck racecheck synccheck initcheck}
 ARGS=(--steps "${SAN_STEPS:-all}" --shapes "${SAN_SHAPES:-256x384x320,129x264x72,129x257x72}"
-      --family-shapes "${SAN_FAMILY_SHAPES:-16x384x320,65x264x72,8x512x4096,96x1000x4096,80x4096x4096,200x512x512,136x264x128}"
       --dtypes "${SAN_DTYPES:-float16,bfloat16}")
+[ -n "${SAN_FAMILY_SHAPES:-}" ] && ARGS+=(--family-shapes "$SAN_FAMILY_SHAPES")
 T=${SAN_TIMEOUT:-480}
 
 # 1. no sanitizer: compiles every kernel into the cache once, and checks every element is written

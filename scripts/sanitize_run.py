@@ -33,7 +33,8 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 DEFAULT_SHAPES = "256x384x320,129x264x72,129x257x72"
 # The small-M family's shapes: a tile edge in M and N, a K edge, and a K that splits.
 DEFAULT_FAMILY_SHAPES = ("16x384x320,65x264x72,8x512x4096,96x1000x4096,80x4096x4096,200x512x512,136x264x128,"
-                         "136x520x72,264x1000x1000")  # the last two: multicast pairs (an odd row-block count)
+                         "136x520x72,264x1000x1000,"  # multicast pairs (an odd row-block count)
+                         "128x512x4096")  # shared A: clusters along N, 8 pieces through the workspace
 TAG = "[sanitize]"
 # A compute-sanitizer report starts with "========= " and a non-blank; these heads are not reports.
 _NOT_REPORTS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY",

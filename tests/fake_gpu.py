@@ -281,8 +281,10 @@ class FakeGpu:
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (3, 4))
         rec.M, rec.N, rec.K, units, a_rows = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 10))
         fam = keys.get_step(rec.key.split("~")[0])  # a variant (e.g. ~b_early) deals as its entry
-        # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread)
-        assert ma.box == (a_rows, smallm.SmallM.bk) and a_rows == min(fam.bm, -(-rec.M // 8) * 8), (ma.box, a_rows)
+        # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread);
+        # shared A: each CTA of a cluster loads a slice of the tile's rows
+        assert ma.box == (a_rows // fam.share_a, smallm.SmallM.bk), (ma.box, a_rows)
+        assert a_rows == min(fam.bm, -(-rec.M // 8) * 8), a_rows
         # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix
         assert (mc.ptr, mc.rows, mc.cols, mc.ld, mc.box) == (c, rec.M, rec.N, rec.N, (64, 64)), vars(mc)
         rec.ws, rec.c, rec.units = ws, c, units
@@ -315,6 +317,16 @@ class FakeGpu:
                     _view(c, ma.dtype, (M, N), N)[rows, cols] = (A[rows].float() @ B[cols].float().T).to(ma.dtype)
             return
         assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
+        if fam.share_a > 1:  # clusters along N: one piece of share_a adjacent tiles of one row block each
+            na, per_tile = fam.share_a, kt // units
+            assert rec.cluster == (na, 1, 1) and kt % units == 0 and rec.grid[0] % na == 0 and a_rows == bm
+            deal = smallm.Deal(total // kt, kt, units, share_a=na)
+            ctas = [deal.cta_of_block(b, m_tiles) for b in range(rec.grid[0])]
+            assert sorted(ctas) == list(range(rec.grid[0]))
+            for c0 in range(0, len(ctas), na):
+                tiles = [c // per_tile for c in ctas[c0:c0 + na]]
+                assert len({t % m_tiles for t in tiles}) == 1 and len({c % per_tile for c in ctas[c0:c0 + na]}) == 1
+                assert [t // m_tiles for t in tiles] == list(range(tiles[0] // m_tiles, tiles[0] // m_tiles + na))
         pieces = {}  # cluster reduction: tile -> its pieces in rank order
         for cta in range(rec.grid[0]):
             u, u1 = cta * units, min((cta + 1) * units, total)
@@ -324,7 +336,7 @@ class FakeGpu:
                 r0, c0 = t % m_tiles * bm, t // m_tiles * bn  # column-major tiles
                 rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
                 part = A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
-                if rec.cluster[0] > 1:
+                if rec.cluster[0] > 1 and fam.share_a == 1:
                     assert cta % rec.cluster[0] == len(pieces.setdefault(t, [])) and k1 - k0 == units
                     pieces[t].append(part)
                     if len(pieces[t]) == rec.cluster[0]:  # the last rank: sum in rank order

@@ -147,14 +147,14 @@ def compulsory_bytes(M: int, N: int, K: int, elem: int = ELEMENT_BYTES) -> int:
 
 def operand_bytes(step: KernelFamily, M: int, N: int, K: int, elem: int = ELEMENT_BYTES) -> int:
     """Bytes the step's CTAs load as operand tiles over the whole problem, plus C once:
-    each CTA reads its A and B tiles once per k-tile, and a cluster along M reads the B tile
-    it shares once. With no L2 reuse between clusters this is the HBM traffic; it is the
+    each CTA reads its A and B tiles once per k-tile, and a cluster along M (N) reads the B (A)
+    tile it shares once. With no L2 reuse between clusters this is the HBM traffic; it is the
     traffic L2 must deliver in any case."""
     f = step.facts()
     if f.swap_ab:
         M, N = N, M
     Kp = _ceil(K, f.bk) * f.bk
-    a_reads = _ceil(N, f.bn) * M * Kp            # every column of tiles re-reads A
+    a_reads = _ceil(N, f.bn * f.cluster_n) * M * Kp  # every cluster column re-reads A
     b_reads = _ceil(M, f.bm * f.cluster_m) * N * Kp  # every cluster row re-reads B
     return elem * (a_reads + b_reads + M * N)
 

@@ -36,6 +36,7 @@ class Facts:
     swap_ab: bool = False  # the small dimension runs as the MMA's N
     split_k: int = 1  # a fixed split of K (a deal's split comes from `deal`)
     stream_k: bool = False  # a ragged last wave's tiles split along K in the kernel
+    cluster_n: int = 1  # CTAs along N sharing each A tile (multicast)
 
 
 class KernelFamily(abc.ABC):

@@ -122,6 +122,10 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     # > 0: the entry takes K only from this many k-tiles (alternating k-tiles: on a short K the
     # ring's fill, not the consumer, sets the pace; 256^3-384^3 measured 2-4 % behind n64s)
     min_kt: int = 0
+    # 2 or 4: clusters of that many CTAs along N run the same piece of adjacent tiles of one row
+    # block, each loading 1/share_a of A's rows and multicasting them into all (GL_SHARE_A; every
+    # tile in the same number of aligned pieces)
+    share_a: int = 1
 
     def __post_init__(self) -> None:
         if self.k_alternate and (self.consumers != 1 or self.bn != 64 or self.multicast > 1 or self.fixup
@@ -133,6 +137,10 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                 or self.b_mn_major and self.bn // self.multicast % MN_BLOCK):
             raise ValueError(f"{self.key}: multicast pairs run whole tiles with the staged epilogue (no fixup, "
                              "no cluster reduction), and an N-major B's half must be whole 64-column blocks")
+        if self.share_a not in (1, 2, 4) or self.share_a > 1 and (
+                self.multicast > 1 or self.fixup or self.cluster_reduce or self.k_alternate or self.b_early):
+            raise ValueError(f"{self.key}: A is shared by clusters of 2 or 4 CTAs along N, without multicast "
+                             "pairs, fixup, cluster reduction, alternating k-tiles or B issued early")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
@@ -180,7 +188,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     @property
     def claims(self) -> tuple[str, ...]:
         return (self.sass_claims + (f"HGMMA.64x{self.bn}x16",) + (("UTMASTG", "STSM") if self.staged_c else ())
-                + (CLUSTER_CLAIMS if self.multicast > 1 else ()) + (("UTMAPF",) if self.prefetch_kt else ()))
+                + (CLUSTER_CLAIMS if self.multicast > 1 or self.share_a > 1 else ()) + (("UTMAPF",) if self.prefetch_kt else ()))
 
     @property
     def barriers(self) -> int:
@@ -209,7 +217,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
                     GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
-                    GL_B_EARLY=int(self.b_early))
+                    GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -244,6 +252,9 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
         if self.max_kt and self.k_tiles(K) > self.max_kt:
             p.append(f"K={K} is over {self.max_kt * self.bk}: {self.key}'s {self.depth}-stage ring is for a short "
                      f"K; a long one streams faster through a deeper ring")
+        if self.share_a > 1 and (M < self.bm or self.tiles(M, N)[1] % self.share_a):
+            p.append(f"{self.key} shares A over clusters of {self.share_a} tiles along N: it takes M >= {self.bm} "
+                     f"and N in a multiple of {self.share_a} tiles of {self.bn} (got M={M}, N={N})")
         if K % 8:
             p.append(f"K={K} must be a multiple of 8 (TMA needs 16-byte row strides for A and B)")
         if N % 8:
@@ -286,7 +297,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     def facts(self) -> Facts:
         """The tile; the split of K comes from the deal (`deal`), per shape."""
         return Facts(bm=self.bm, bn=self.bn, bk=self.bk, cluster_m=self.cluster_m, consumers=self.mma_warpgroups,
-                     persistent=self.persistent, ctas_per_sm=1)
+                     persistent=self.persistent, ctas_per_sm=1, cluster_n=self.share_a)
 
     def reads_mn(self) -> tuple[bool, bool]:
         return False, self.b_mn_major  # A (the activations) always K-major
@@ -352,6 +363,15 @@ FAMILIES: dict[str, SmallM] = {
                             cluster_reduce=True, **TWO_CONSUMER_DEAL),
     "smallm:c2n128d": SmallM("smallm:c2n128d", bn=128, consumers=2, depth=6, min_m=65, variant="c2n128d",
                              cluster_reduce=True, **TWO_CONSUMER_DEAL),
+    # A shared by clusters along N (GL_SHARE_A): each CTA fetches A's rows / share_a + BN per
+    # k-tile (c2n64 in fours: 48 rows of 192). Experiments, not selection candidates: cuBLAS runs
+    # the long-K rows at M = 128 on 64 x 64 tiles in 4 x 2 clusters sharing both operands, where
+    # our best deals trail it by 7-20 % (docs/perf-notes.md item 106); to be measured
+    "smallm:c2n64a2": SmallM("smallm:c2n64a2", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64a2",
+                             share_a=2, **TWO_CONSUMER_DEAL),
+    "smallm:c2n64a4": SmallM("smallm:c2n64a4", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64a4",
+                             share_a=4, **TWO_CONSUMER_DEAL),
+    "smallm:n64a4": SmallM("smallm:n64a4", bn=64, depth=12, variant="n64a4", share_a=4),
 }
 
 

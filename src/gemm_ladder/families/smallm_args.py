@@ -60,8 +60,8 @@ class SmallMArgs:
         # multicast pair's CTAs each load BN / 2 rows of a K-major B (the box is that tall)
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb or K, self.bn // self.multicast, self.bk, bf16))
-        a_rows = self.a_box_rows(M)
-        return [make_map(a_ptr, M, K, lda or K, a_rows, self.bk, bf16), b_map,
+        a_rows = self.a_box_rows(M)  # shared A: each CTA of a cluster loads a slice of them
+        return [make_map(a_ptr, M, K, lda or K, a_rows // self.share_a, self.bk, bf16), b_map,
                 make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
 

@@ -51,11 +51,14 @@ class SmallMDeal:
                 raise ConfigError(f"{self.key} runs whole tiles: units must be the k-tiles")
             return self.deal(M, N, K, num_sms)
         m_tiles, n_tiles = self.tiles(M, N)
-        return Deal(m_tiles * n_tiles, self.k_tiles(K), units)
+        if self.share_a > 1 and self.k_tiles(K) % units:
+            raise ConfigError(f"{self.key} deals aligned pieces: units must divide the {self.k_tiles(K)} k-tiles")
+        return Deal(m_tiles * n_tiles, self.k_tiles(K), units, share_a=self.share_a)
 
     def fixed_deal(self, M: int, N: int, K: int, splits: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
         """Runs of ceil(k_tiles / splits) k-tiles: K split `splits` ways (fewer if the k-tiles
-        run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile)."""
+        run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile; shared A: the most
+        ways up to `splits` that divide the k-tiles)."""
         if splits < 1:
             raise ValueError(f"splits must be >= 1, got {splits}")
         kt = self.k_tiles(K)
@@ -63,6 +66,8 @@ class SmallMDeal:
             if splits != 1:
                 raise ConfigError(f"{self.key} runs whole tiles: splits must be 1")
             return self.deal(M, N, K, num_sms)
+        if self.share_a > 1:  # aligned pieces only: the most ways up to `splits` that divide the k-tiles
+            splits = max(p for p in range(1, min(splits, kt) + 1) if kt % p == 0)
         units = cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
         if self.fixup:  # the kernel sums split tiles itself: always a fixup deal, one wave at most
@@ -79,7 +84,7 @@ class SmallMDeal:
 
     def deal_cost(self, M: int, N: int, num_sms: int, d: "Deal") -> float:
         """The deal's time in k-tile stages of the whole machine (module docstring)."""
-        slots = self.resident_cluster_ctas(d.cluster[0], num_sms) if d.dsmem or d.mc > 1 else num_sms
+        slots = self.resident_cluster_ctas(d.cluster[0], num_sms) if d.cluster[0] > 1 else num_sms
         saturation = SPLITK_DEAL_HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
         sat = max(1, round(saturation * num_sms))
         run = d.run + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
@@ -112,6 +117,11 @@ class SmallMDeal:
             return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // H200.sms))
         if self.k_alternate:  # whole tiles, one per CTA
             return Deal(m_tiles * n_tiles, kt, kt)
+        if self.share_a > 1:  # every tile in P aligned pieces, one per CTA: the cheapest P up to MAX_WAVES waves
+            deals = [Deal(m_tiles * n_tiles, kt, kt // p, share_a=self.share_a) for p in range(1, kt + 1)
+                     if kt % p == 0 and (p == 1 or kt // p >= min(kt, MIN_KT_PER_SPLIT)
+                                         and m_tiles * n_tiles * p <= MAX_WAVES * num_sms)]
+            return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, -d.units))
         total = m_tiles * n_tiles * kt
         shortest = min(kt, MIN_KT_PER_SPLIT)
         runs = ({cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways

@@ -31,6 +31,10 @@ class Deal:
     mc: int = 1
     groups: int = 0
     clusters: int = 0
+    # shared-A entries: every tile in k_tiles / units aligned pieces, one per CTA, launched as
+    # clusters of `share_a` CTAs along N that run the same piece of adjacent tiles (the kernel's
+    # shared_a_cta); split tiles' pieces go through the workspace
+    share_a: int = 1
 
     @classmethod
     def multicast(cls, m_tiles: int, n_tiles: int, k_tiles: int, mc: int, max_clusters: int) -> "Deal":
@@ -50,6 +54,9 @@ class Deal:
         object.__setattr__(self, "units", max(1, min(self.units, self.total)))
         if self.mc > 1 and (self.units != self.k_tiles or self.dsmem or self.fixup or self.clusters < 1):
             raise ValueError("a multicast deal runs whole tiles on at least one cluster")
+        if self.share_a > 1 and (self.k_tiles % self.units or self.dsmem or self.fixup or self.mc > 1):
+            raise ValueError(f"a shared-A deal runs aligned pieces (k_tiles {self.k_tiles}, units {self.units}) "
+                             "through the workspace")
         if self.dsmem and (self.k_tiles % self.units or self.k_tiles // self.units not in CLUSTER_PIECES):
             raise ValueError(f"a cluster reduction needs runs of k_tiles / P, P in {CLUSTER_PIECES} "
                              f"(k_tiles {self.k_tiles}, units {self.units})")
@@ -88,10 +95,24 @@ class Deal:
     @property
     def cluster(self) -> tuple[int, int, int]:
         """The launch's cluster shape: (P, 1, 1) for a cluster reduction, (mc, 1, 1) for a
-        multicast deal, else (1, 1, 1)."""
-        if self.mc > 1:
-            return (self.mc, 1, 1)
+        multicast deal, (share_a, 1, 1) for a shared-A deal, else (1, 1, 1)."""
+        if self.mc > 1 or self.share_a > 1:
+            return (max(self.mc, self.share_a), 1, 1)
         return (self.k_tiles // self.units, 1, 1) if self.dsmem else (1, 1, 1)
+
+    def cta_of_block(self, block: int, m_tiles: int) -> int:
+        """The CTA of the deal (its run of units) that launch block `block` runs, as the kernel's
+        Segments computes it (multicast pairs walk tiles otherwise, PairWalk). Aligned pieces
+        without a cluster go piece-major (block b: piece b // tiles of tile b % tiles); shared A:
+        a cluster of share_a blocks runs one piece of share_a adjacent tiles of one row block."""
+        pieces = self.k_tiles // self.units
+        if self.share_a > 1:
+            g = block // self.share_a
+            p, h = g % pieces, g // pieces
+            return ((h // m_tiles * self.share_a + block % self.share_a) * m_tiles + h % m_tiles) * pieces + p
+        if not (self.fixup or self.dsmem) and self.k_tiles % self.units == 0:
+            return block % self.tiles * pieces + block // self.tiles
+        return block
 
     def pieces(self, tile: int) -> int:
         """How many CTAs compute a part of this tile (1: it is written whole)."""

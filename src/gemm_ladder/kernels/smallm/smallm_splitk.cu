@@ -47,6 +47,16 @@
 // arriving remotely); barrier init is published, and the exit held, by cluster barriers. A
 // pair's second tile past C (odd row blocks) loads zeros and stores nothing.
 //
+// With GL_SHARE_A = NA (2 or 4; split pieces or whole tiles, every tile in the same number of
+// aligned pieces), the grid is clusters of NA CTAs along N: a cluster runs the same piece (the
+// same k-tiles) of NA horizontally adjacent tiles of one row block (shared_a_cta), so all its CTAs
+// read the same A rows. Each CTA's producer loads BM / NA of those rows and multicasts them into
+// every CTA's stage, and loads its own B: each CTA fetches BM / NA + BN rows per k-tile instead
+// of BM + BN (128 x 64 tiles in fours: 48 rows instead of 192). The ring is shared as under
+// multicast pairs (each full barrier expects the whole stage; a stage is refilled only when the
+// consumers of all NA CTAs have released it). cuBLAS's long-K kernels at M = 128 run 64 x 64
+// tiles in clusters of 4 x 2 sharing both operands (docs/perf-notes.md item 106).
+//
 // With GL_K_ALTERNATE (whole tiles, one 64-row block): two consumer warpgroups share the
 // tile, the first taking k-tiles 0, 2, 4, ..., the second 1, 3, 5, ..., each into its own
 // accumulator; at the end the second hands its sum over through the drained ring and the first
@@ -79,12 +89,17 @@
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
-    !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY"
+    !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
 constexpr int MC = GL_MULTICAST;  // CTAs along M of a cluster sharing each B tile (1: no cluster)
+constexpr int NA = GL_SHARE_A;    // CTAs along N of a cluster sharing each A stage (1: no cluster)
+static_assert(NA == 1 || NA == 2 || NA == 4, "A shared by clusters of 2 or 4 CTAs along N");
+static_assert(NA == 1 || (MC == 1 && !GL_FIXUP && BM % (8 * NA) == 0),
+              "shared A: no multicast pairs, no fixup, slices of whole 8-row swizzle atoms");
+constexpr int SHARING = MC * NA;  // CTAs whose consumers release each stage (the cluster, or 1)
 // B may also be given N-major (a row-major (K, N) matrix, the usual x @ W): TMA loads it as
 // 64-wide blocks of k-rows and wgmma reads it through its transpose bit, as the production GEMM does. A
 // (the activations, M <= a few hundred rows) is always K-major.
@@ -109,14 +124,14 @@ constexpr bool K_ALTERNATE = GL_K_ALTERNATE;
 constexpr u32 MMA_WARPGROUPS = CONSUMERS * (K_ALTERNATE ? 2 : 1);
 constexpr u32 THREADS = 128 * (1 + MMA_WARPGROUPS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-using OperandPipe = Pipeline<DEPTH, MC>;  // multicast: releases go to both CTAs' empty barriers
+using OperandPipe = Pipeline<DEPTH, SHARING>;  // multicast, shared A: releases go to every CTA's empty barriers
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
 // held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
 // tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
 constexpr int C_CHUNKS = BN / 64;
 constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
-static_assert(!K_ALTERNATE || (CONSUMERS == 1 && MC == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1),
+static_assert(!K_ALTERNATE || (CONSUMERS == 1 && SHARING == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1),
               "alternating k-tiles: whole 64 x 64 tiles, one per CTA, with the staged epilogue");
 static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
@@ -149,7 +164,7 @@ constexpr int PREFETCH_KT = GL_PREFETCH_KT;
 // barrier announcing A's bytes too, so no consumer reads a stage before its A, loaded after
 // the wait, has landed.
 constexpr bool B_EARLY = GL_B_EARLY;
-static_assert(!B_EARLY || MC == 1, "B issued early: no cluster (a multicast peer's ring may not exist yet)");
+static_assert(!B_EARLY || SHARING == 1, "B issued early: no cluster (a multicast peer's ring may not exist yet)");
 GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
@@ -212,66 +227,7 @@ GL_DEVICE void reduce_slice_into_c(const float* piece, u16* c, int M, int N, int
 // Fixup (GL_FIXUP): slots and flags as gl_fixup.cuh lays them out.
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 
-// The run of units of this CTA, as segments: tile t (column-major over C: t = column block *
-// m_tiles + row block, so the CTAs running at once share B's column tiles, B being the big
-// operand), its k-tiles [k0, k1), and the workspace plane of the piece. The run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
-// cluster needs them side by side, blocks are launched piece-major (block b runs piece
-// b / tiles of tile b % tiles), so the CTAs that start together read different tiles, as a
-// grid of (tiles, pieces) does.
-struct Segments {
-  int k_tiles, units, total, cta;
-  int dp_rounds, round;  // fixup: whole tiles cta, cta + grid, ... first (see below); before u (init order)
-  int u, u1;
-  GL_DEVICE Segments(int tiles, int kt, int per_cta, bool clustered)
-      : k_tiles(kt), units(per_cta), total(tiles * kt),
-        cta(!FIXUP && !clustered && kt % per_cta == 0 ? (int)blockIdx.x % tiles * (kt / per_cta) + (int)blockIdx.x / tiles
-                                                      : (int)blockIdx.x),
-        dp_rounds(FIXUP ? tiles / (int)gridDim.x : 0), round(0),
-        u(dp_rounds * (int)gridDim.x * kt + cta * per_cta), u1(min(u + per_cta, total)) {}
-  GL_DEVICE bool dp() const { return round < dp_rounds; }
-  GL_DEVICE bool more() const { return dp() || u < u1; }
-  GL_DEVICE int tile() const { return dp() ? cta + round * (int)gridDim.x : u / k_tiles; }
-  GL_DEVICE int k0() const { return dp() ? 0 : u - tile() * k_tiles; }
-  GL_DEVICE int k1() const { return dp() ? k_tiles : min(k_tiles, u1 - tile() * k_tiles); }
-  GL_DEVICE bool whole() const { return k0() == 0 && k1() == k_tiles; }  // C directly, no plane
-  GL_DEVICE int plane() const { return cta - tile() * k_tiles / units; }  // first CTA of the tile: 0
-  // fixup: the CTA holding the tile's last piece (the stream-K part starts after the DP tiles)
-  GL_DEVICE int last_cta() const {
-    return (tile() * k_tiles + k_tiles - 1 - dp_rounds * (int)gridDim.x * k_tiles) / units;
-  }
-  GL_DEVICE void next() {
-    if (dp()) ++round;
-    else u = (tile() + 1) * k_tiles;
-  }
-  GL_DEVICE int m_block(int m_tiles) const { return tile() % m_tiles; }
-  GL_DEVICE int n_block(int m_tiles) const { return tile() / m_tiles; }
-};
-
-// Multicast (MC CTAs along M per cluster): whole tiles, walked in groups of MC vertically
-// adjacent ones (column-major over C, as Segments): cluster g takes groups g, g + clusters, ...,
-// its CTA of rank r row block MC * (group's row) + r, so both CTAs of a cluster load the same
-// B tile at every step. A row block past C (odd m_tiles) reads zeros and is not stored.
-struct PairWalk {
-  int k_tiles, m_groups, groups, g, stride;
-  u32 rank;
-  GL_DEVICE PairWalk(int m_tiles, int n_tiles, int kt)
-      : k_tiles(kt), m_groups(ceil_div(m_tiles, MC)), groups(ceil_div(m_tiles, MC) * n_tiles),
-        g((int)blockIdx.x / MC), stride((int)gridDim.x / MC), rank(cluster_ctarank()) {}
-  GL_DEVICE bool more() const { return g < groups; }
-  GL_DEVICE void next() { g += stride; }
-  GL_DEVICE int m_block(int) const { return g % m_groups * MC + (int)rank; }
-  GL_DEVICE int n_block(int) const { return g / m_groups; }
-  GL_DEVICE int tile() const { return g * MC + (int)rank; }  // an id for traces
-  GL_DEVICE int k0() const { return 0; }
-  GL_DEVICE int k1() const { return k_tiles; }
-  GL_DEVICE bool whole() const { return true; }
-};
-
-// This CTA's walk: the deal's runs (Segments), or multicast pairs of whole tiles.
-GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool clustered) {
-  if constexpr (MC > 1) return PairWalk(m_tiles, n_tiles, k_tiles);
-  else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
-}
+#include "smallm_walks.cuh"  // Segments, PairWalk, make_walk: which work this CTA runs
 
 // A consumer's wgmma group for one k-tile: rows 64 * row_block .. of the staged A, all of B.
 GL_DEVICE void issue_ktile(SharedStorage& s, int stage, int row_block, float (&acc)[BN / 2]) {
@@ -327,17 +283,17 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
   const int m_tiles = ceil_div(M, BM), n_tiles = ceil_div(N, BN), k_tiles = ceil_div(K, BK);
   const int warp = warp_idx();
-  const u32 pieces = MC > 1 ? 1 : cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
+  const u32 pieces = SHARING > 1 ? 1 : cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
-    s.ops.init(1, CONSUMER_WARPS * CONSUMERS);  // the producer's arrive.expect_tx; every consumer warp (of both CTAs)
+    s.ops.init(1, CONSUMER_WARPS * CONSUMERS);  // the producer's arrive.expect_tx; every consumer warp (of every CTA)
     fence_barrier_init();
   }
   // the only CTA-wide barrier: from here on the roles run apart (multicast: the peer's
   // barriers are initialised before any load lands in them or any release arrives)
-  if constexpr (MC > 1) cluster_sync();
+  if constexpr (SHARING > 1) cluster_sync();
   else __syncthreads();
   if (threadIdx.x == 0) pdl_launch_dependents();  // the reduction may be scheduled (it waits for us)
 
@@ -345,10 +301,11 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     setmaxnreg_dec<PRODUCER_REGS>();
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
-      // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the peer
+      // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the
+      // peer; shared A: A's other slices come from the peers
       const auto ops = s.ops.bind(tr, stage_bytes(a_rows));
       auto st = OperandPipe::State::producer();
-      const u32 rank = MC > 1 ? cluster_ctarank() : 0;
+      const u32 rank = MC > 1 ? cluster_ctarank() : 0;  // B's slice (multicast pairs)
       if constexpr (PREFETCH_KT > 0) {  // while the previous grid may still run: B only, into L2
         const auto first = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
         if (first.more())
@@ -379,8 +336,16 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
             continue;
           }
           ops.producer_acquire(st, kt);
-          load_operands<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b,
-                                                     ops.producer_barrier(st), kt, m0, n0, rank);
+          if constexpr (NA > 1) {  // this CTA's slice of A into every CTA of the cluster, its own B
+            constexpr int SLICE = BM / NA;
+            const u32 r = cluster_ctarank();
+            tma_load_2d_multicast(s.A[st.stage] + r * SLICE * BK, &tmap_a, ops.producer_barrier(st), kt * BK,
+                                  m0 + (int)r * SLICE, (u16)((1u << NA) - 1));
+            load_b_only<BN, BK, B_MN>(s.B[st.stage], &tmap_b, ops.producer_barrier(st), kt, n0);
+          } else {
+            load_operands<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b,
+                                                       ops.producer_barrier(st), kt, m0, n0, rank);
+          }
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);
           st.advance();
         }
@@ -464,8 +429,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     }
     tr.finish();
   }
-  // multicast: no CTA leaves while its peer may still multicast into it or arrive on its barriers
-  if constexpr (MC > 1) cluster_sync();
+  // multicast, shared A: no CTA leaves while a peer may still multicast into it or arrive on its barriers
+  if constexpr (SHARING > 1) cluster_sync();
 }
 
 // The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed

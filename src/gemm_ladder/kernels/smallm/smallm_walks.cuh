@@ -1,0 +1,81 @@
+// smallm_walks.cuh — which work a CTA of the small-M kernel runs: the deal's runs of units
+// (Segments; shared A: shared_a_cta) or the multicast pairs' whole tiles (PairWalk). Included by
+// smallm_splitk.cu after its configuration (BM, FIXUP, MC, NA), which it reads.
+#pragma once
+
+// SHARE_A: which CTA of the deal (the deal numbers CTAs by their runs of units) this block
+// runs. A cluster of NA blocks runs the same piece of NA horizontally adjacent tiles of one row
+// block (block b: rank b % NA, then piece, row block, group of NA column blocks), so its CTAs
+// read the same A rows over the same k-tiles; the host deals whole pieces (P divides the
+// k-tiles) and a multiple of NA column blocks (its mirror: Deal.cta_of_block).
+GL_DEVICE int shared_a_cta(int kt, int per_cta, int m_tiles) {
+  const int b = (int)blockIdx.x, pieces = kt / per_cta, g = b / NA, p = g % pieces, h = g / pieces;
+  return ((h / m_tiles * NA + b % NA) * m_tiles + h % m_tiles) * pieces + p;
+}
+struct SharedATag {};
+
+// The run of units of this CTA, as segments: tile t (column-major over C: t = column block *
+// m_tiles + row block, so the CTAs running at once share B's column tiles, B being the big
+// operand), its k-tiles [k0, k1), and the workspace plane of the piece. The run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
+// cluster needs them side by side, blocks are launched piece-major (block b runs piece
+// b / tiles of tile b % tiles), so the CTAs that start together read different tiles, as a
+// grid of (tiles, pieces) does (shared A: the second constructor, shared_a_cta).
+struct Segments {
+  int k_tiles, units, total, cta;
+  int dp_rounds, round;  // fixup: whole tiles cta, cta + grid, ... first (see below); before u (init order)
+  int u, u1;
+  GL_DEVICE Segments(int tiles, int kt, int per_cta, bool clustered)
+      : k_tiles(kt), units(per_cta), total(tiles * kt),
+        cta(!FIXUP && !clustered && kt % per_cta == 0 ? (int)blockIdx.x % tiles * (kt / per_cta) + (int)blockIdx.x / tiles
+                                                      : (int)blockIdx.x),
+        dp_rounds(FIXUP ? tiles / (int)gridDim.x : 0), round(0),
+        u(dp_rounds * (int)gridDim.x * kt + cta * per_cta), u1(min(u + per_cta, total)) {}
+  GL_DEVICE Segments(int tiles, int kt, int per_cta, int deal_cta, SharedATag)
+      : k_tiles(kt), units(per_cta), total(tiles * kt), cta(deal_cta), dp_rounds(0), round(0),
+        u(cta * per_cta), u1(min(u + per_cta, total)) {}
+  GL_DEVICE bool dp() const { return round < dp_rounds; }
+  GL_DEVICE bool more() const { return dp() || u < u1; }
+  GL_DEVICE int tile() const { return dp() ? cta + round * (int)gridDim.x : u / k_tiles; }
+  GL_DEVICE int k0() const { return dp() ? 0 : u - tile() * k_tiles; }
+  GL_DEVICE int k1() const { return dp() ? k_tiles : min(k_tiles, u1 - tile() * k_tiles); }
+  GL_DEVICE bool whole() const { return k0() == 0 && k1() == k_tiles; }  // C directly, no plane
+  GL_DEVICE int plane() const { return cta - tile() * k_tiles / units; }  // first CTA of the tile: 0
+  // fixup: the CTA holding the tile's last piece (the stream-K part starts after the DP tiles)
+  GL_DEVICE int last_cta() const {
+    return (tile() * k_tiles + k_tiles - 1 - dp_rounds * (int)gridDim.x * k_tiles) / units;
+  }
+  GL_DEVICE void next() {
+    if (dp()) ++round;
+    else u = (tile() + 1) * k_tiles;
+  }
+  GL_DEVICE int m_block(int m_tiles) const { return tile() % m_tiles; }
+  GL_DEVICE int n_block(int m_tiles) const { return tile() / m_tiles; }
+};
+
+// Multicast (MC CTAs along M per cluster): whole tiles, walked in groups of MC vertically
+// adjacent ones (column-major over C, as Segments): cluster g takes groups g, g + clusters, ...,
+// its CTA of rank r row block MC * (group's row) + r, so both CTAs of a cluster load the same
+// B tile at every step. A row block past C (odd m_tiles) reads zeros and is not stored.
+struct PairWalk {
+  int k_tiles, m_groups, groups, g, stride;
+  u32 rank;
+  GL_DEVICE PairWalk(int m_tiles, int n_tiles, int kt)
+      : k_tiles(kt), m_groups(ceil_div(m_tiles, MC)), groups(ceil_div(m_tiles, MC) * n_tiles),
+        g((int)blockIdx.x / MC), stride((int)gridDim.x / MC), rank(cluster_ctarank()) {}
+  GL_DEVICE bool more() const { return g < groups; }
+  GL_DEVICE void next() { g += stride; }
+  GL_DEVICE int m_block(int) const { return g % m_groups * MC + (int)rank; }
+  GL_DEVICE int n_block(int) const { return g / m_groups; }
+  GL_DEVICE int tile() const { return g * MC + (int)rank; }  // an id for traces
+  GL_DEVICE int k0() const { return 0; }
+  GL_DEVICE int k1() const { return k_tiles; }
+  GL_DEVICE bool whole() const { return true; }
+};
+
+// This CTA's walk: the deal's runs (Segments), or multicast pairs of whole tiles.
+GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool clustered) {
+  if constexpr (MC > 1) return PairWalk(m_tiles, n_tiles, k_tiles);
+  else if constexpr (NA > 1) return Segments(m_tiles * n_tiles, k_tiles, units, shared_a_cta(k_tiles, units, m_tiles),
+                                              SharedATag{});
+  else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
+}
