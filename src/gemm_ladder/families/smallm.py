@@ -366,7 +366,8 @@ FAMILIES: dict[str, SmallM] = {
     # A shared by clusters along N (GL_SHARE_A): each CTA fetches A's rows / share_a + BN per
     # k-tile (c2n64 in fours: 48 rows of 192). Experiments, not selection candidates: cuBLAS runs
     # the long-K rows at M = 128 on 64 x 64 tiles in 4 x 2 clusters sharing both operands, where
-    # our best deals trail it by 7-20 % (docs/perf-notes.md item 106); to be measured
+    # at 128 x 512 x 16384 our pick trails it by 16-20 % and our fastest probed deal by 7 %
+    # (docs/perf-notes.md item 106); to be measured
     "smallm:c2n64a2": SmallM("smallm:c2n64a2", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64a2",
                              share_a=2, **TWO_CONSUMER_DEAL),
     "smallm:c2n64a4": SmallM("smallm:c2n64a4", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64a4",
