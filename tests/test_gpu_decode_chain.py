@@ -32,6 +32,20 @@ def _setup(M, dtype, seed):
     return x, ws
 
 
+def _two_chains(M, dt, seed, step):
+    """Fresh inputs; the library's chain into poisoned outputs, then the same chain with `step`
+    choosing each GEMM's kernel into others: (x, ws, outputs, the others')."""
+    import torch
+    import gemm_ladder
+    x, ws = _setup(M, dt, seed)
+    outs = [torch.full((M, N), float("nan"), dtype=dt, device="cuda") for N, _ in CHAIN]
+    other = [torch.full_like(o, float("nan")) for o in outs]
+    _chain(torch, gemm_ladder, x, ws, outs)
+    _chain(torch, gemm_ladder, x, ws, other, step=step)
+    torch.cuda.synchronize()
+    return x, ws, outs, other
+
+
 def _plain(fam):
     return dataclasses.replace(fam, key=fam.key + "~plain", chain_pdl=False)
 
@@ -46,27 +60,19 @@ def _b_early_steps():
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 def test_chain_matches_reference_and_stream_order(M, dtype):
     import torch
-    import gemm_ladder
     from gemm_ladder.library import fastpath
-    dt = getattr(torch, dtype)
-    x, ws = _setup(M, dt, 700 + M)
-    outs = [torch.full((M, N), float("nan"), dtype=dt, device="cuda") for N, _ in CHAIN]
-    _chain(torch, gemm_ladder, x, ws, outs)
-    torch.cuda.synchronize()
+    variants = {}
+
+    def plain_step(a, w, out):
+        fam = fastpath.config_for("mm", a, w.T, out).step
+        return variants.setdefault(fam.key, _plain(fam)) if isinstance(fam, smallm.SmallM) else fam
+    x, ws, outs, plain = _two_chains(M, getattr(torch, dtype), 700 + M, plain_step)
     a = x
     for w, out in zip(ws, outs):
         if M <= 16:  # decode rows: the small-M family (at 100 rows some GEMMs take a gemm entry)
             assert isinstance(fastpath.config_for("mm", a[:, :w.shape[1]], w.T, out).step, smallm.SmallM)
         assert_matches(out, a[:, :w.shape[1]].contiguous(), w)
         a = out
-    plain = [torch.full_like(o, float("nan")) for o in outs]
-    variants = {}
-
-    def plain_step(a, w, out):
-        fam = fastpath.config_for("mm", a, w.T, out).step
-        return variants.setdefault(fam.key, _plain(fam)) if isinstance(fam, smallm.SmallM) else fam
-    _chain(torch, gemm_ladder, x, ws, plain, step=plain_step)
-    torch.cuda.synchronize()
     for i, (o, p) in enumerate(zip(outs, plain)):
         assert torch.equal(o.view(torch.int16), p.view(torch.int16)), f"GEMM {i}: programmatic launch changed bits"
 
@@ -135,14 +141,7 @@ def test_decode_chain_benchmark_forms_are_correct():
 def test_b_early_chain_matches_reference_and_the_library_bit_for_bit(M, dtype):
     """B issued before the wait, A after it: the chain's outputs are the library's, bit for bit."""
     import torch
-    import gemm_ladder
-    dt = getattr(torch, dtype)
-    x, ws = _setup(M, dt, 720 + M)
-    outs = [torch.full((M, N), float("nan"), dtype=dt, device="cuda") for N, _ in CHAIN]
-    early = [torch.full_like(o, float("nan")) for o in outs]
-    _chain(torch, gemm_ladder, x, ws, outs)
-    _chain(torch, gemm_ladder, x, ws, early, step=_b_early_steps())
-    torch.cuda.synchronize()
+    x, ws, outs, early = _two_chains(M, getattr(torch, dtype), 720 + M, _b_early_steps())
     a = x
     for i, (w, o, e) in enumerate(zip(ws, outs, early)):
         assert_matches(e, a[:, :w.shape[1]].contiguous(), w)
