@@ -4,7 +4,7 @@
 # long-K cases, poisoned outputs, bit-identical repeats), the long-K deal probe with them beside
 # today's entries (both dtypes, cuBLAS interleaved), the sanitizer over them.
 # Usage (GPU machine, repo root):  OUT=<dir> benchmarks/probes/longk/share_a_run.sh [tests] [probe] [sanitize]
-# (default: all three; ~4 + ~4 + ~5 minutes)
+# (default: all three; ~4 + ~5 + ~5 minutes)
 set -u -o pipefail
 OUT=${OUT:-out/share_a}
 mkdir -p "$OUT"
@@ -24,6 +24,10 @@ for stage in ${*:-tests probe sanitize}; do
         timeout 280 $PY benchmarks/probes/longk/probe_longk.py --dtype "$dt" --shapes "$SHAPES" --splits 0,2,4,8,16 \
           --entries c2n64,c2n64d,n128,n64,c2n64a2,c2n64a4,n64a4 --json "$OUT/longk_share_a_$dt.json" 2>&1 \
           | grep -v Warn | tee "$OUT/longk_share_a_$dt.txt"
+        # the small squares, where cuBLAS shares both operands in 2 x 4 clusters too (item 104)
+        timeout 120 $PY benchmarks/probes/longk/probe_longk.py --dtype "$dt" --splits 0 \
+          --shapes 256x256x256,512x512x512,768x768x768,1024x1024x1024 --entries n64,n128,n64a4,c2n64a2,c2n64a4 \
+          --json "$OUT/smallsq_share_a_$dt.json" 2>&1 | grep -v Warn | tee "$OUT/smallsq_share_a_$dt.txt"
       done ;;
     sanitize)
       SAN_STEPS=$KEYS SAN_SHAPES=128x512x4096 SAN_FAMILY_SHAPES=128x512x4096,256x512x2048,200x1024x1024,128x256x64 \
