@@ -296,8 +296,8 @@ class FakeGpu:
         if B.shape[0] < rec.N:
             B = torch.cat([B, B.new_zeros((rec.N - B.shape[0], rec.K))])
         assert not b_mn or mb.box == (smallm.SmallM.bk, 64), mb.box
-        # a multicast pair's CTAs each load half of a K-major B tile (the map's box)
-        bm, bn, bk = fam.bm, (fam.bn if b_mn else mb.box[0] * fam.multicast), smallm.SmallM.bk
+        # a multicast pair's CTAs (a shared-B cluster's) each load a slice of a K-major B tile (the map's box)
+        bm, bn, bk = fam.bm, (fam.bn if b_mn else mb.box[0] * fam.cluster_m), smallm.SmallM.bk
         M, N = rec.M, rec.N
         m_tiles, kt = -(-M // bm), -(-rec.K // bk)
         total = m_tiles * -(-N // bn) * kt
@@ -317,16 +317,18 @@ class FakeGpu:
                     _view(c, ma.dtype, (M, N), N)[rows, cols] = (A[rows].float() @ B[cols].float().T).to(ma.dtype)
             return
         assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
-        if fam.share_a > 1:  # clusters along N: one piece of share_a adjacent tiles of one row block each
-            na, per_tile = fam.share_a, kt // units
-            assert rec.cluster == (na, 1, 1) and kt % units == 0 and rec.grid[0] % na == 0 and a_rows == bm
-            deal = smallm.Deal(total // kt, kt, units, share_a=na)
+        if fam.shared_loads > 1:  # clusters of share_a x share_b: one piece of adjacent tiles each
+            na, mb, cl, per_tile = fam.share_a, fam.share_b, fam.shared_loads, kt // units
+            assert rec.cluster == (cl, 1, 1) and kt % units == 0 and rec.grid[0] % cl == 0 and a_rows == bm
+            deal = smallm.Deal(total // kt, kt, units, share_a=na, share_b=mb)
             ctas = [deal.cta_of_block(b, m_tiles) for b in range(rec.grid[0])]
             assert sorted(ctas) == list(range(rec.grid[0]))
-            for c0 in range(0, len(ctas), na):
-                tiles = [c // per_tile for c in ctas[c0:c0 + na]]
-                assert len({t % m_tiles for t in tiles}) == 1 and len({c % per_tile for c in ctas[c0:c0 + na]}) == 1
-                assert [t // m_tiles for t in tiles] == list(range(tiles[0] // m_tiles, tiles[0] // m_tiles + na))
+            for c0 in range(0, len(ctas), cl):  # rank r: column r % na, row r // na of the cluster's tiles
+                tiles = [c // per_tile for c in ctas[c0:c0 + cl]]
+                assert len({c % per_tile for c in ctas[c0:c0 + cl]}) == 1  # one piece: the same k-tiles
+                t0 = tiles[0]
+                assert tiles == [t0 + (r % na) * m_tiles + r // na for r in range(cl)], tiles
+                assert t0 % m_tiles % mb == 0 and t0 // m_tiles % na == 0
         pieces = {}  # cluster reduction: tile -> its pieces in rank order
         for cta in range(rec.grid[0]):
             u, u1 = cta * units, min((cta + 1) * units, total)

@@ -35,7 +35,8 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
                                         GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
                                         GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
-                                        GL_B_EARLY=int(fam.b_early), GL_SHARE_A=fam.share_a)
+                                        GL_B_EARLY=int(fam.b_early), GL_SHARE_A=fam.share_a,
+                                        GL_SHARE_B=fam.share_b)
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
@@ -98,7 +99,7 @@ def test_boxes_deliver_what_the_full_barrier_expects(fam, M, b_mn):
     maps = fam.kernel_args(1, 2, 0, 3, M, N, K, 16, bf16=False, b_mn=b_mn, make_map=lambda *x: x)
     (_, _, _, _, a_box_rows, a_box_cols, _), (_, _, _, _, b_box_0, b_box_1, _) = maps[0], maps[1]
     a_rows = maps[-1]
-    a_bytes = a_box_rows * a_box_cols * 2 * fam.share_a  # A: one box per CTA (shared A: one from each CTA)
+    a_bytes = a_box_rows * a_box_cols * 2 * fam.share_a  # A: one box per CTA (shared A: one from each of its row)
     # B: K-major one box (BN / cluster_m rows, each CTA of a B-sharing pair its half, multicast);
     # N-major ceil(BN / cluster_m / 64) boxes of 64 columns x BK k-rows
     b_boxes = -(-fam.bn // fam.cluster_m // 64) if b_mn else 1
@@ -108,7 +109,7 @@ def test_boxes_deliver_what_the_full_barrier_expects(fam, M, b_mn):
 
 
 GENERAL = [(f, i) for f, i in zip(FAMS, IDS)
-           if not f.one_wave_max_kt and not f.max_kt and not f.min_kt and f.multicast == 1 and f.share_a == 1]
+           if not f.one_wave_max_kt and not f.max_kt and not f.min_kt and f.multicast == 1 and f.shared_loads == 1]
 
 
 @pytest.mark.parametrize("fam", [f for f, _ in GENERAL], ids=[i for _, i in GENERAL])
@@ -233,7 +234,7 @@ def test_deal_covers_every_unit_once_and_fills_the_machine(fam):
         # the grid is one wave of equal runs where the work allows it, never a ragged second wave;
         # alternating k-tiles: whole tiles, one per CTA (the selection takes it only where the
         # entry it stands in for deals so); shared A: one aligned piece per CTA, whole tiles at most
-        assert d.ctas <= smallm.MAX_WAVES * H200_SMS or (fam.k_alternate or fam.share_a > 1) and d.ctas == d.tiles
+        assert d.ctas <= smallm.MAX_WAVES * H200_SMS or (fam.k_alternate or fam.shared_loads > 1) and d.ctas == d.tiles
         if fam.k_alternate:
             assert d.units == d.k_tiles and d.ctas == d.tiles and not d.planes and not d.dsmem
         # few tiles and a long K: split — while the fp32 pieces are small beside B (M <= 64; at
@@ -366,7 +367,7 @@ def test_sass_holds_claims(fam):
     assert bars[0] == "BAR.SYNC.DEFER_BLOCKING 0x0", bars
     named = [b for b in bars if b.startswith("BAR.SYNC.DEFER_BLOCKING 0x1")]
     # multicast pairs, shared A: no cluster reduction
-    both = (fam.multicast == 1 and fam.share_a == 1) + (fam.staged_c and fam.consumers > 1)
+    both = (fam.multicast == 1 and fam.shared_loads == 1) + (fam.staged_c and fam.consumers > 1)
     if fam.k_alternate:  # alternating k-tiles: the hand-over's two barriers of both warpgroups instead
         both = 2
     assert named == [f"BAR.SYNC.DEFER_BLOCKING 0x1, {hex(128 * fam.mma_warpgroups)}"] * both, bars

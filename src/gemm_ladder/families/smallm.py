@@ -124,8 +124,10 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     min_kt: int = 0
     # 2 or 4: clusters of that many CTAs along N run the same piece of adjacent tiles of one row
     # block, each loading 1/share_a of A's rows and multicasting them into all (GL_SHARE_A; every
-    # tile in the same number of aligned pieces)
+    # tile in the same number of aligned pieces); share_b the same along M for B (GL_SHARE_B): a
+    # cluster of share_a x share_b CTAs
     share_a: int = 1
+    share_b: int = 1
 
     def __post_init__(self) -> None:
         if self.k_alternate and (self.consumers != 1 or self.bn != 64 or self.multicast > 1 or self.fixup
@@ -137,10 +139,12 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                 or self.b_mn_major and self.bn // self.multicast % MN_BLOCK):
             raise ValueError(f"{self.key}: multicast pairs run whole tiles with the staged epilogue (no fixup, "
                              "no cluster reduction), and an N-major B's half must be whole 64-column blocks")
-        if self.share_a not in (1, 2, 4) or self.share_a > 1 and (
-                self.multicast > 1 or self.fixup or self.cluster_reduce or self.k_alternate or self.b_early):
-            raise ValueError(f"{self.key}: A is shared by clusters of 2 or 4 CTAs along N, without multicast "
-                             "pairs, fixup, cluster reduction, alternating k-tiles or B issued early")
+        if self.share_a not in (1, 2, 4) or self.share_b not in (1, 2, 4) or self.shared_loads > 8 or (
+                self.shared_loads > 1 and (self.multicast > 1 or self.fixup or self.cluster_reduce or self.k_alternate
+                                           or self.b_early or self.b_mn_major and self.bn // self.share_b % MN_BLOCK)):
+            raise ValueError(f"{self.key}: A and B are shared by clusters of 1, 2 or 4 CTAs along N and M (8 at "
+                             "most), without multicast pairs, fixup, cluster reduction, alternating k-tiles or B "
+                             "issued early, an N-major B's slices whole 64-column blocks")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
@@ -157,7 +161,12 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     @property
     def cluster_m(self) -> int:
         """CTAs along M sharing each B tile (the selection's operand bytes read it)."""
-        return self.multicast
+        return self.multicast * self.share_b
+
+    @property
+    def shared_loads(self) -> int:
+        """CTAs of a shared-load cluster (share_a x share_b; 1: none)."""
+        return self.share_a * self.share_b
 
     @property
     def threads(self) -> int:
@@ -188,7 +197,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     @property
     def claims(self) -> tuple[str, ...]:
         return (self.sass_claims + (f"HGMMA.64x{self.bn}x16",) + (("UTMASTG", "STSM") if self.staged_c else ())
-                + (CLUSTER_CLAIMS if self.multicast > 1 or self.share_a > 1 else ()) + (("UTMAPF",) if self.prefetch_kt else ()))
+                + (CLUSTER_CLAIMS if self.multicast > 1 or self.shared_loads > 1 else ()) + (("UTMAPF",) if self.prefetch_kt else ()))
 
     @property
     def barriers(self) -> int:
@@ -217,7 +226,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
                     GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
-                    GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a)
+                    GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a, GL_SHARE_B=self.share_b)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -252,9 +261,11 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
         if self.max_kt and self.k_tiles(K) > self.max_kt:
             p.append(f"K={K} is over {self.max_kt * self.bk}: {self.key}'s {self.depth}-stage ring is for a short "
                      f"K; a long one streams faster through a deeper ring")
-        if self.share_a > 1 and (M < self.bm or self.tiles(M, N)[1] % self.share_a):
-            p.append(f"{self.key} shares A over clusters of {self.share_a} tiles along N: it takes M >= {self.bm} "
-                     f"and N in a multiple of {self.share_a} tiles of {self.bn} (got M={M}, N={N})")
+        if self.shared_loads > 1 and (M < self.bm or self.tiles(M, N)[0] % self.share_b
+                                      or self.tiles(M, N)[1] % self.share_a):
+            p.append(f"{self.key} shares its loads over clusters of {self.share_a} x {self.share_b} tiles (N x M): it "
+                     f"takes M >= {self.bm}, N in a multiple of {self.share_a} tiles of {self.bn} and M in a multiple "
+                     f"of {self.share_b} tiles of {self.bm} (got M={M}, N={N})")
         if K % 8:
             p.append(f"K={K} must be a multiple of 8 (TMA needs 16-byte row strides for A and B)")
         if N % 8:
@@ -373,6 +384,12 @@ FAMILIES: dict[str, SmallM] = {
     "smallm:c2n64a4": SmallM("smallm:c2n64a4", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64a4",
                              share_a=4, **TWO_CONSUMER_DEAL),
     "smallm:n64a4": SmallM("smallm:n64a4", bn=64, depth=12, variant="n64a4", share_a=4),
+    # both operands shared, cuBLAS's shape at 128 x 512 x 16384 and at 640^3 (64 x 64 tiles, 4 x 2
+    # clusters): 2 + 4 KB per CTA and k-tile instead of 16; and 2 x 2 (for tile counts like 640^3's 10)
+    "smallm:n64a4b2": SmallM("smallm:n64a4b2", bn=64, depth=12, variant="n64a4b2", share_a=4, share_b=2,
+                             b_mn_major=False),
+    "smallm:n64a2b2": SmallM("smallm:n64a2b2", bn=64, depth=12, variant="n64a2b2", share_a=2, share_b=2,
+                             b_mn_major=False),
 }
 
 

@@ -57,10 +57,11 @@ class SmallMArgs:
         if not N <= n_out < N + 8 or n_out % 8 and n_out != N:
             raise ConfigError(f"{self.key}: C's row stride {n_out} must be N={N} or N rounded up to 8")
         # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9; a
-        # multicast pair's CTAs each load BN / 2 rows of a K-major B (the box is that tall)
+        # multicast pair's CTAs (or a shared-B cluster's) each load BN / cluster_m rows of a
+        # K-major B (the box is that tall)
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
-                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.multicast, self.bk, bf16))
-        a_rows = self.a_box_rows(M)  # shared A: each CTA of a cluster loads a slice of them
+                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.cluster_m, self.bk, bf16))
+        a_rows = self.a_box_rows(M)  # shared A: each CTA of a cluster row loads a slice of them
         return [make_map(a_ptr, M, K, lda or K, a_rows // self.share_a, self.bk, bf16), b_map,
                 make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]

@@ -51,13 +51,13 @@ class SmallMDeal:
                 raise ConfigError(f"{self.key} runs whole tiles: units must be the k-tiles")
             return self.deal(M, N, K, num_sms)
         m_tiles, n_tiles = self.tiles(M, N)
-        if self.share_a > 1 and self.k_tiles(K) % units:
+        if self.shared_loads > 1 and self.k_tiles(K) % units:
             raise ConfigError(f"{self.key} deals aligned pieces: units must divide the {self.k_tiles(K)} k-tiles")
-        return Deal(m_tiles * n_tiles, self.k_tiles(K), units, share_a=self.share_a)
+        return Deal(m_tiles * n_tiles, self.k_tiles(K), units, share_a=self.share_a, share_b=self.share_b)
 
     def fixed_deal(self, M: int, N: int, K: int, splits: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
         """Runs of ceil(k_tiles / splits) k-tiles: K split `splits` ways (fewer if the k-tiles
-        run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile; shared A: the most
+        run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile; shared loads: the most
         ways up to `splits` that divide the k-tiles)."""
         if splits < 1:
             raise ValueError(f"splits must be >= 1, got {splits}")
@@ -66,7 +66,7 @@ class SmallMDeal:
             if splits != 1:
                 raise ConfigError(f"{self.key} runs whole tiles: splits must be 1")
             return self.deal(M, N, K, num_sms)
-        if self.share_a > 1:  # aligned pieces only: the most ways up to `splits` that divide the k-tiles
+        if self.shared_loads > 1:  # aligned pieces only: the most ways up to `splits` that divide the k-tiles
             splits = max(p for p in range(1, min(splits, kt) + 1) if kt % p == 0)
         units = cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
@@ -117,8 +117,9 @@ class SmallMDeal:
             return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // H200.sms))
         if self.k_alternate:  # whole tiles, one per CTA
             return Deal(m_tiles * n_tiles, kt, kt)
-        if self.share_a > 1:  # every tile in P aligned pieces, one per CTA: the cheapest P up to MAX_WAVES waves
-            deals = [Deal(m_tiles * n_tiles, kt, kt // p, share_a=self.share_a) for p in range(1, kt + 1)
+        if self.shared_loads > 1:  # every tile in P aligned pieces, one per CTA: the cheapest P up to MAX_WAVES waves
+            deals = [Deal(m_tiles * n_tiles, kt, kt // p, share_a=self.share_a, share_b=self.share_b)
+                     for p in range(1, kt + 1)
                      if kt % p == 0 and (p == 1 or kt // p >= min(kt, MIN_KT_PER_SPLIT)
                                          and m_tiles * n_tiles * p <= MAX_WAVES * num_sms)]
             return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, -d.units))

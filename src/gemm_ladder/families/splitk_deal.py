@@ -31,10 +31,11 @@ class Deal:
     mc: int = 1
     groups: int = 0
     clusters: int = 0
-    # shared-A entries: every tile in k_tiles / units aligned pieces, one per CTA, launched as
-    # clusters of `share_a` CTAs along N that run the same piece of adjacent tiles (the kernel's
-    # shared_a_cta); split tiles' pieces go through the workspace
+    # shared-load entries: every tile in k_tiles / units aligned pieces, one per CTA, launched as
+    # clusters of share_a x share_b CTAs (along N x M) that run the same piece of adjacent tiles
+    # (the kernel's shared_cta); split tiles' pieces go through the workspace
     share_a: int = 1
+    share_b: int = 1
 
     @classmethod
     def multicast(cls, m_tiles: int, n_tiles: int, k_tiles: int, mc: int, max_clusters: int) -> "Deal":
@@ -54,8 +55,8 @@ class Deal:
         object.__setattr__(self, "units", max(1, min(self.units, self.total)))
         if self.mc > 1 and (self.units != self.k_tiles or self.dsmem or self.fixup or self.clusters < 1):
             raise ValueError("a multicast deal runs whole tiles on at least one cluster")
-        if self.share_a > 1 and (self.k_tiles % self.units or self.dsmem or self.fixup or self.mc > 1):
-            raise ValueError(f"a shared-A deal runs aligned pieces (k_tiles {self.k_tiles}, units {self.units}) "
+        if self.share_a * self.share_b > 1 and (self.k_tiles % self.units or self.dsmem or self.fixup or self.mc > 1):
+            raise ValueError(f"a shared-load deal runs aligned pieces (k_tiles {self.k_tiles}, units {self.units}) "
                              "through the workspace")
         if self.dsmem and (self.k_tiles % self.units or self.k_tiles // self.units not in CLUSTER_PIECES):
             raise ValueError(f"a cluster reduction needs runs of k_tiles / P, P in {CLUSTER_PIECES} "
@@ -95,21 +96,24 @@ class Deal:
     @property
     def cluster(self) -> tuple[int, int, int]:
         """The launch's cluster shape: (P, 1, 1) for a cluster reduction, (mc, 1, 1) for a
-        multicast deal, (share_a, 1, 1) for a shared-A deal, else (1, 1, 1)."""
-        if self.mc > 1 or self.share_a > 1:
-            return (max(self.mc, self.share_a), 1, 1)
+        multicast deal, (share_a x share_b, 1, 1) for a shared-load deal, else (1, 1, 1)."""
+        if self.mc > 1 or self.share_a * self.share_b > 1:
+            return (max(self.mc, self.share_a * self.share_b), 1, 1)
         return (self.k_tiles // self.units, 1, 1) if self.dsmem else (1, 1, 1)
 
     def cta_of_block(self, block: int, m_tiles: int) -> int:
         """The CTA of the deal (its run of units) that launch block `block` runs, as the kernel's
         Segments computes it (multicast pairs walk tiles otherwise, PairWalk). Aligned pieces
-        without a cluster go piece-major (block b: piece b // tiles of tile b % tiles); shared A:
-        a cluster of share_a blocks runs one piece of share_a adjacent tiles of one row block."""
+        without a cluster go piece-major (block b: piece b // tiles of tile b % tiles); shared
+        loads: a cluster of share_a x share_b blocks runs one piece of share_b x share_a adjacent
+        tiles (rank r: column r % share_a, row r // share_a)."""
         pieces = self.k_tiles // self.units
-        if self.share_a > 1:
-            g = block // self.share_a
-            p, h = g % pieces, g // pieces
-            return ((h // m_tiles * self.share_a + block % self.share_a) * m_tiles + h % m_tiles) * pieces + p
+        cluster = self.share_a * self.share_b
+        if cluster > 1:
+            r, g = block % cluster, block // cluster
+            p, h, groups = g % pieces, g // pieces, m_tiles // self.share_b
+            return ((h // groups * self.share_a + r % self.share_a) * m_tiles + h % groups * self.share_b
+                    + r // self.share_a) * pieces + p
         if not (self.fixup or self.dsmem) and self.k_tiles % self.units == 0:
             return block % self.tiles * pieces + block // self.tiles
         return block

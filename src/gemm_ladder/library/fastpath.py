@@ -104,7 +104,7 @@ def b_early(st):
     for the previous grid (GL_B_EARLY; a decode chain +0.4-3 %, docs/perf-notes.md item 105).
     Other steps, and the clustered loads (multicast pairs, shared A: a peer's ring may not
     exist yet), as they are."""
-    if not (isinstance(st, SmallM) and st.chain_pdl and st.multicast == 1 and st.share_a == 1) or st.b_early:
+    if not (isinstance(st, SmallM) and st.chain_pdl and st.multicast == 1 and st.shared_loads == 1) or st.b_early:
         return st
     v = _B_EARLY.get(id(st))
     if v is None:

@@ -49,13 +49,16 @@
 //
 // With GL_SHARE_A = NA (2 or 4; split pieces or whole tiles, every tile in the same number of
 // aligned pieces), the grid is clusters of NA CTAs along N: a cluster runs the same piece (the
-// same k-tiles) of NA horizontally adjacent tiles of one row block (shared_a_cta), so all its CTAs
+// same k-tiles) of NA horizontally adjacent tiles of one row block (shared_cta), so all its CTAs
 // read the same A rows. Each CTA's producer loads BM / NA of those rows and multicasts them into
 // every CTA's stage, and loads its own B: each CTA fetches BM / NA + BN rows per k-tile instead
 // of BM + BN (128 x 64 tiles in fours: 48 rows instead of 192). The ring is shared as under
 // multicast pairs (each full barrier expects the whole stage; a stage is refilled only when the
-// consumers of all NA CTAs have released it). cuBLAS's long-K kernels at M = 128 run 64 x 64
-// tiles in clusters of 4 x 2 sharing both operands (docs/perf-notes.md item 106).
+// consumers of all NA CTAs have released it). With GL_SHARE_B = MB as well, the cluster is NA x MB:
+// MB row blocks by NA column blocks, and B is shared the same way along M (each CTA loads BN / MB
+// of its column block's B rows into the CTAs of its column, its slice of A into those of its
+// row). cuBLAS's long-K kernels at M = 128 and its small squares run 64 x 64 tiles in clusters
+// of 4 x 2 sharing both operands (docs/perf-notes.md item 106).
 //
 // With GL_K_ALTERNATE (whole tiles, one 64-row block): two consumer warpgroups share the
 // tile, the first taking k-tiles 0, 2, 4, ..., the second 1, 3, 5, ..., each into its own
@@ -89,17 +92,19 @@
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
-    !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A"
+    !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A) || !defined(GL_SHARE_B)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
 constexpr int MC = GL_MULTICAST;  // CTAs along M of a cluster sharing each B tile (1: no cluster)
-constexpr int NA = GL_SHARE_A;    // CTAs along N of a cluster sharing each A stage (1: no cluster)
-static_assert(NA == 1 || NA == 2 || NA == 4, "A shared by clusters of 2 or 4 CTAs along N");
-static_assert(NA == 1 || (MC == 1 && !GL_FIXUP && BM % (8 * NA) == 0),
-              "shared A: no multicast pairs, no fixup, slices of whole 8-row swizzle atoms");
-constexpr int SHARING = MC * NA;  // CTAs whose consumers release each stage (the cluster, or 1)
+constexpr int NA = GL_SHARE_A;    // CTAs along N of a cluster sharing each A stage (1: A not shared)
+constexpr int MB = GL_SHARE_B;    // CTAs along M of a cluster sharing each B stage (1: B not shared)
+static_assert((NA == 1 || NA == 2 || NA == 4) && (MB == 1 || MB == 2 || MB == 4) && NA * MB <= 8,
+              "shared loads: clusters of NA x MB CTAs, each 1, 2 or 4, at most 8 (a portable cluster)");
+static_assert(NA * MB == 1 || (MC == 1 && !GL_FIXUP && BM % (8 * NA) == 0 && BN % (8 * MB) == 0),
+              "shared loads: no multicast pairs, no fixup, slices of whole 8-row swizzle atoms");
+constexpr int SHARING = MC * NA * MB;  // CTAs whose consumers release each stage (the cluster, or 1)
 // B may also be given N-major (a row-major (K, N) matrix, the usual x @ W): TMA loads it as
 // 64-wide blocks of k-rows and wgmma reads it through its transpose bit, as the production GEMM does. A
 // (the activations, M <= a few hundred rows) is always K-major.
@@ -110,6 +115,7 @@ static_assert(!GL_A_MN, "the small-M family reads A K-major");
 static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 32 || BN == 64 || BN == 128 || BN == 256),
               "small M: one m64 row block per consumer, BN 32, 64, 128 or 256, BK 64");
 static_assert(!(B_MN && BN < MN_BLOCK), "an N-major B is loaded in 64-column blocks: BN >= 64");
+static_assert(!B_MN || (BN / MB) % MN_BLOCK == 0, "a shared N-major B travels in 64-column blocks");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
 // A stage's bytes: the A box's rows (a_rows, from the host: BM, or M rounded up to 8 when the
@@ -124,7 +130,7 @@ constexpr bool K_ALTERNATE = GL_K_ALTERNATE;
 constexpr u32 MMA_WARPGROUPS = CONSUMERS * (K_ALTERNATE ? 2 : 1);
 constexpr u32 THREADS = 128 * (1 + MMA_WARPGROUPS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-using OperandPipe = Pipeline<DEPTH, SHARING>;  // multicast, shared A: releases go to every CTA's empty barriers
+using OperandPipe = Pipeline<DEPTH, SHARING>;  // multicast, shared loads: releases go to every CTA's empty barriers
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
 // held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
 // tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
@@ -275,6 +281,36 @@ GL_DEVICE void alternate_tile(SharedStorage& s, const Port& ops, State st, const
   store_staged_tile(s, acc, tmap_c, 0, 0, M, m0, n0);
 }
 
+// Shared loads (NA x MB > 1): cluster rank r is column block r % NA, row block r / NA of the
+// cluster's tiles. This CTA loads its slice of A (BM / NA rows) into the CTAs of its row and its
+// slice of B (BN / MB rows, or 64-column blocks of an N-major B) into those of its column; an
+// operand that is not shared it loads whole, for itself.
+GL_DEVICE void load_shared_stage(SharedStorage& s, int stage, const CUtensorMap* ta, const CUtensorMap* tb, u64* full,
+                                 int kt, int m0, int n0) {
+  const u32 r = cluster_ctarank(), rn = r % NA, rm = r / NA;
+  if constexpr (NA > 1) {
+    constexpr int SLICE = BM / NA;
+    tma_load_2d_multicast(s.A[stage] + rn * SLICE * BK, ta, full, kt * BK, m0 + (int)rn * SLICE,
+                          (u16)(((1u << NA) - 1) << (rm * NA)));
+  } else {
+    tma_load_2d(s.A[stage], ta, full, kt * BK, m0);
+  }
+  if constexpr (MB > 1) {
+    constexpr int SLICE = BN / MB;
+    u16 column = 0;
+#pragma unroll
+    for (int i = 0; i < MB; ++i) column |= (u16)(1u << (i * NA + rn));
+#pragma unroll
+    for (int j = 0; j < (B_MN ? SLICE / MN_BLOCK : 1); ++j) {
+      const int n = n0 + (int)rm * SLICE + j * MN_BLOCK;
+      tma_load_2d_multicast(s.B[stage] + (rm * SLICE + j * MN_BLOCK) * BK, tb, full, B_MN ? n : kt * BK,
+                            B_MN ? kt * BK : n, column);
+    }
+  } else {
+    load_b_only<BN, BK, B_MN>(s.B[stage], tb, full, kt, n0);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                    const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64: the staged epilogue
@@ -302,7 +338,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     if (warp == 0 && elect_one()) {  // ── TMA PRODUCER ──────────────────────────────
       Tracer tr(ROLE_PRODUCER, 0, true);
       // out-of-range rows/columns land as zeros and count too; multicast: B's other half comes from the
-      // peer; shared A: A's other slices come from the peers
+      // peer; shared loads: the other slices come from the peers
       const auto ops = s.ops.bind(tr, stage_bytes(a_rows));
       auto st = OperandPipe::State::producer();
       const u32 rank = MC > 1 ? cluster_ctarank() : 0;  // B's slice (multicast pairs)
@@ -336,12 +372,8 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
             continue;
           }
           ops.producer_acquire(st, kt);
-          if constexpr (NA > 1) {  // this CTA's slice of A into every CTA of the cluster, its own B
-            constexpr int SLICE = BM / NA;
-            const u32 r = cluster_ctarank();
-            tma_load_2d_multicast(s.A[st.stage] + r * SLICE * BK, &tmap_a, ops.producer_barrier(st), kt * BK,
-                                  m0 + (int)r * SLICE, (u16)((1u << NA) - 1));
-            load_b_only<BN, BK, B_MN>(s.B[st.stage], &tmap_b, ops.producer_barrier(st), kt, n0);
+          if constexpr (NA * MB > 1) {  // slices into the CTAs of its row (A) and column (B)
+            load_shared_stage(s, st.stage, &tmap_a, &tmap_b, ops.producer_barrier(st), kt, m0, n0);
           } else {
             load_operands<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b,
                                                        ops.producer_barrier(st), kt, m0, n0, rank);
@@ -429,7 +461,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     }
     tr.finish();
   }
-  // multicast, shared A: no CTA leaves while a peer may still multicast into it or arrive on its barriers
+  // multicast, shared loads: no CTA leaves while a peer may still multicast into it or arrive on its barriers
   if constexpr (SHARING > 1) cluster_sync();
 }
 

@@ -1,25 +1,28 @@
 // smallm_walks.cuh — which work a CTA of the small-M kernel runs: the deal's runs of units
-// (Segments; shared A: shared_a_cta) or the multicast pairs' whole tiles (PairWalk). Included by
-// smallm_splitk.cu after its configuration (BM, FIXUP, MC, NA), which it reads.
+// (Segments; shared loads: shared_cta) or the multicast pairs' whole tiles (PairWalk). Included by
+// smallm_splitk.cu after its configuration (BM, FIXUP, MC, NA, MB), which it reads.
 #pragma once
 
-// SHARE_A: which CTA of the deal (the deal numbers CTAs by their runs of units) this block
-// runs. A cluster of NA blocks runs the same piece of NA horizontally adjacent tiles of one row
-// block (block b: rank b % NA, then piece, row block, group of NA column blocks), so its CTAs
-// read the same A rows over the same k-tiles; the host deals whole pieces (P divides the
-// k-tiles) and a multiple of NA column blocks (its mirror: Deal.cta_of_block).
-GL_DEVICE int shared_a_cta(int kt, int per_cta, int m_tiles) {
-  const int b = (int)blockIdx.x, pieces = kt / per_cta, g = b / NA, p = g % pieces, h = g / pieces;
-  return ((h / m_tiles * NA + b % NA) * m_tiles + h % m_tiles) * pieces + p;
+// Shared loads (SHARE_A, SHARE_B): which CTA of the deal (the deal numbers CTAs by their runs of
+// units) this block runs. A cluster of NA x MB blocks runs the same piece of MB x NA adjacent
+// tiles (block b: rank r = b % (NA * MB), column r % NA and row r / NA of the cluster's tiles;
+// then the piece, the group of MB row blocks, the group of NA column blocks), so the CTAs of a
+// cluster row read the same A rows, those of a column the same B rows, over the same k-tiles.
+// The host deals whole pieces (P divides the k-tiles) and multiples of MB row and NA column
+// blocks (its mirror: Deal.cta_of_block).
+GL_DEVICE int shared_cta(int kt, int per_cta, int m_tiles) {
+  const int b = (int)blockIdx.x, r = b % (NA * MB), pieces = kt / per_cta, g = b / (NA * MB), p = g % pieces,
+            h = g / pieces, groups = m_tiles / MB;
+  return ((h / groups * NA + r % NA) * m_tiles + h % groups * MB + r / NA) * pieces + p;
 }
-struct SharedATag {};
+struct SharedTag {};
 
 // The run of units of this CTA, as segments: tile t (column-major over C: t = column block *
 // m_tiles + row block, so the CTAs running at once share B's column tiles, B being the big
 // operand), its k-tiles [k0, k1), and the workspace plane of the piece. The run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
 // cluster needs them side by side, blocks are launched piece-major (block b runs piece
 // b / tiles of tile b % tiles), so the CTAs that start together read different tiles, as a
-// grid of (tiles, pieces) does (shared A: the second constructor, shared_a_cta).
+// grid of (tiles, pieces) does (shared loads: the second constructor, shared_cta).
 struct Segments {
   int k_tiles, units, total, cta;
   int dp_rounds, round;  // fixup: whole tiles cta, cta + grid, ... first (see below); before u (init order)
@@ -30,7 +33,7 @@ struct Segments {
                                                       : (int)blockIdx.x),
         dp_rounds(FIXUP ? tiles / (int)gridDim.x : 0), round(0),
         u(dp_rounds * (int)gridDim.x * kt + cta * per_cta), u1(min(u + per_cta, total)) {}
-  GL_DEVICE Segments(int tiles, int kt, int per_cta, int deal_cta, SharedATag)
+  GL_DEVICE Segments(int tiles, int kt, int per_cta, int deal_cta, SharedTag)
       : k_tiles(kt), units(per_cta), total(tiles * kt), cta(deal_cta), dp_rounds(0), round(0),
         u(cta * per_cta), u1(min(u + per_cta, total)) {}
   GL_DEVICE bool dp() const { return round < dp_rounds; }
@@ -75,7 +78,7 @@ struct PairWalk {
 // This CTA's walk: the deal's runs (Segments), or multicast pairs of whole tiles.
 GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool clustered) {
   if constexpr (MC > 1) return PairWalk(m_tiles, n_tiles, k_tiles);
-  else if constexpr (NA > 1) return Segments(m_tiles * n_tiles, k_tiles, units, shared_a_cta(k_tiles, units, m_tiles),
-                                              SharedATag{});
+  else if constexpr (NA * MB > 1) return Segments(m_tiles * n_tiles, k_tiles, units, shared_cta(k_tiles, units, m_tiles),
+                                                   SharedTag{});
   else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
 }
