@@ -316,19 +316,31 @@ class FakeGpu:
                     rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
                     _view(c, ma.dtype, (M, N), N)[rows, cols] = (A[rows].float() @ B[cols].float().T).to(ma.dtype)
             return
-        assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
-        if fam.shared_loads > 1:  # clusters of share_a x share_b: one piece of adjacent tiles each
-            na, mb, cl, per_tile = fam.share_a, fam.share_b, fam.shared_loads, kt // units
-            assert rec.cluster == (cl, 1, 1) and kt % units == 0 and rec.grid[0] % cl == 0 and a_rows == bm
-            deal = smallm.Deal(total // kt, kt, units, share_a=na, share_b=mb)
+        rec.shared = fam.shared_loads > 1
+        if rec.shared:  # clusters of share_a x share_b: one piece of adjacent tiles each; units: pieces per tile
+            na, mb, cl, per_tile = fam.share_a, fam.share_b, fam.shared_loads, units
+            assert rec.cluster == (cl, 1, 1) and rec.grid == (total // kt * per_tile, 1, 1) and a_rows == bm
+            deal = smallm.Deal.shared(total // kt, kt, per_tile, na, mb)
             ctas = [deal.cta_of_block(b, m_tiles) for b in range(rec.grid[0])]
-            assert sorted(ctas) == list(range(rec.grid[0]))
+            assert sorted(ctas) == list(range(rec.grid[0])) and rec.grid[0] % cl == 0
             for c0 in range(0, len(ctas), cl):  # rank r: column r % na, row r // na of the cluster's tiles
                 tiles = [c // per_tile for c in ctas[c0:c0 + cl]]
                 assert len({c % per_tile for c in ctas[c0:c0 + cl]}) == 1  # one piece: the same k-tiles
                 t0 = tiles[0]
                 assert tiles == [t0 + (r % na) * m_tiles + r // na for r in range(cl)], tiles
                 assert t0 % m_tiles % mb == 0 and t0 // m_tiles % na == 0
+            for cta in ctas:
+                t, p = divmod(cta, per_tile)
+                k0, k1 = deal.piece_k_tiles(p)
+                r0, c0 = t % m_tiles * bm, t // m_tiles * bn
+                rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
+                part = A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
+                if per_tile == 1:
+                    _view(c, ma.dtype, (M, N), N)[rows, cols] = part.to(ma.dtype)
+                else:
+                    _view(ws + 4 * p * M * N, torch.float32, (M, N), N)[rows, cols] = part
+            return
+        assert rec.grid == (-(-total // units), 1, 1), (rec.grid, total, units)
         pieces = {}  # cluster reduction: tile -> its pieces in rank order
         for cta in range(rec.grid[0]):
             u, u1 = cta * units, min((cta + 1) * units, total)
@@ -338,7 +350,7 @@ class FakeGpu:
                 r0, c0 = t % m_tiles * bm, t // m_tiles * bn  # column-major tiles
                 rows, cols = slice(r0, min(r0 + bm, M)), slice(c0, min(c0 + bn, N))
                 part = A[rows, k0 * bk:k1 * bk].float() @ B[cols, k0 * bk:k1 * bk].float().T
-                if rec.cluster[0] > 1 and fam.share_a == 1:
+                if rec.cluster[0] > 1:
                     assert cta % rec.cluster[0] == len(pieces.setdefault(t, [])) and k1 - k0 == units
                     pieces[t].append(part)
                     if len(pieces[t]) == rec.cluster[0]:  # the last rank: sum in rank order
@@ -364,7 +376,7 @@ class FakeGpu:
         m_tiles = -(-M // bm)
         for t in range(m_tiles * -(-N // bn)):
             first = t * kt // units
-            pieces = (t * kt + kt - 1) // units - first + 1
+            pieces = units if getattr(main, "shared", False) else (t * kt + kt - 1) // units - first + 1
             if pieces == 1:
                 continue
             r0, c0 = t % m_tiles * bm, t // m_tiles * bn

@@ -1,8 +1,7 @@
 """The small-M family's shared-load entries on the GPU (GL_SHARE_A, GL_SHARE_B: clusters of CTAs
 along N and M multicast slices of A and B to each other) at the long-K narrow shapes and small
-squares they are for, every forced
-split that divides the k-tiles: against an fp32 reference on poisoned outputs, and bit-identical
-over 10 runs. The debug build runs first, in a child process (a ring that deadlocks is reported
+squares they are for, whole tiles and forced splits (even and uneven pieces): against an fp32
+reference on poisoned outputs, and bit-identical over 10 runs. The debug build runs first, in a child process (a ring that deadlocks is reported
 by role, barrier, stage and phase). tests/test_gpu_smallm.py runs them on its general cases too.
 Skipped without a Hopper GPU."""
 import itertools
@@ -18,8 +17,9 @@ pytestmark = [needs_gpu, pytest.mark.gpu]
 KEYS = [k for k, f in smallm.FAMILIES.items() if f.shared_loads > 1]
 SHAPES = [(128, 512, 16384), (256, 512, 8192), (128, 1024, 8192), (200, 1024, 4096), (128, 256, 64), (512, 512, 512),
           (640, 640, 640)]
-CASES = [(k, s, p) for k in KEYS for s in SHAPES for p in (1, 2, 8, 16)
-         if smallm.FAMILIES[k].accepts(*s) and smallm.FAMILIES[k].k_tiles(s[2]) % p == 0]
+# every tile in p pieces: whole tiles, pieces that divide the k-tiles, uneven ones (6 of 256, 13 of 128)
+CASES = [(k, s, p) for k in KEYS for s in SHAPES for p in (1, 2, 6, 8, 13)
+         if smallm.FAMILIES[k].accepts(*s) and p <= smallm.FAMILIES[k].k_tiles(s[2])]
 _seed = itertools.count(900)
 
 _CHILD = """
@@ -28,7 +28,7 @@ from gemm_ladder.families import smallm
 from gemm_ladder.library import runner
 from gemm_ladder.measure.accuracy import check_product
 for key in {keys!r}:
-    for (M, N, K, splits) in [(128, 512, 4096, 8), (256, 512, 2048, 2), (256, 1024, 1024, 1), (128, 256, 64, 1)]:
+    for (M, N, K, splits) in [(128, 512, 4096, 6), (256, 512, 2048, 2), (256, 1024, 1024, 1), (128, 256, 64, 1)]:
         if not smallm.FAMILIES[key].accepts(M, N, K):
             continue
         g = torch.Generator(device="cuda").manual_seed(M)
@@ -56,7 +56,7 @@ def test_matches_reference_and_repeats_bit_for_bit(key, shape, splits, dtype):
     a, b = fresh(M, N, K, dt, next(_seed))
     fam = smallm.FAMILIES[key]
     deal = fam.fixed_deal(M, N, K, splits)
-    assert deal.cluster == (fam.shared_loads, 1, 1) and deal.planes == (splits if splits > 1 else 0)
+    assert deal.cluster == (fam.shared_loads, 1, 1) and deal.split == splits and deal.planes == (splits if splits > 1 else 0)
     runs = []
     for _ in range(10):
         out = torch.full((M, N), float("nan"), dtype=dt, device="cuda")

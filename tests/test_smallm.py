@@ -193,6 +193,9 @@ def _runs(d, m_tiles=0):
                 segs.append((nb * m_tiles + mb if mb < m_tiles else None, 0, d.k_tiles, None))
             out.append(segs)
         return out
+    if d.split:  # shared loads: every tile in `split` pieces, CTA t * split + p runs piece p of tile t
+        return [[(cta // d.split, *d.piece_k_tiles(cta % d.split), cta % d.split if d.split > 1 else None)]
+                for cta in range(d.ctas)]
     for cta in range(d.ctas):
         u, u1, segs = cta * d.units, min((cta + 1) * d.units, d.total), []
         while u < u1:

@@ -25,16 +25,21 @@ def test_entries_are_experiments_not_candidates():
 @pytest.mark.parametrize("fam", SHARED, ids=[f.key for f in SHARED])
 @pytest.mark.parametrize("shape", [(128, 512, 16384), (256, 512, 8192), (128, 1024, 8192), (256, 1024, 4096),
                                    (200, 2048, 4096), (128, 28672, 4096), (128, 512, 256)])
-def test_deal_is_aligned_pieces_in_clusters_of_adjacent_tiles(fam, shape):
+def test_deal_is_pieces_in_clusters_of_adjacent_tiles(fam, shape):
     M, N, K = shape
     assert fam.accepts(M, N, K), fam.shape_problems(M, N, K)
     d = fam.deal(M, N, K, H200_SMS)
     m_tiles, n_tiles = fam.tiles(M, N)
-    pieces, cl = d.k_tiles // d.units, fam.shared_loads
-    assert d.k_tiles % d.units == 0 and d.ctas == d.tiles * pieces and d.ctas % cl == 0
-    assert d.cluster == (cl, 1, 1) and not d.dsmem and not d.fixup
+    pieces, cl = d.split, fam.shared_loads
+    assert d.kernel_units == pieces and d.ctas == d.tiles * pieces and d.ctas % cl == 0
+    assert d.cluster == (cl, 1, 1) and not d.dsmem and not d.fixup and d.segments == 1
     assert d.planes == (pieces if pieces > 1 else 0)  # the second pass sums the pieces in order
     assert d.ctas <= smallm.MAX_WAVES * H200_SMS or pieces == 1
+    # the pieces cover each tile's k-tiles once, none shorter than the rule's minimum run
+    ranges = [d.piece_k_tiles(p) for p in range(pieces)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == d.k_tiles and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert {k1 - k0 for k0, k1 in ranges} <= {d.units, d.units - 1}
+    assert pieces == 1 or min(k1 - k0 for k0, k1 in ranges) >= smallm.MIN_KT_PER_SPLIT
     # the kernel's block order: every (tile, piece) once; a cluster runs one piece of share_b x
     # share_a adjacent tiles, rank r at column r % share_a and row r // share_a of them (a row
     # of the cluster reads the same A rows, a column the same B rows, over the same k-tiles)
@@ -48,9 +53,7 @@ def test_deal_is_aligned_pieces_in_clusters_of_adjacent_tiles(fam, shape):
         cols = [t // m_tiles for t in tiles]
         assert rows == [rows[0] + r // fam.share_a for r in range(cl)] and rows[0] % fam.share_b == 0
         assert cols == [cols[0] + r % fam.share_a for r in range(cl)] and cols[0] % fam.share_a == 0
-        for c in cluster:  # the deal's run of that CTA is that piece: plane = piece
-            t, k0 = c * d.units // d.k_tiles, c * d.units % d.k_tiles
-            assert t == c // pieces and k0 == c % pieces * d.units
+
 
 
 @pytest.mark.parametrize("fam", SHARED, ids=[f.key for f in SHARED])
@@ -61,14 +64,16 @@ def test_shapes_it_refuses_in_one_line(fam):
     assert f"N in a multiple of {fam.share_a} tiles" in " ".join(fam.shape_problems(M, odd_n, 4096))
     if fam.share_b > 1:
         assert f"M in a multiple of {fam.share_b} tiles" in " ".join(fam.shape_problems(M + fam.bm, 1024, 4096))
-    with pytest.raises(smallm.ConfigError, match="divide"):
-        fam.make_deal(M, 1024, 64 * 12, 5)
-    # a forced split takes the most ways up to it that divide the k-tiles (12: 5 -> 4, 7 -> 6)
-    assert [fam.fixed_deal(M, 1024, 64 * 12, s).units for s in (5, 7, 12, 13)] == [3, 2, 1, 1]
-    with pytest.raises(ValueError, match="aligned"):
-        smallm.Deal(8, 12, 5, share_a=2)
-    with pytest.raises(ValueError, match="aligned"):
-        smallm.Deal(8, 12, 5, share_b=2)
+    # a forced split gives every tile that many pieces (12 k-tiles in 5: 2, 2, 3, 2, 3), at most
+    # one per k-tile; runs of `units` k-tiles give ceil(k_tiles / units) pieces
+    d = fam.fixed_deal(M, 1024, 64 * 12, 5)
+    assert (d.split, d.units) == (5, 3) and [d.piece_k_tiles(p) for p in range(5)] == [
+        (0, 2), (2, 4), (4, 7), (7, 9), (9, 12)]
+    assert fam.fixed_deal(M, 1024, 64 * 12, 13).split == 12 and fam.make_deal(M, 1024, 64 * 12, 5).split == 3
+    with pytest.raises(ValueError, match="split"):
+        smallm.Deal(8, 12, 5, share_a=2)  # a shared-load deal names its pieces
+    with pytest.raises(ValueError, match="split"):
+        smallm.Deal(8, 12, 4, share_b=2, split=2)  # and its units are the longest piece's
     with pytest.raises(ValueError, match="shared by clusters"):
         smallm.with_fields(fam, "fixup", fixup=True)
 
@@ -90,9 +95,11 @@ def test_the_kernel_computes_the_same_block_order():
     """Deal.cta_of_block is the host's statement of the kernel's shared_cta: the same expression."""
     from gemm_ladder.cuda import jit
     text = (jit.KERNEL_DIR / "smallm" / "smallm_walks.cuh").read_text()
-    assert ("const int b = (int)blockIdx.x, r = b % (NA * MB), pieces = kt / per_cta, g = b / (NA * MB), "
-            "p = g % pieces,\n            h = g / pieces, groups = m_tiles / MB;") in text
+    assert ("const int b = (int)blockIdx.x, r = b % (NA * MB), g = b / (NA * MB), p = g % pieces, h = g / pieces,\n"
+            "            groups = m_tiles / MB;") in text
     assert "return ((h / groups * NA + r % NA) * m_tiles + h % groups * MB + r / NA) * pieces + p;" in text
+    # a piece's k-tiles, as Deal.piece_k_tiles
+    assert "u(cta / pieces * kt + cta % pieces * kt / pieces), u1(cta / pieces * kt + (cta % pieces + 1) * kt / pieces)" in text
 
 
 # -- the launches, emulated on the CPU (tests/fake_gpu.py) -------------------------------------
@@ -123,7 +130,7 @@ def test_library_call_launches_the_clusters_and_sums_the_pieces(gpu, fam, shape,
     torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
     main = next(r for r in reversed(gpu.launches) if r.name == "gemm_smallm_splitk")
     d = fam.deal(M, N, K, H200_SMS)
-    assert main.cluster == (fam.shared_loads, 1, 1) and main.grid == d.grid and main.units == d.units
+    assert main.cluster == (fam.shared_loads, 1, 1) and main.grid == d.grid and main.units == d.kernel_units
     assert main.maps[0].box[0] == fam.bm // fam.share_a
     assert main.maps[1].box == ((64, 64) if b_mn and fam.b_mn_major else (fam.bn // fam.share_b, 64))
     assert (gpu.launches[-1].name == "gemm_smallm_reduce") == (d.planes > 0)

@@ -71,7 +71,7 @@ for spec in args.shapes.split(","):
         seen = set()
         for s in map(int, args.splits.split(",")):
             d = fam.plan_deal(M, N, K, sms, splits=s or None)
-            key = (d.units, d.dsmem)
+            key = (d.units, d.dsmem, d.split)
             if key in seen:
                 continue
             seen.add(key)

@@ -45,7 +45,8 @@ class SmallMArgs:
         lda, ldb in elements (default packed); C, an (M, ldc) row-major matrix (default ldc = N,
         packed), as a tensor map (box 64 x 64: whole tiles leave through TMA) and as a pointer
         (pieces, the fixup), the fp32 workspace (0 when no tile is split), the run length in
-        k-tiles, and the rows of A's box (`a_box_rows`). make_map builds the tensor maps
+        k-tiles (a shared-load deal's pieces per tile: `Deal.kernel_units`), and the rows of A's
+        box (`a_box_rows`). make_map builds the tensor maps
         (default driver.TensorMap), as in Step.kernel_args.
 
         With ldc > N (N not a multiple of 8, C's rows padded to 16 bytes) the kernel computes

@@ -51,14 +51,15 @@ class SmallMDeal:
                 raise ConfigError(f"{self.key} runs whole tiles: units must be the k-tiles")
             return self.deal(M, N, K, num_sms)
         m_tiles, n_tiles = self.tiles(M, N)
-        if self.shared_loads > 1 and self.k_tiles(K) % units:
-            raise ConfigError(f"{self.key} deals aligned pieces: units must divide the {self.k_tiles(K)} k-tiles")
-        return Deal(m_tiles * n_tiles, self.k_tiles(K), units, share_a=self.share_a, share_b=self.share_b)
+        if self.shared_loads > 1:  # every tile in ceil(k_tiles / units) pieces
+            kt = self.k_tiles(K)
+            return Deal.shared(m_tiles * n_tiles, kt, cdiv(kt, min(max(units, 1), kt)), self.share_a, self.share_b)
+        return Deal(m_tiles * n_tiles, self.k_tiles(K), units)
 
     def fixed_deal(self, M: int, N: int, K: int, splits: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
         """Runs of ceil(k_tiles / splits) k-tiles: K split `splits` ways (fewer if the k-tiles
-        run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile; shared loads: the most
-        ways up to `splits` that divide the k-tiles)."""
+        run out, e.g. 3 k-tiles asked to split 4 ways give 3 pieces per tile; shared loads: every
+        tile in `splits` pieces of floor or ceil(k_tiles / splits) k-tiles)."""
         if splits < 1:
             raise ValueError(f"splits must be >= 1, got {splits}")
         kt = self.k_tiles(K)
@@ -66,8 +67,9 @@ class SmallMDeal:
             if splits != 1:
                 raise ConfigError(f"{self.key} runs whole tiles: splits must be 1")
             return self.deal(M, N, K, num_sms)
-        if self.shared_loads > 1:  # aligned pieces only: the most ways up to `splits` that divide the k-tiles
-            splits = max(p for p in range(1, min(splits, kt) + 1) if kt % p == 0)
+        if self.shared_loads > 1:
+            m_tiles, n_tiles = self.tiles(M, N)
+            return Deal.shared(m_tiles * n_tiles, kt, min(splits, kt), self.share_a, self.share_b)
         units = cdiv(kt, min(splits, kt))
         d = self.make_deal(M, N, K, units)
         if self.fixup:  # the kernel sums split tiles itself: always a fixup deal, one wave at most
@@ -117,11 +119,9 @@ class SmallMDeal:
             return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // H200.sms))
         if self.k_alternate:  # whole tiles, one per CTA
             return Deal(m_tiles * n_tiles, kt, kt)
-        if self.shared_loads > 1:  # every tile in P aligned pieces, one per CTA: the cheapest P up to MAX_WAVES waves
-            deals = [Deal(m_tiles * n_tiles, kt, kt // p, share_a=self.share_a, share_b=self.share_b)
-                     for p in range(1, kt + 1)
-                     if kt % p == 0 and (p == 1 or kt // p >= min(kt, MIN_KT_PER_SPLIT)
-                                         and m_tiles * n_tiles * p <= MAX_WAVES * num_sms)]
+        if self.shared_loads > 1:  # every tile in P pieces, one per CTA: the cheapest P up to MAX_WAVES waves
+            deals = [Deal.shared(m_tiles * n_tiles, kt, p, self.share_a, self.share_b) for p in range(1, kt + 1)
+                     if p == 1 or kt // p >= MIN_KT_PER_SPLIT and m_tiles * n_tiles * p <= MAX_WAVES * num_sms]
             return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, -d.units))
         total = m_tiles * n_tiles * kt
         shortest = min(kt, MIN_KT_PER_SPLIT)

@@ -31,11 +31,13 @@ class Deal:
     mc: int = 1
     groups: int = 0
     clusters: int = 0
-    # shared-load entries: every tile in k_tiles / units aligned pieces, one per CTA, launched as
-    # clusters of share_a x share_b CTAs (along N x M) that run the same piece of adjacent tiles
-    # (the kernel's shared_cta); split tiles' pieces go through the workspace
+    # shared-load entries: every tile in `split` pieces (piece p: k-tiles [p K / split,
+    # (p + 1) K / split), units the longest), one per CTA, launched as clusters of share_a x
+    # share_b CTAs (along N x M) that run the same piece of adjacent tiles (the kernel's
+    # shared_cta); split tiles' pieces go through the workspace
     share_a: int = 1
     share_b: int = 1
+    split: int = 0
 
     @classmethod
     def multicast(cls, m_tiles: int, n_tiles: int, k_tiles: int, mc: int, max_clusters: int) -> "Deal":
@@ -55,9 +57,10 @@ class Deal:
         object.__setattr__(self, "units", max(1, min(self.units, self.total)))
         if self.mc > 1 and (self.units != self.k_tiles or self.dsmem or self.fixup or self.clusters < 1):
             raise ValueError("a multicast deal runs whole tiles on at least one cluster")
-        if self.share_a * self.share_b > 1 and (self.k_tiles % self.units or self.dsmem or self.fixup or self.mc > 1):
-            raise ValueError(f"a shared-load deal runs aligned pieces (k_tiles {self.k_tiles}, units {self.units}) "
-                             "through the workspace")
+        if self.share_a * self.share_b > 1 and (not 1 <= self.split <= self.k_tiles or self.dsmem or self.fixup
+                                                or self.mc > 1 or self.units != cdiv(self.k_tiles, self.split)):
+            raise ValueError(f"a shared-load deal runs every tile in `split` pieces (k_tiles {self.k_tiles}, split "
+                             f"{self.split}, units {self.units}) through the workspace")
         if self.dsmem and (self.k_tiles % self.units or self.k_tiles // self.units not in CLUSTER_PIECES):
             raise ValueError(f"a cluster reduction needs runs of k_tiles / P, P in {CLUSTER_PIECES} "
                              f"(k_tiles {self.k_tiles}, units {self.units})")
@@ -66,8 +69,21 @@ class Deal:
     def total(self) -> int:
         return self.tiles * self.k_tiles
 
+    @classmethod
+    def shared(cls, tiles: int, k_tiles: int, split: int, share_a: int, share_b: int) -> "Deal":
+        """A shared-load deal: every tile in `split` pieces, one per CTA."""
+        return cls(tiles, k_tiles, cdiv(k_tiles, split), share_a=share_a, share_b=share_b, split=split)
+
+    @property
+    def kernel_units(self) -> int:
+        """The split-K kernel's and the reduction's `units` argument: the run length, or a
+        shared-load deal's pieces per tile."""
+        return self.split if self.split else self.units
+
     @property
     def ctas(self) -> int:
+        if self.split:
+            return self.tiles * self.split
         if self.mc > 1:
             return self.mc * self.clusters
         return self.wave if self.wave else cdiv(self.total, self.units)
@@ -107,7 +123,7 @@ class Deal:
         without a cluster go piece-major (block b: piece b // tiles of tile b % tiles); shared
         loads: a cluster of share_a x share_b blocks runs one piece of share_b x share_a adjacent
         tiles (rank r: column r % share_a, row r // share_a)."""
-        pieces = self.k_tiles // self.units
+        pieces = self.split or self.k_tiles // self.units
         cluster = self.share_a * self.share_b
         if cluster > 1:
             r, g = block % cluster, block // cluster
@@ -118,8 +134,14 @@ class Deal:
             return block % self.tiles * pieces + block // self.tiles
         return block
 
+    def piece_k_tiles(self, piece: int) -> tuple[int, int]:
+        """A shared-load deal's piece: its k-tiles [k0, k1) (the kernel's shared Segments)."""
+        return piece * self.k_tiles // self.split, (piece + 1) * self.k_tiles // self.split
+
     def pieces(self, tile: int) -> int:
         """How many CTAs compute a part of this tile (1: it is written whole)."""
+        if self.split:
+            return self.split
         first = tile * self.k_tiles // self.units
         return (tile * self.k_tiles + self.k_tiles - 1) // self.units - first + 1
 
@@ -129,6 +151,8 @@ class Deal:
         cluster sums them). Tile starts repeat with period units / gcd(k_tiles, units): with
         at least that many tiles every start occurs and the most is planes_bound; else the
         tiles are counted."""
+        if self.split:
+            return self.split if self.split > 1 else 0
         if self.dsmem or self.fixup or self.units % self.k_tiles == 0:
             return 0
         period = self.units // math.gcd(self.k_tiles, self.units)
@@ -141,6 +165,8 @@ class Deal:
     def planes_bound(self) -> int:
         """At most this many pieces per tile: a tile starting g before a run's end (g =
         gcd(k_tiles, units), the finest start offset) reaches furthest."""
+        if self.split:
+            return self.split if self.split > 1 else 0
         if self.dsmem or self.fixup or self.units % self.k_tiles == 0:
             return 0
         g = math.gcd(self.k_tiles, self.units)
@@ -149,6 +175,8 @@ class Deal:
     @property
     def split_tiles(self) -> bool:
         """Some tile falls to more than one CTA."""
+        if self.split:
+            return self.split > 1
         rest = self.total - self.dp_rounds * self.ctas * self.k_tiles if self.wave else self.total
         return not self.dsmem and rest > 0 and self.units % self.k_tiles != 0 and rest > self.units
 
@@ -157,6 +185,8 @@ class Deal:
         """The most tile pieces one run touches (multicast: whole tiles, round by round)."""
         if self.mc > 1:
             return self.rounds
+        if self.split:
+            return 1
         if self.units % self.k_tiles == 0:
             return self.units // self.k_tiles
         if self.k_tiles % self.units == 0:

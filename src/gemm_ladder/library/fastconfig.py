@@ -415,7 +415,8 @@ class SmallMConfig(_Fast):
         b_mn = mn_flags(self.a, self.b)[1]  # a row-major (K, N) b (the family's A is K-major)
         self.map_args = dict(bf16=self.bf16, lda=self.lda, ldb=self.ldb, ldc=ldc, b_mn=b_mn)
         self.defines = fam.layout_defines(b_mn=b_mn)
-        template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.deal.units, make_map=driver.MapSlot, **self.map_args)
+        template = fam.kernel_args(0, 0, 0, 0, M, N, K, self.deal.kernel_units, make_map=driver.MapSlot,
+                                   **self.map_args)
         with building(self.dev):
             prep = prepare_kernel(fam, self.dev, self.bf16, self.defines)
             reduce = runner.reduce_kernel(prep.kernel, fam.reduce_entry) if self.planes else None
@@ -426,7 +427,7 @@ class SmallMConfig(_Fast):
         self.reduce = None
         if reduce is not None:
             self.reduce = driver.ReusableLaunch(reduce, fam.reduce_grid(M, ldc), (REDUCE_THREADS, 1, 1),
-                                                fam.reduce_args(0, 0, M, ldc, K, self.deal.units), pdl=fam.pdl)
+                                                fam.reduce_args(0, 0, M, ldc, K, self.deal.kernel_units), pdl=fam.pdl)
 
     @property
     def ldc(self) -> int:
@@ -459,7 +460,7 @@ class SmallMConfig(_Fast):
         self.reduce(stream, (), (ws, pc))
 
     def _kernel_args(self, pa: int, pb: int, pc: int) -> list:
-        return self.step.kernel_args(pa, pb, 0, pc, self.M, self.N, self.K, self.deal.units, make_map=tensor_map,
+        return self.step.kernel_args(pa, pb, 0, pc, self.M, self.N, self.K, self.deal.kernel_units, make_map=tensor_map,
                                      **self.map_args)
 
 

@@ -345,14 +345,14 @@ def plan_smallm(fam: SmallM, a, b, out=None, *, splits: int | None = None, units
         ws = alloc(shape, dtype=torch.float32, device=a.device) if shape else None
         ws_ptr = ws.data_ptr() if ws is not None else 0
         stream = torch.cuda.current_stream(dev).cuda_stream
-        args = fam.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.units, bf16=bf16)
+        args = fam.kernel_args(a.data_ptr(), b.data_ptr(), ws_ptr, out.data_ptr(), M, N, K, d.kernel_units, bf16=bf16)
         launches = [driver.PreparedLaunch(prep.kernel, d.grid, (fam.threads, 1, 1), args, stream=stream,
                                           dynamic_smem=fam.dynamic_smem, cluster=d.cluster, pdl=fam.chain_pdl)]
         if ws is not None and not d.fixup:
             reduce = reduce_kernel(prep.kernel, fam.reduce_entry)
             launches.append(driver.PreparedLaunch(
                 reduce, fam.reduce_grid(M, N), (REDUCE_THREADS, 1, 1),
-                fam.reduce_args(ws_ptr, out.data_ptr(), M, N, K, d.units), stream=stream,
+                fam.reduce_args(ws_ptr, out.data_ptr(), M, N, K, d.kernel_units), stream=stream,
                 pdl=fam.pdl if pdl is None else pdl))
     return SmallMPlan(fam, prep, _InOrder(launches), (a, b, out, ws), dev, debug, deal=d)
 

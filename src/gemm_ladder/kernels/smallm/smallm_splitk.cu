@@ -48,7 +48,7 @@
 // pair's second tile past C (odd row blocks) loads zeros and stores nothing.
 //
 // With GL_SHARE_A = NA (2 or 4; split pieces or whole tiles, every tile in the same number of
-// aligned pieces), the grid is clusters of NA CTAs along N: a cluster runs the same piece (the
+// pieces, given as `units`), the grid is clusters of NA CTAs along N: a cluster runs the same piece (the
 // same k-tiles) of NA horizontally adjacent tiles of one row block (shared_cta), so all its CTAs
 // read the same A rows. Each CTA's producer loads BM / NA of those rows and multicasts them into
 // every CTA's stage, and loads its own B: each CTA fetches BM / NA + BN rows per k-tile instead
@@ -480,7 +480,8 @@ gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int
   pdl_wait_for_previous();  // the partials are complete and visible
   if (col >= N) return;
   const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
-  const int first = t * k_tiles / units, pieces = (t * k_tiles + k_tiles - 1) / units - first + 1;
+  const int first = t * k_tiles / units, pieces = NA * MB > 1 ? units  // shared loads: pieces per tile
+                                                                : (t * k_tiles + k_tiles - 1) / units - first + 1;
   if (pieces == 1) return;  // computed whole, C written by the main kernel
   const long long plane = (long long)M * N / 4, q = ((long long)row * N + col) / 4;  // float4s
   const float4* p = reinterpret_cast<const float4*>(ws) + q;

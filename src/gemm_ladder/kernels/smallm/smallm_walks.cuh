@@ -3,16 +3,17 @@
 // smallm_splitk.cu after its configuration (BM, FIXUP, MC, NA, MB), which it reads.
 #pragma once
 
-// Shared loads (SHARE_A, SHARE_B): which CTA of the deal (the deal numbers CTAs by their runs of
-// units) this block runs. A cluster of NA x MB blocks runs the same piece of MB x NA adjacent
-// tiles (block b: rank r = b % (NA * MB), column r % NA and row r / NA of the cluster's tiles;
+// Shared loads (SHARE_A, SHARE_B): every tile falls into `pieces` pieces (the kernel's `units`
+// argument in these builds), piece p covering k-tiles [p K / pieces, (p + 1) K / pieces) (K in
+// k-tiles; uneven by at most one), and the deal's CTA t * pieces + p runs piece p of tile t.
+// shared_cta: the CTA block b runs. A cluster of NA x MB blocks runs the same piece of MB x NA
+// adjacent tiles (rank r = b % (NA * MB): column r % NA and row r / NA of the cluster's tiles;
 // then the piece, the group of MB row blocks, the group of NA column blocks), so the CTAs of a
 // cluster row read the same A rows, those of a column the same B rows, over the same k-tiles.
-// The host deals whole pieces (P divides the k-tiles) and multiples of MB row and NA column
-// blocks (its mirror: Deal.cta_of_block).
-GL_DEVICE int shared_cta(int kt, int per_cta, int m_tiles) {
-  const int b = (int)blockIdx.x, r = b % (NA * MB), pieces = kt / per_cta, g = b / (NA * MB), p = g % pieces,
-            h = g / pieces, groups = m_tiles / MB;
+// The host deals multiples of MB row and NA column blocks (its mirror: Deal.cta_of_block).
+GL_DEVICE int shared_cta(int pieces, int m_tiles) {
+  const int b = (int)blockIdx.x, r = b % (NA * MB), g = b / (NA * MB), p = g % pieces, h = g / pieces,
+            groups = m_tiles / MB;
   return ((h / groups * NA + r % NA) * m_tiles + h % groups * MB + r / NA) * pieces + p;
 }
 struct SharedTag {};
@@ -33,16 +34,20 @@ struct Segments {
                                                       : (int)blockIdx.x),
         dp_rounds(FIXUP ? tiles / (int)gridDim.x : 0), round(0),
         u(dp_rounds * (int)gridDim.x * kt + cta * per_cta), u1(min(u + per_cta, total)) {}
-  GL_DEVICE Segments(int tiles, int kt, int per_cta, int deal_cta, SharedTag)
-      : k_tiles(kt), units(per_cta), total(tiles * kt), cta(deal_cta), dp_rounds(0), round(0),
-        u(cta * per_cta), u1(min(u + per_cta, total)) {}
+  // shared loads: units holds the pieces per tile, cta the tile's piece (above)
+  GL_DEVICE Segments(int tiles, int kt, int pieces, int deal_cta, SharedTag)
+      : k_tiles(kt), units(pieces), total(tiles * kt), cta(deal_cta), dp_rounds(0), round(0),
+        u(cta / pieces * kt + cta % pieces * kt / pieces), u1(cta / pieces * kt + (cta % pieces + 1) * kt / pieces) {}
   GL_DEVICE bool dp() const { return round < dp_rounds; }
   GL_DEVICE bool more() const { return dp() || u < u1; }
   GL_DEVICE int tile() const { return dp() ? cta + round * (int)gridDim.x : u / k_tiles; }
   GL_DEVICE int k0() const { return dp() ? 0 : u - tile() * k_tiles; }
   GL_DEVICE int k1() const { return dp() ? k_tiles : min(k_tiles, u1 - tile() * k_tiles); }
   GL_DEVICE bool whole() const { return k0() == 0 && k1() == k_tiles; }  // C directly, no plane
-  GL_DEVICE int plane() const { return cta - tile() * k_tiles / units; }  // first CTA of the tile: 0
+  GL_DEVICE int plane() const {  // first CTA of the tile: 0 (shared loads: the piece)
+    if constexpr (NA * MB > 1) return cta % units;
+    else return cta - tile() * k_tiles / units;
+  }
   // fixup: the CTA holding the tile's last piece (the stream-K part starts after the DP tiles)
   GL_DEVICE int last_cta() const {
     return (tile() * k_tiles + k_tiles - 1 - dp_rounds * (int)gridDim.x * k_tiles) / units;
@@ -78,7 +83,7 @@ struct PairWalk {
 // This CTA's walk: the deal's runs (Segments), or multicast pairs of whole tiles.
 GL_DEVICE auto make_walk(int m_tiles, int n_tiles, int k_tiles, int units, bool clustered) {
   if constexpr (MC > 1) return PairWalk(m_tiles, n_tiles, k_tiles);
-  else if constexpr (NA * MB > 1) return Segments(m_tiles * n_tiles, k_tiles, units, shared_cta(k_tiles, units, m_tiles),
-                                                   SharedTag{});
+  else if constexpr (NA * MB > 1) return Segments(m_tiles * n_tiles, k_tiles, units, shared_cta(units, m_tiles),
+                                                   SharedTag{});  // units: pieces per tile
   else return Segments(m_tiles * n_tiles, k_tiles, units, clustered);
 }
