@@ -99,7 +99,9 @@ def test_the_kernel_computes_the_same_block_order():
             "            groups = m_tiles / MB;") in text
     assert "return ((h / groups * NA + r % NA) * m_tiles + h % groups * MB + r / NA) * pieces + p;" in text
     # a piece's k-tiles, as Deal.piece_k_tiles
-    assert "u(cta / pieces * kt + cta % pieces * kt / pieces), u1(cta / pieces * kt + (cta % pieces + 1) * kt / pieces)" in text
+    assert ("u(cta / pieces * kt + piece_start(cta % pieces, kt, pieces)),\n"
+            "        u1(cta / pieces * kt + piece_start(cta % pieces + 1, kt, pieces))") in text
+    assert "return (int)((long long)p * kt / pieces);" in text
 
 
 # -- the launches, emulated on the CPU (tests/fake_gpu.py) -------------------------------------

@@ -37,7 +37,10 @@ struct Segments {
   // shared loads: units holds the pieces per tile, cta the tile's piece (above)
   GL_DEVICE Segments(int tiles, int kt, int pieces, int deal_cta, SharedTag)
       : k_tiles(kt), units(pieces), total(tiles * kt), cta(deal_cta), dp_rounds(0), round(0),
-        u(cta / pieces * kt + cta % pieces * kt / pieces), u1(cta / pieces * kt + (cta % pieces + 1) * kt / pieces) {}
+        u(cta / pieces * kt + piece_start(cta % pieces, kt, pieces)),
+        u1(cta / pieces * kt + piece_start(cta % pieces + 1, kt, pieces)) {}
+  // piece p's first k-tile, p K / pieces (64-bit: p K may pass 2^31 on a long K)
+  static GL_DEVICE int piece_start(int p, int kt, int pieces) { return (int)((long long)p * kt / pieces); }
   GL_DEVICE bool dp() const { return round < dp_rounds; }
   GL_DEVICE bool more() const { return dp() || u < u1; }
   GL_DEVICE int tile() const { return dp() ? cta + round * (int)gridDim.x : u / k_tiles; }
