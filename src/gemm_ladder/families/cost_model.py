@@ -276,8 +276,10 @@ def score(step: Step, M: int, N: int, K: int, dev: Device = Device(), b_misalign
         s.wave_eff = s.tiles / (rounds * s.slots)
     if deal is not None:  # equal runs of k-tiles, one CTA each: the work, not the tile count, fills the waves
         # a deal counts CTAs (a multicast deal's pairs: no more clusters than fit at once); a cluster
-        # reduction's clusters sit inside a GPC, so fewer of its CTAs are resident at once
-        s.slots = step.resident_cluster_ctas(deal.cluster[0], dev.sms) if deal.dsmem else dev.sms
+        # reduction's or shared-load deal's clusters sit inside a GPC, so fewer of its CTAs are
+        # resident at once
+        clustered = deal.dsmem or deal.split and deal.cluster[0] > 1
+        s.slots = step.resident_cluster_ctas(deal.cluster[0], dev.sms) if clustered else dev.sms
         s.tiles = deal.ctas
         s.waves = _ceil(deal.ctas, s.slots)
         work = deal.total / deal.units
@@ -364,6 +366,10 @@ def describe_deal(deal) -> str:
     if deal.mc > 1:
         return (f"deal: {deal.tiles} whole tiles of {deal.k_tiles} k-tiles in {deal.groups} groups of {deal.mc} along M "
                 f"(each group a cluster sharing its B tiles by multicast) on {deal.ctas} CTAs, {deal.rounds} round(s)")
+    if deal.split:  # shared loads
+        return (f"deal: {deal.tiles} tiles x {deal.k_tiles} k-tiles, each tile in {deal.split} piece(s) of up to "
+                f"{deal.units} k-tiles on {deal.ctas} CTAs in clusters of {deal.cluster[0]} sharing their loads"
+                + (", the pieces through the workspace" if deal.split > 1 else ""))
     how = ("every tile whole" if deal.splits == 1
            else f"{deal.cluster[0]} pieces per tile summed in a cluster" if deal.dsmem
            else f"up to {deal.planes} pieces per tile through the workspace")
