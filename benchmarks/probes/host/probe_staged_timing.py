@@ -64,19 +64,8 @@ def way_a(fns, reps):
 
 
 def way_b(fns, reps, cycles):
-    """Bench.time_interleaved's loop with torch.cuda._sleep(cycles) after each flush."""
-    ev = [[] for _ in fns]
-    for r in range(reps):
-        for i in order(r, len(fns)):
-            bench.flush_l2()
-            torch.cuda._sleep(cycles)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fns[i]()
-            e.record()
-            ev[i].append((s, e))
-    torch.cuda.synchronize()
-    return [[s.elapsed_time(e) * 1e3 for s, e in x] for x in ev]
+    """Bench.time_interleaved with torch.cuda._sleep(cycles) after each flush, in us."""
+    return [[x * 1e3 for x in e] for e in bench.time_interleaved(fns, reps, lead_cycles=cycles)]
 
 
 def way_c(fns, reps):

@@ -133,15 +133,17 @@ class Bench:
             self._sm_mhz = self.nvml.static().get("max_sm_clock_mhz") or SPIN_MHZ
         return max(1, round(us * self._sm_mhz))
 
-    def time_interleaved(self, fns: list, reps: int, flush: bool = True, lead_us: float = 0.0) -> list[list[float]]:
+    def time_interleaved(self, fns: list, reps: int, flush: bool = True, lead_us: float = 0.0,
+                         lead_cycles: int = 0) -> list[list[float]]:
         """Call every fn in fns once per repetition, alternating their order, each after an
         L2 flush (unless flush=False: L2-resident measurements); returns per-fn lists of
         milliseconds (CUDA events). lead_us > 0: a GPU spin of at least that long
         (torch.cuda._sleep) after the flush, before the start event, so that the work queued
         ahead of a call outlasts the call's host enqueue where that may exceed the flush (a
-        library call that copies operands, perf-notes item 104); 0 (default): none."""
+        library call that copies operands, perf-notes item 104); 0 (default): none. lead_cycles:
+        the spin given in SM cycles instead (a probe that measures the spin itself)."""
         t = self.torch
-        cycles = self.spin_cycles(lead_us) if lead_us > 0 else 0
+        cycles = lead_cycles or (self.spin_cycles(lead_us) if lead_us > 0 else 0)
         events = [[] for _ in fns]
         for r in range(reps):
             order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
