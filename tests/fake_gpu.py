@@ -320,6 +320,8 @@ class FakeGpu:
         if rec.shared:  # clusters of share_a x share_b: one piece of adjacent tiles each; units: pieces per tile
             na, mb, cl, per_tile = fam.share_a, fam.share_b, fam.shared_loads, units
             assert rec.cluster == (cl, 1, 1) and rec.grid == (total // kt * per_tile, 1, 1) and a_rows == bm
+            # the kernel's guard (it traps otherwise): whole clusters of tiles, pieces of >= 1 k-tile
+            assert m_tiles % mb == 0 and total // kt // m_tiles % na == 0 and 1 <= per_tile <= kt
             deal = smallm.Deal.shared(total // kt, kt, per_tile, na, mb)
             ctas = [deal.cta_of_block(b, m_tiles) for b in range(rec.grid[0])]
             assert sorted(ctas) == list(range(rec.grid[0])) and rec.grid[0] % cl == 0

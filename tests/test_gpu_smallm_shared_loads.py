@@ -15,8 +15,10 @@ from gpu_util import assert_matches, fresh, needs_gpu, run_child
 pytestmark = [needs_gpu, pytest.mark.gpu]
 
 KEYS = [k for k, f in smallm.FAMILIES.items() if f.shared_loads > 1]
-SHAPES = [(128, 512, 16384), (256, 512, 8192), (128, 1024, 8192), (200, 1024, 4096), (128, 256, 64), (512, 512, 512),
-          (640, 640, 640)]
+# (200 x 1024: A's last slices wholly past M; 128 x 968: the last tile's second B slice, columns
+# 992.., wholly past N; TMA counts a box it zero-fills in full, so the stage's bytes still arrive)
+SHAPES = [(128, 512, 16384), (256, 512, 8192), (128, 1024, 8192), (200, 1024, 4096), (128, 968, 4096),
+          (128, 256, 64), (512, 512, 512), (640, 640, 640)]
 # every tile in p pieces: whole tiles, pieces that divide the k-tiles, uneven ones (6 of 256, 13 of 128)
 CASES = [(k, s, p) for k in KEYS for s in SHAPES for p in (1, 2, 6, 8, 13)
          if smallm.FAMILIES[k].accepts(*s) and p <= smallm.FAMILIES[k].k_tiles(s[2])]
@@ -65,3 +67,27 @@ def test_matches_reference_and_repeats_bit_for_bit(key, shape, splits, dtype):
     torch.cuda.synchronize()
     assert_matches(runs[0].view(dt), a, b)
     assert all(torch.equal(r, runs[0]) for r in runs[1:]), f"{key} {shape} s{splits}: runs differ"
+
+
+# An N-major B (a row-major (K, N) b) in the builds that read one (GL_B_MN with GL_SHARE_A):
+# through the library, forced to the entry, 10 runs on poisoned outputs.
+B_MN_SHAPES = [(128, 512, 16384), (128, 1024, 8192), (200, 1024, 4096), (640, 640, 640)]
+B_MN_CASES = [(k, s) for k in KEYS for s in B_MN_SHAPES
+              if smallm.FAMILIES[k].b_mn_major and smallm.FAMILIES[k].accepts(*s, b_mn=True)]
+
+
+@pytest.mark.parametrize("key,shape", B_MN_CASES, ids=[f"{k}-{'x'.join(map(str, s))}" for k, s in B_MN_CASES])
+def test_n_major_b_matches_and_repeats(key, shape):
+    import torch
+    import gemm_ladder
+    M, N, K = shape
+    a, b = fresh(M, N, K, torch.float16, next(_seed))
+    b_kn = b.t().contiguous()
+    runs = []
+    for _ in range(10):
+        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+        gemm_ladder.matmul(a, b_kn, out=out, step=key)
+        runs.append(out.view(torch.int16))
+    torch.cuda.synchronize()
+    assert_matches(runs[0].view(torch.float16), a, b)
+    assert all(torch.equal(r, runs[0]) for r in runs[1:]), f"{key} {shape}: runs differ"

@@ -124,8 +124,8 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     min_kt: int = 0
     # 2 or 4: clusters of that many CTAs along N run the same piece of adjacent tiles of one row
     # block, each loading 1/share_a of A's rows and multicasting them into all (GL_SHARE_A; every
-    # tile in the same number of aligned pieces); share_b the same along M for B (GL_SHARE_B): a
-    # cluster of share_a x share_b CTAs
+    # tile in the same number of pieces, floor or ceil of K / pieces k-tiles); share_b the same
+    # along M for B (GL_SHARE_B): a cluster of share_a x share_b CTAs
     share_a: int = 1
     share_b: int = 1
 
@@ -141,10 +141,11 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                              "no cluster reduction), and an N-major B's half must be whole 64-column blocks")
         if self.share_a not in (1, 2, 4) or self.share_b not in (1, 2, 4) or self.shared_loads > 8 or (
                 self.shared_loads > 1 and (self.multicast > 1 or self.fixup or self.cluster_reduce or self.k_alternate
-                                           or self.b_early or self.b_mn_major and self.bn // self.share_b % MN_BLOCK)):
+                                           or self.b_early or self.b_mn_major and self.bn // self.share_b % MN_BLOCK
+                                           or self.share_b > 1 and self.prefetch_kt)):
             raise ValueError(f"{self.key}: A and B are shared by clusters of 1, 2 or 4 CTAs along N and M (8 at "
                              "most), without multicast pairs, fixup, cluster reduction, alternating k-tiles or B "
-                             "issued early, an N-major B's slices whole 64-column blocks")
+                             "issued early, an N-major B's slices whole 64-column blocks, a shared B not prefetched")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")

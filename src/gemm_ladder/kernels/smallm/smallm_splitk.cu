@@ -171,6 +171,7 @@ constexpr int PREFETCH_KT = GL_PREFETCH_KT;
 // the wait, has landed.
 constexpr bool B_EARLY = GL_B_EARLY;
 static_assert(!B_EARLY || SHARING == 1, "B issued early: no cluster (a multicast peer's ring may not exist yet)");
+static_assert(PREFETCH_KT == 0 || MB == 1, "prefetch_b_l2 fetches whole B tiles or multicast pairs' slices, not shared-B slices");
 GL_DEVICE void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 GL_DEVICE void pdl_wait_for_previous() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
@@ -321,6 +322,13 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   const int warp = warp_idx();
   const u32 pieces = SHARING > 1 ? 1 : cluster_size();  // > 1: a cluster per tile, reduced through DSMEM
   float* piece = reinterpret_cast<float*>(&s.A[0][0]);
+  if constexpr (NA * MB > 1) {  // shared loads: a launch outside the host's deal (SmallM.shape_problems,
+    // Deal.shared) would leave C's rows unwritten or a full barrier waiting for bytes no peer sends:
+    // every CTA stops at once, before any barrier (the test is the same in all of them)
+    if (a_rows != BM || m_tiles % MB != 0 || n_tiles % NA != 0 || units < 1 || units > k_tiles ||
+        (long long)gridDim.x != (long long)m_tiles * n_tiles * units)
+      asm volatile("trap;");
+  }
 
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
@@ -462,7 +470,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     tr.finish();
   }
   // multicast, shared loads: no CTA leaves while a peer may still multicast into it or arrive on its barriers
-  if constexpr (SHARING > 1) cluster_sync();
+  if constexpr (SHARING > 1) cluster_sync_before_exit();
 }
 
 // The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed

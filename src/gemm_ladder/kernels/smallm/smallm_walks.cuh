@@ -20,10 +20,11 @@ struct SharedTag {};
 
 // The run of units of this CTA, as segments: tile t (column-major over C: t = column block *
 // m_tiles + row block, so the CTAs running at once share B's column tiles, B being the big
-// operand), its k-tiles [k0, k1), and the workspace plane of the piece. The run is that of CTA `cta` of the deal; when every tile falls into P aligned pieces and no
-// cluster needs them side by side, blocks are launched piece-major (block b runs piece
-// b / tiles of tile b % tiles), so the CTAs that start together read different tiles, as a
-// grid of (tiles, pieces) does (shared loads: the second constructor, shared_cta).
+// operand), its k-tiles [k0, k1), and the workspace plane of the piece. The run is that of CTA
+// `cta` of the deal; when every tile falls into P aligned pieces and no cluster needs them side
+// by side, blocks are launched piece-major (block b runs piece b / tiles of tile b % tiles), so
+// the CTAs that start together read different tiles, as a grid of (tiles, pieces) does (shared
+// loads: the second constructor, shared_cta, whose pieces need not be aligned).
 struct Segments {
   int k_tiles, units, total, cta;
   int dp_rounds, round;  // fixup: whole tiles cta, cta + grid, ... first (see below); before u (init order)
