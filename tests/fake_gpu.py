@@ -88,6 +88,19 @@ class FakeTensorMap:
         """The matrix this map describes, as a tensor over the same memory."""
         return _view(self.ptr, self.dtype, (self.rows, self.cols), self.ld)
 
+    def span(self) -> tuple[int, int]:
+        """[first, last + 1) bytes of the memory the map covers."""
+        return self.ptr, self.ptr + ((self.rows - 1) * self.ld + self.cols) * 2
+
+
+def _assert_writes_apart(mc: FakeTensorMap, *reads: FakeTensorMap) -> None:
+    """The kernels write C while other CTAs still read A and B: C must share no byte with them
+    (a call with out=a goes through a buffer)."""
+    c0, c1 = mc.span()
+    for m in reads:
+        r0, r1 = m.span()
+        assert c1 <= r0 or r1 <= c0, f"C [{c0:#x}, {c1:#x}) overlaps an operand read in place [{r0:#x}, {r1:#x})"
+
 
 def _cluster_of(config) -> tuple:
     """The cluster-dimension launch attribute's shape, (1, 1, 1) without one."""
@@ -188,6 +201,7 @@ class FakeGpu:
         rec.maps = [FakeTensorMap.registry[slots[i]] for i in range(3 + tail)]
         rec.M, rec.N, rec.K = (ctypes.c_int32.from_address(slots[i]).value for i in range(3 + tail, 6 + tail))
         ma, mb, mc = rec.maps[:3]
+        _assert_writes_apart(mc, ma, mb)
         if tail:  # the same C, boxed as the kernel's last chunk, unswizzled
             mt = rec.maps[3]
             assert (mt.ptr, mt.rows, mt.cols, mt.ld) == (mc.ptr, mc.rows, mc.cols, mc.ld) and mt.box == st.c_tail_box
@@ -278,6 +292,7 @@ class FakeGpu:
         slots = (ctypes.c_void_p * 10).from_address(args_ptr)
         ma, mb, mc = (FakeTensorMap.registry[slots[i]] for i in range(3))
         rec.maps = [ma, mb, mc]
+        _assert_writes_apart(mc, ma, mb)
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (3, 4))
         rec.M, rec.N, rec.K, units, a_rows = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 10))
         fam = keys.get_step(rec.key.split("~")[0])  # a variant (e.g. ~b_early) deals as its entry

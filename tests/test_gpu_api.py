@@ -74,6 +74,40 @@ def test_matmul_out_and_empty():
     assert gemm_ladder.matmul(torch.randn(0, 8, device="cuda").half(), torch.randn(8, 7, device="cuda").half()).shape == (0, 7)
 
 
+@pytest.mark.parametrize("M,K", [(4096, 4096), (16, 4096), (2048, 256)])
+def test_out_that_is_an_operand(M, K):
+    """out=a (square b) and out=b (square a): the call goes through a buffer, since the kernel
+    would overwrite rows that other CTAs still read; 5 runs, each from fresh inputs."""
+    import torch
+    for seed in range(5):
+        a, bt = fresh(M, K, K, torch.float16, 60 + seed)
+        b = bt.T.contiguous()
+        want = _ref(a, b)
+        res = gemm_ladder.matmul(a, b, out=a)
+        assert res is a
+        _close(a, want, torch.float16)
+    sq, _ = fresh(K, K, K, torch.float16, 70)
+    x, _ = fresh(M, K, K, torch.float16, 71)
+    want = _ref(sq, sq)
+    gemm_ladder.matmul_nt(sq, sq.T.contiguous(), out=sq)  # nt: b (N, K) = sq.T copied, a = sq overwritten
+    _close(sq, want, torch.float16)
+    want = _ref(x[:, :K], torch.eye(K, device="cuda", dtype=torch.float16))
+    gemm_ladder.matmul(x, torch.eye(K, device="cuda", dtype=torch.float16), out=x)
+    _close(x, want, torch.float16)
+
+
+def test_static_b_with_a_copied_b():
+    """static_b with a b TMA cannot read in place (rows 8198 bytes apart): the copy runs first
+    and the kernel waits for it (the waiting build), on fresh weights every call."""
+    import torch
+    x, _ = fresh(16, 4096, 4096, torch.float16, 80)
+    for seed in range(5):
+        w = torch.randn(4096, 4099, device="cuda", dtype=torch.float16)[:, :4096]
+        cfg = fastpath.config_for("mm", x, w.t(), static_b=True)
+        assert not cfg.b.direct and not cfg.step.key.endswith("~b_early")
+        _close(gemm_ladder.matmul(x, w.t(), static_b=True), _ref(x, w.t()), torch.float16)
+
+
 def test_matmul_gpu_errors():
     import torch
     a = torch.randn(64, 64, device="cuda").half()

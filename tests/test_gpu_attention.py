@@ -293,3 +293,15 @@ def test_operands_tma_cannot_read_are_copied():
     want = api.attention(q, k, v, causal=True, step="A1")
     got = api.attention(q_odd, k_odd, v, causal=True, step="A1")
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_broadcast_kv_are_copied():
+    """k and v expanded over the heads (stride 0): the door copies them rather than hand TMA a
+    zero stride; the same result as from materialised k and v."""
+    torch, api = _torch(), _api()
+    q, k, v = make(1, 4, 4, 128, 128, 64, "bfloat16", seed=3)
+    k1, v1 = k[:, :1].expand(-1, 4, -1, -1), v[:, :1].expand(-1, 4, -1, -1)
+    assert k1.stride(1) == 0 and not api.tma_readable(k1)
+    want = api.attention(q, k1.contiguous(), v1.contiguous())
+    got = api.attention(q, k1, v1)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

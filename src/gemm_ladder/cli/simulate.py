@@ -64,7 +64,7 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
                     "and explains the deadlock or early release it causes.")
     keys = ", ".join(st.key + (" (model only)" if st.model_only else "") for st in simulated_steps())
     p.add_argument("--step", type=_step_key,
-                   help=f"one step or variant, e.g. 7:d4 (default: all of {keys}, "
+                   help=f"one step or variant, e.g. 7:d4, a depth at most {MAX_DEPTH} (default: all of {keys}, "
                         "lockstep beside warp-specialized)")
     p.add_argument("--depth", type=doors.number(int, 1, MAX_DEPTH), help=f"ring stages (PIPE_DEPTH), 1..{MAX_DEPTH}; default per step")
     p.add_argument("--k-tiles", type=doors.number(int, 1, MAX_K_TILES), dest="k_tiles",
@@ -106,9 +106,13 @@ def add_parser(subparsers: Any, parents: tuple | list = ()) -> argparse.Argument
 def _step_key(text: str) -> str:
     """A step the simulator models (checked when the arguments are parsed)."""
     try:
-        return params_for_step(text).key
+        p = params_for_step(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if p.depth > MAX_DEPTH:  # the cap --depth has: a variant's ring is no way around it
+        raise argparse.ArgumentTypeError(f"{text}: depth {p.depth} is over {MAX_DEPTH}, the most ring stages "
+                                         "simulated (as --depth)")
+    return p.key
 
 
 def check_work(step: int | str | None, overrides: dict) -> None:
@@ -331,6 +335,21 @@ ATTN_ONLY = ("head_dim", "seq_len", "softmax_ns_per_elem", "record")
 GEMM_ONLY = ("step", "k_tiles", "tiles_per_cta", "mma_ns", "consumer_gap_ns")
 
 
+def check_gemm_only(args: argparse.Namespace, step: str | None, what_if: str | None) -> None:
+    """Refuse the GEMM steps' options on an attention run, naming what made it one: --attention,
+    or (without it) an attention what-if."""
+    given = [f"--{k.replace('_', '-')}" for k in GEMM_ONLY if getattr(args, k, None) is not None]
+    if not given:
+        return
+    verb = "is" if len(given) == 1 else "are"
+    if step is None and what_if:
+        w = attn.ATTN_WHAT_IFS[what_if]
+        raise doors.CliError(f"the what-if {what_if} breaks an attention step (default {w.default_step}; choose "
+                             f"with --attention {'|'.join(attn.ATTN_STEPS)}), not a GEMM step: {', '.join(given)} "
+                             f"{verb} for the GEMM steps")
+    raise doors.CliError(f"{', '.join(given)} {verb} for the GEMM steps, not for --attention")
+
+
 def _attn_row(r: SimResult, seq_len: int) -> dict:
     p, k = r.params, r.kpis
     grid = attn.grid_tflops(p, k["makespan_ns"], seq_len) if r.ok else dict(tflops=0.0, waves=0, tiles=0)
@@ -350,10 +369,7 @@ def run_attention(args: argparse.Namespace) -> int:
     S = getattr(args, "seq_len", None) or attn.DEFAULT_SEQ_LEN
     ov = {k: getattr(args, k, None) for k in ("depth", "load_latency_ns", "l2_bytes_per_ns", "softmax_ns_per_elem")}
     try:
-        given = [f"--{k.replace('_', '-')}" for k in GEMM_ONLY if getattr(args, k, None) is not None]
-        if given:
-            raise doors.CliError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for the GEMM steps, "
-                                 "not for --attention")
+        check_gemm_only(args, step, what_if)
         if what_if and what_if not in attn.ATTN_WHAT_IFS:
             raise doors.CliError(f"the what-if {what_if} breaks a GEMM step; with --attention choose from "
                                  f"{', '.join(attn.ATTN_WHAT_IFS)}")

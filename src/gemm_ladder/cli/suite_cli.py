@@ -11,7 +11,7 @@ import math
 import sys
 from pathlib import Path
 
-from . import doors
+from . import doors, explain_call
 
 
 def dtypes_of(arg: str | None) -> list[str]:
@@ -173,28 +173,22 @@ def cmd_explain(args) -> int:
     if args.fast_accum or args.bias16:
         raise doors.CliError("--fast-accum and --bias16 describe an fp8 call: give --fp8 tensor|row|block")
     dev = cost_model.Device(sms=sms)
-    b_mn = args.b_row_major
-    if args.ldb is not None:
-        mis = args.N > 1 and cost_model.rows_misaligned(args.ldb)
-    else:  # a contiguous b: rows of K (rounded up to 8) elements, or of N when row-major
-        mis = (args.N > 1 and cost_model.rows_misaligned(args.N) if b_mn
-               else cost_model.contiguous_b_misaligned(args.N, args.K))
-    ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev, b_misaligned=mis, b_mn=b_mn)
+    plan = explain_call.plan_call(args.M, args.N, args.K, args.dtype, sms, args.b_row_major, args.ldb)
+    # the candidates as the library's call sees them: b's read and its rows' alignment
+    ch = select.choose(args.M, args.N, args.K, args.dtype, device=dev, b_misaligned=plan.b_misaligned,
+                       b_mn=plan.b_mn)
     if args.json:
-        print(json.dumps(ch.as_dict(), indent=1, default=str))
+        print(json.dumps({**ch.as_dict(), "runs": plan.run.key if plan.run else None}, indent=1, default=str))
         return 0 if ch.pick else 1
     print_candidates(select.explain_rows(ch), f"{args.M}x{args.N}x{args.K} {args.dtype}: candidates ({dev.sms} "
                      f"SMs, {dev.peak_tflops:.0f} TFLOP/s, {dev.hbm_tbs} TB/s: {dev.source})",
                      "x".join(map(str, (args.M, args.N, args.K))), console)
     console.print(f"pick: {ch.pick.key if ch.pick else 'none'} — {ch.reason}", markup=False, highlight=False)
-    if ch.pick:  # the library's call adds its own rules (select.step_for): say what it runs
-        call = "matmul(a, b) with b row-major (K, N)" if b_mn else "matmul_nt(a, b) with b (N, K)"
-        run = select.step_for(args.M, args.N, args.K, args.dtype, sms, b_mn=b_mn, b_misaligned=mis)
-        console.print(f"{call} runs: {run.key}")
-        for line in staging_lines(args.M, args.N, args.K, b_mn, run, dev):
+    if ch.pick and plan.run:  # the library's call adds its own rules (select.step_for): say what it runs
+        lines = [explain_call.runs_line(plan, ch.pick.key, args.M, args.N, args.K),
+                 *explain_call.staging_lines(plan, dev), explain_call.predicted_line(plan, args.M, args.N, args.K, dev)]
+        for line in lines:
             console.print(line, markup=False, highlight=False)
-        console.print(f"predicted: {ch.pick.predicted_us:.1f} us for {ch.pick.key} (the model's time: docs/suite.md)",
-                      markup=False, highlight=False)
     if args.measured:
         print_measured(args.M, args.N, args.K, args.dtype, console)
     return 0 if ch.pick else 1
@@ -219,41 +213,6 @@ def explain_fp8(args, sms: int, console) -> int:
                   f"({sms} SMs): {entry.key} ({entry.label})", markup=False, highlight=False)
     console.print(f"why: {why}", markup=False, highlight=False)
     return 0
-
-
-def staging_lines(M: int, N: int, K: int, b_mn: bool, run, dev) -> list[str]:
-    """What the library's call copies before `run` for contiguous operands (a (M, K); b (N, K),
-    or (K, N) when b_mn), why, and what the copies cost in the selection's model: the bytes
-    read and written at the measured copy rate (a transposing copy at TRANSPOSE_COPY_TBS), and
-    COPY_LAUNCH_US per launch — one `gl_stage_copy` for every plain copy together, one torch
-    copy per transpose (library/staging.py)."""
-    from ..families import cost_model
-    from ..families.common import reads_mn
-    from ..library import layout
-    a_ok, b_ok = reads_mn(run)
-    ops = (("a", layout.operand(M, K, K if M > 1 else None, 1, ptr_aligned=True, mn_major_ok=a_ok)),
-           ("b", layout.operand(N, K, 1 if N > 1 else None, N, ptr_aligned=True, mn_major_ok=b_ok) if b_mn
-            else layout.operand(N, K, K if N > 1 else None, 1, ptr_aligned=True, mn_major_ok=b_ok)))
-    lines, total, plain, transposes = [], 0.0, False, 0
-    for name, op in ops:
-        if op.direct:
-            continue
-        written = (op.k if op.stage_mn else op.rows) * op.staged_ld
-        nbytes = cost_model.ELEMENT_BYTES * (op.rows * op.k + written)
-        transpose = op.major == "MN" and not op.stage_mn
-        tbs = cost_model.TRANSPOSE_COPY_TBS if transpose else dev.copy_tbs
-        us = nbytes / (tbs * 1e12) * 1e6
-        total += us
-        transposes, plain = transposes + transpose, plain or not transpose
-        lines.append(f"the call copies {name} first ({op.why}): {nbytes / 1e6:.2f} MB read and written, "
-                     f"~{us:.1f} us at {tbs} TB/s" + (" (a transpose)" if transpose else ""))
-    if not lines:
-        return ["the call reads a and b in place (no copy)"]
-    launches = int(plain) + transposes
-    total += launches * cost_model.COPY_LAUNCH_US
-    lines.append(f"copies: {launches} launch{'es' if launches > 1 else ''} (~{cost_model.COPY_LAUNCH_US:.0f} us "
-                 f"each of host work and launch), ~{total:.1f} us in all before the GEMM")
-    return lines
 
 
 def print_measured(M: int, N: int, K: int, dtype: str, console) -> None:
@@ -320,14 +279,15 @@ def add_parsers(sub, dtype_type) -> None:
     e.add_argument("K", type=_dim, help="the reduction dimension")
     e.add_argument("--dtype", type=dtype_type, default="float16", help="fp16 or bf16 (default fp16)")
     e.add_argument("--sms", type=doors.number(int, 1, 1024), help="SM count (default: this Hopper GPU's, else 132)")
-    e.add_argument("--ldb", type=_dim, help="B's row stride in elements as the kernel reads it (default: K rounded "
-                                             "up to 8, a contiguous (N, K) b; N for a row-major (K, N) b). Rows "
-                                             "that are not whole 32-byte sectors change the pick")
+    e.add_argument("--ldb", type=_dim, help="the row stride of b as the call is given it, in elements (default: "
+                                             "contiguous, K for an (N, K) b, N for a row-major (K, N) b; at least "
+                                             "that). One that is not a multiple of 8 is copied first; rows that "
+                                             "are not whole 32-byte sectors change the pick")
     e.add_argument("--b-row-major", action="store_true",
-                   help="B given as a row-major (K, N) matrix, as matmul(a, b) takes it (read N-major in place); "
-                        "default: a contiguous (N, K) b, as matmul_nt(a, b) takes it")
-    e.add_argument("--json", action="store_true", help="print the candidates as JSON")
-    e.add_argument("--measured", action="store_true", help="beside the pick's predicted time, the time measured "
+                   help="B given as a row-major (K, N) matrix, as matmul(a, b) takes it (read N-major where the "
+                        "kernel can); default: a contiguous (N, K) b, as matmul_nt(a, b) takes it")
+    e.add_argument("--json", action="store_true", help="print the candidates and the kernel the call runs (runs) as JSON")
+    e.add_argument("--measured", action="store_true", help="beside the predicted time, the time measured "
                    "on the H200 when the newest cost-model record holds the shape (benchmarks/results)")
     e.add_argument("--fp8", choices=("tensor", "row", "block"), help="the fp8 family's entry for e4m3 operands "
                    "with these scales instead (gemm_ladder.scaled_mm), and why")

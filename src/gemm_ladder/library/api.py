@@ -27,7 +27,9 @@ _grad_enabled = torch.is_grad_enabled
 
 def _via_op(kind: str, a, b, out, step):
     """The call through the custom op (torch_ops.py): traced by torch.compile, differentiated by autograd."""
-    key = None if step is None else (step if isinstance(step, str) else step.key)
+    step = fastpath.step_arg(step, "matmul" if kind == "mm" else "matmul_nt")
+    key = None if step is None else (step if isinstance(step, str) else get_step(step).key if isinstance(step, int)
+                                     else step.key)
     res = torch.ops.gemm_ladder.matmul(a, b.t() if kind == "nt" else b, key)
     if out is None:
         return res
@@ -50,6 +52,8 @@ def matmul(a, b, out=None, *, step: Step | str | None = None, static_b: bool = F
     (model weights at inference): the small-M kernels, which may start while the previous
     kernel still runs, then load b's first stages before waiting for it. A `b` computed by
     the call just before must not be passed so. Ignored under torch.compile and autograd."""
+    if static_b is not False and static_b is not True:
+        _not_bool("matmul", "static_b", static_b)
     if _compiling():
         return _via_op("mm", a, b, out, step)
     return _call("mm", a, b, out, step, _via_op, static_b)
@@ -59,9 +63,16 @@ def matmul_nt(a, b, out=None, *, step: Step | str | None = None, static_b: bool 
     """C = a @ b.T for a (M, K) and b (N, K): both operands K-major, the kernels' native
     layout. `out`, if given, is an (M, N) tensor of the same dtype (any strides). static_b:
     as for matmul."""
+    if static_b is not False and static_b is not True:
+        _not_bool("matmul_nt", "static_b", static_b)
     if _compiling():
         return _via_op("nt", a, b, out, step)
     return _call("nt", a, b, out, step, _via_op, static_b)
+
+
+def _not_bool(what: str, name: str, value):
+    """A flag given as something else than a bool (a promise such as static_b must be meant)."""
+    raise TypeError(f"{what}: {name} must be True or False, got {value!r}")
 
 
 def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str | None = None,
@@ -69,6 +80,14 @@ def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str
     """Compile and load the kernels `matmul` may choose (every selection candidate, or `step`),
     for each dtype, and the MN-major builds of steps that read them (unless mn_major=False),
     so that a later first call — e.g. inside CUDA graph capture — does no JIT work."""
+    if mn_major is not False and mn_major is not True:
+        _not_bool("warmup", "mn_major", mn_major)
+    dtypes = (dtypes,) if isinstance(dtypes, torch.dtype) else tuple(dtypes) if isinstance(dtypes, (list, tuple)) else dtypes
+    if not isinstance(dtypes, tuple) or not all(dt in (torch.float16, torch.bfloat16) for dt in dtypes):
+        raise TypeError(f"warmup: dtypes must be torch.float16 and/or torch.bfloat16, got {dtypes!r}")
+    if device is not None and not isinstance(device, (int, str, torch.device)) or isinstance(device, bool):
+        raise TypeError(f"warmup: device must be a CUDA device (an index, 'cuda:0' or a torch.device), got {device!r}")
+    step = fastpath.step_arg(step, "warmup")
     device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
     if device.type != "cuda":
         raise ValueError(f"warmup builds kernels for a CUDA device, not {device}")
@@ -105,6 +124,13 @@ def linear(x, weight, *, static_weight: bool = False):
     """x @ weight.T for x (..., in_features) and weight (out_features, in_features), like
     torch.nn.functional.linear without bias. weight.T is a K-major view: read in place.
     static_weight: matmul's static_b (no kernel queued before the call writes the weight)."""
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        got = f"shape {tuple(weight.shape)}" if isinstance(weight, torch.Tensor) else type(weight).__name__
+        raise ValueError(f"linear: weight must be a 2-D (out_features, in_features) tensor, got {got}")
+    if static_weight is not False and static_weight is not True:
+        _not_bool("linear", "static_weight", static_weight)
+    if isinstance(x, torch.Tensor) and x.dim() == 1:  # as nn.functional.linear: one row, returned 1-D
+        return matmul(x.unsqueeze(0), weight.t(), static_b=static_weight).squeeze(0)
     return matmul(x, weight.t(), static_b=static_weight)
 
 
@@ -118,6 +144,8 @@ class Linear(torch.nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None, dtype=None,
                  static_weight: bool = False):
         super().__init__()
+        if static_weight is not False and static_weight is not True:
+            _not_bool("Linear", "static_weight", static_weight)
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features = in_features, out_features
         self.static_weight = static_weight
@@ -138,6 +166,10 @@ class Linear(torch.nn.Module):
     @classmethod
     def from_linear(cls, lin: torch.nn.Linear, static_weight: bool = False) -> "Linear":
         """A Linear sharing `lin`'s parameters."""
+        if not isinstance(lin, torch.nn.Linear):
+            raise TypeError(f"Linear.from_linear takes a torch.nn.Linear, got {type(lin).__name__}")
+        if static_weight is not False and static_weight is not True:
+            _not_bool("Linear.from_linear", "static_weight", static_weight)
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = lin.in_features, lin.out_features

@@ -66,7 +66,8 @@ def _check_call(q, k, v, causal, scale, return_lse, step) -> tuple[int, int, int
         raise ValueError(f"attention: scale must be a finite positive number, got {scale!r}")
     for name, flag in (("causal", causal), ("return_lse", return_lse)):
         if not isinstance(flag, bool):
-            raise TypeError(f"attention: {name} must be a bool, got {type(flag).__name__}")
+            kind = type(flag).__name__ if type(flag).__module__ == "builtins" else f"{type(flag).__module__}.{type(flag).__name__}"
+            raise TypeError(f"attention: {name} must be a bool, got {kind}")
     if step is not None and step not in STEPS:
         raise ValueError(f"attention: unknown step {step!r}; use None (the library's choice) or one of "
                          f"{', '.join(STEPS)}")

@@ -21,8 +21,8 @@ def _name(dtype) -> str:
 
 def tma_readable(t) -> bool:
     """Whether TMA reads the tensor in place: the head dim contiguous, the other strides whole
-    16-byte multiples, the base 16-byte aligned."""
-    return t.stride(-1) == 1 and all(s % 8 == 0 for s in t.stride()[:-1]) and t.data_ptr() % 16 == 0
+    16-byte multiples and not 0 (a broadcast, expanded dimension is copied), the base 16-byte aligned."""
+    return t.stride(-1) == 1 and all(s % 8 == 0 and s > 0 for s in t.stride()[:-1]) and t.data_ptr() % 16 == 0
 
 
 def check(q, k, v, step: str) -> tuple[int, int, int, int, int, int]:

@@ -38,6 +38,10 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 _current_device = getattr(torch._C, "_cuda_getDevice", None) or (lambda: torch.cuda.current_device())
 _Tensor = torch.Tensor
 _capturing = torch.cuda.is_current_stream_capturing
+_grad_enabled = torch.is_grad_enabled
+# torch.autograd.graph.increment_version's own call (it takes a tuple), without the wrapper's 0.2 us
+_increment_version = getattr(torch._C, "_increment_version", None) or torch.autograd.graph.increment_version
+
 
 
 class LRU:
@@ -118,6 +122,8 @@ def output_layout(out, M: int, N: int) -> layout.Output:
     `out` in place when its strides allow, else through a buffer copied into it."""
     if out is None:
         return layout.Output(M, N, layout.round_up(N, 8), True)
+    if out.is_neg():  # a negated view: its memory holds -C (copy_ writes it so)
+        return layout.Output(M, N, layout.round_up(N, 8), False, "out is a negated view")
     folded = layout.fold_rows(out.shape, out.stride())
     if folded is None:
         return layout.Output(M, N, layout.round_up(N, 8), False, "leading dimensions do not fold into rows")
@@ -243,6 +249,10 @@ class _Fast(Config):
         # A fresh result with rows padded to 16 bytes owns its last row's padding too: the
         # kernels write it (a TMA store's last granule of a row; the small-M kernel's ldc columns)
         self._whole_rows = N % 8 != 0
+        # the bytes an operand read in place and `out` span from their first element (out=a)
+        self._a_span = layout.byte_span(a) if self.a.direct else 0
+        self._b_span = layout.byte_span(b) if self.b.direct else 0
+        self._out_span = layout.byte_span(out) if out is not None else 0
 
     def _shape_problems(self, M: int, N: int, K: int) -> list[str]:
         # TMA zero-fills the K edge and the result's rows are padded to 16 bytes, so the
@@ -291,6 +301,9 @@ class _Fast(Config):
         return self._run(a, b, out, pa, pb)
 
     def _run(self, a, b, out, pa: int, pb: int):
+        if out is not None and out.requires_grad and _grad_enabled():
+            raise RuntimeError("matmul: out= does not support automatic differentiation (out requires grad)")
+        a_ptr, b_ptr = pa, pb  # the operands' own memory (pa, pb become the staged copies')
         stream = _raw_stream(self.dev)
         scratch = self.scratch.get(stream, _capturing()) if self.scratch.shapes else None
         if self._copy is not None:  # one launch for both operands
@@ -317,15 +330,24 @@ class _Fast(Config):
             else:
                 c = (a.new_empty_strided(self.shape, self.strides) if a.__class__ is _Tensor else
                      torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=self.device))
-        elif self.c.direct:
+        elif self.c.direct and not self._out_overlaps(out.data_ptr(), a_ptr, b_ptr):
             c = out
-        else:
-            c = torch.empty((self.M, self.c.ld), dtype=self.dtype, device=self.device)
+        else:  # through a buffer: out's layout, or out is an operand's memory (out=a: the kernel
+            c = torch.empty((self.M, self.c.ld), dtype=self.dtype, device=self.device)  # would overwrite its input)
         self._launch(pa, pb, c.data_ptr(), stream, scratch)
-        if out is not None and c is not out:
-            out.copy_((c if self.c.ld == self.N else c[:, :self.N]).view(out.shape))
+        if out is not None:
+            if c is not out:
+                out.copy_((c if self.c.ld == self.N else c[:, :self.N]).view(out.shape))
+            else:  # written behind autograd's back: a tensor saved for backward must not pass as unchanged
+                _increment_version((out,))
             return out
         return c
+
+    def _out_overlaps(self, pc: int, pa: int, pb: int) -> bool:
+        """`out` shares bytes with an operand the kernel reads in place (a staged one was copied first)."""
+        end = pc + self._out_span
+        return bool(self._a_span and pa < end and pc < pa + self._a_span
+                    or self._b_span and pb < end and pc < pb + self._b_span)
 
     def _launch(self, pa: int, pb: int, pc: int, stream: int, scratch: dict | None) -> None:
         raise NotImplementedError

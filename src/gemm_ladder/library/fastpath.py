@@ -22,6 +22,7 @@ import torch
 from ..cuda import device as cuda_device
 from ..families.cost_model import rows_misaligned
 from ..families.keys import get_step
+from ..families.ladder_step import Step
 from ..families.smallm import SmallM
 from . import fastconfig, runner, select
 from .fastconfig import LRU
@@ -81,17 +82,31 @@ def _dtype_name(dtype) -> str:
     return "bfloat16" if dtype == torch.bfloat16 else "float16"
 
 
+def step_arg(step, what: str = "matmul"):
+    """`step=` as the caller gave it: None, a key (str, or a ladder step's number) or a
+    kernel (a Step or a kernel-family entry); anything else is named in one line."""
+    if step is None or isinstance(step, (str, Step, SmallM)) or isinstance(step, int) and not isinstance(step, bool):
+        return step
+    raise TypeError(f"{what}: step must be a kernel key such as 'gemm:128x256' or 9, or a Step, got "
+                    f"{type(step).__name__}")
+
+
 def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
     """The kernel a validated call runs: the one asked for, else select.step_for's choice for
     the shape and the operands' layouts (None for an empty product)."""
-    if step is not None:
+    if step_arg(step, "matmul" if kind == "mm" else "matmul_nt") is not None:
         return get_step(step) if isinstance(step, (str, int)) else step
     M = int(torch.Size(lead).numel())
     if M == 0 or N == 0 or K == 0:
         return None
+    return kernel_for(kind, a, b, M, N, K, cuda_device.num_sms(fastconfig.device_index(a.device)))
+
+
+def kernel_for(kind: str, a, b, M: int, N: int, K: int, sms: int):
+    """select.step_for's choice for these operands: the layouts they could be read in place in
+    (either major-ness) and whether B's rows are whole sectors (also `explain`'s, on stand-ins)."""
     a_op, b_op = fastconfig.operand_layouts(kind, a, b, (True, True), M, N, K)  # what could be read in place
-    dev = fastconfig.device_index(a.device)
-    return select.step_for(M, N, K, _dtype_name(a.dtype), cuda_device.num_sms(dev), *fastconfig.mn_flags(a_op, b_op),
+    return select.step_for(M, N, K, _dtype_name(a.dtype), sms, *fastconfig.mn_flags(a_op, b_op),
                            b_rows_misaligned(b_op))
 
 
@@ -126,7 +141,8 @@ def b_rows_misaligned(b_op) -> bool:
 def _key(kind, a, b, out, step, pa, pb, static_b=False):
     return (kind, step if step is None or step.__class__ is str else id(step), static_b,
             a.dtype, b.dtype, a.device, b.device, a.shape, a.stride(), b.shape, b.stride(), pa & 15, pb & 15,
-            None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15))
+            None if out is None else (out.dtype, out.device, out.shape, out.stride(), out.data_ptr() & 15,
+                                      out.is_neg()))
 
 
 def config_for(kind: str, a, b, out=None, step=None, static_b: bool = False) -> fastconfig.Config:
@@ -139,9 +155,12 @@ def _build(key, kind, a, b, out, step, static_b=False) -> fastconfig.Config:
     CONFIGS.misses += 1
     lead, N, K = validate(kind, a, b, out)
     st = resolve_step(step, kind, a, b, lead, N, K)
-    if static_b:
-        st = b_early(st)
-    cfg = fastconfig.make_config(kind, a, b, out, st, lead, N, K)
+    cfg = None
+    if static_b and b_early(st) is not st:
+        cfg = fastconfig.make_config(kind, a, b, out, b_early(st), lead, N, K)
+        if not cfg.b.direct:  # b goes through a staging copy, which b_early's loads could pass: b waits
+            cfg = None
+    cfg = cfg or fastconfig.make_config(kind, a, b, out, st, lead, N, K)
     cfg.step_ref = step  # keeps an id()-keyed Step alive as long as its entry
     return CONFIGS.put(key, cfg)
 
@@ -161,10 +180,13 @@ def call(kind: str, a, b, out, step, via_op, static_b=False):
     custom op), None for the raw path (the torch.compile check is the caller's, before
     anything touches the tensors). static_b: b_early's promise (the custom op ignores it)."""
     try:
+        if a.is_neg() or b.is_neg():  # a negated view (z.conj().imag) holds -values: the kernels read memory
+            a, b = a.resolve_neg(), b.resolve_neg()
         pa, pb = a.data_ptr(), b.data_ptr()
         grad = via_op is not None and (a.requires_grad or b.requires_grad)
         key = _key(kind, a, b, out, step, pa, pb, static_b)
     except Exception:  # not tensors, or tensors without storage: the checks name the problem
+        runner.check_types(a, b, out, what="matmul" if kind == "mm" else "matmul_nt")
         if via_op is not None and _wants_op(a, b):
             return via_op(kind, a, b, out, step)
         validate(kind, a, b, out)

@@ -240,6 +240,8 @@ def scaled_mm(a, b, scale_a, scale_b, *, out_dtype=torch.bfloat16, bias=None, us
     K must be a multiple of 16; N of 8 (of 4 for float32 output). bias: (N,) of out_dtype.
     use_fast_accum keeps the sum in the tensor core's accumulator (faster, less exact).
     Returns a contiguous (M, N) tensor; forward only (a backward pass raises)."""
+    if use_fast_accum is not False and use_fast_accum is not True:
+        raise TypeError(f"scaled_mm: use_fast_accum must be True or False, got {use_fast_accum!r}")
     if _compiling() or (_grad_enabled() and _wants_grad(a, b, scale_a, scale_b, bias)):
         return torch.ops.gemm_ladder.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
     return _scaled_mm_eager(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
@@ -267,11 +269,12 @@ def _padded_blocks(x, rows_block: int):
 
 
 def _amax(t, dims):
-    """|t|'s maximum over dims; zero where the reduction is empty (no error on empty input)."""
+    """|t|'s maximum over dims among its finite values (an Inf or NaN would set every value of
+    its group to NaN); zero where the reduction is empty (no error on empty input)."""
     if t.numel() == 0:
         keep = [s for i, s in enumerate(t.shape) if i not in dims]
         return t.new_zeros(keep)
-    return t.abs().amax(dim=dims)
+    return t.abs().nan_to_num(nan=0.0, posinf=0.0).amax(dim=dims)
 
 
 def quantize_fp8(x, mode: str = "row", *, dtype=torch.float8_e4m3fn, operand: str = "a"):
@@ -281,8 +284,9 @@ def quantize_fp8(x, mode: str = "row", *, dtype=torch.float8_e4m3fn, operand: st
     (shape ()), per 'row' ((rows, 1) for operand 'a'; for operand 'b', x is an (N, K) weight
     and the scale is (1, N), scaled_mm's scale_b) or per 'block' (operand 'a': 1x128 tiles
     along K, (rows, ceil(K/128)); operand 'b': 128x128 blocks, (ceil(N/128), ceil(K/128))).
-    An all-zero group gets scale 1. For operand 'b' x_fp8 stays (N, K) row-major: pass
-    x_fp8.t() to scaled_mm."""
+    An all-zero group gets scale 1. The scales come from the finite values; e4m3 has no
+    infinity, so an infinite x becomes NaN in x_fp8 (a NaN stays NaN) and the rest of its group
+    keeps its values. For operand 'b' x_fp8 stays (N, K) row-major: pass x_fp8.t() to scaled_mm."""
     _check_quant_args(mode, operand, dtype, "quantize_fp8")
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"quantize_fp8: x must be a torch.Tensor, got {type(x).__name__}")
@@ -306,7 +310,7 @@ def quantize_fp8(x, mode: str = "row", *, dtype=torch.float8_e4m3fn, operand: st
         q = (blocks / scale[:, None, :, None]).reshape(nr * rb, nc * BLOCK)[:R, :C]
     else:
         q = xf / (scale[:, None] if mode == "row" else scale)
-    x_fp8 = q.clamp(-fmax, fmax).to(dtype).contiguous()
+    x_fp8 = q.nan_to_num(nan=math.nan, posinf=math.nan, neginf=math.nan).clamp(-fmax, fmax).to(dtype).contiguous()
     if mode == "row":
         scale = scale.reshape(R, 1) if operand == "a" else scale.reshape(1, R)
     return x_fp8, scale

@@ -155,3 +155,11 @@ def result_strides(lead: tuple, n: int) -> tuple[tuple, tuple]:
 def problems(M: int, N: int, K: int) -> list[str]:
     """Size limits of the fast path (beyond these the kernels' int arguments overflow)."""
     return [f"{name}={v} must be < 2^31" for name, v in (("M", M), ("N", N), ("K", K)) if v >= MAX_DIM]
+
+
+def byte_span(t) -> int:
+    """Bytes from tensor t's first element to just past its last (0 when empty): the memory a
+    kernel reading or writing it in place touches."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()

@@ -40,6 +40,9 @@ def check_types(a, b, out=None, what: str = "") -> None:
     for name, t in (("a", a), ("b", b)) + ((("out", out),) if out is not None else ()):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{pre}{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.is_nested or t.layout != torch.strided:  # the kernels read memory through strides
+            kind = "nested" if t.is_nested else str(t.layout).replace("torch.", "")
+            raise TypeError(f"{pre}{name} must be a dense (strided) tensor, got a {kind} one")
     if a.dtype != b.dtype:
         raise TypeError(f"{pre}a and b must have the same dtype, got {a.dtype} and {b.dtype}")
     if str(a.dtype).replace("torch.", "") not in SUPPORTED:

@@ -67,7 +67,7 @@ from ..families.cost_model import (COPY_LAUNCH_US, ELEMENT_BYTES, TRANSPOSE_COPY
                                    score)
 from ..families.keys import get_step
 from ..families.ladder_step import Step
-from .layout import round_up
+from .layout import MAX_DIM, round_up
 
 # Candidate kernels, in order of preference on a tie. A key that is not (yet) registered is
 # listed as unavailable, never picked. Measured on the H200 (docs/perf-notes.md, entries 6-9):
@@ -275,7 +275,19 @@ def _copy_loses(st, in_place, M: int, N: int, K: int, sms: int, a_mn: bool, b_mn
             > score(in_place, M, N, K, dev, b_misaligned, b_mn).score_us)
 
 
+_DTYPE_NAMES = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16",
+                "bf16": "bfloat16"}
+
+
 def best_step(M: int = 4096, N: int = 4096, K: int = 4096, dtype: str = "float16", sms: int = H200.sms):
     """The kernel `matmul_nt` runs for K-major operands of this shape (default 4096^3, the
-    ladder benchmark's size)."""
-    return step_for(M, N, K, dtype, sms)
+    ladder benchmark's size); dtype 'float16'/'fp16', 'bfloat16'/'bf16' or the torch dtype."""
+    for name, v in (("M", M), ("N", N), ("K", K), ("sms", sms)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise TypeError(f"best_step: {name} must be a positive int, got {v!r}")
+        if v >= MAX_DIM:
+            raise ValueError(f"best_step: {name}={v} is over {MAX_DIM - 1}: the kernels index with 32-bit ints")
+    name = _DTYPE_NAMES.get(str(dtype).removeprefix("torch."))
+    if name is None:
+        raise TypeError(f"best_step: dtype must be float16 or bfloat16 ('fp16', 'bf16' or the torch dtype), got {dtype!r}")
+    return step_for(M, N, K, name, sms)

@@ -9,6 +9,7 @@ than the dispatcher's.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -42,7 +43,8 @@ def _backward(ctx, grad):
         grad_a = matmul_op(grad, b.t(), ctx.step)  # (..., M, N) @ (N, K)
     if ctx.needs_input_grad[1]:
         K, N = b.shape
-        grad_b = matmul_op(a.reshape(-1, K).t(), grad.reshape(-1, N), ctx.step)  # (K, M) @ (M, N)
+        M = math.prod(a.shape[:-1])  # a (..., M, K) folded (reshape(-1, K) is undefined when K or N is 0)
+        grad_b = matmul_op(a.reshape(M, K).t(), grad.reshape(M, N), ctx.step)  # (K, M) @ (M, N)
     return grad_a, grad_b, None
 
 
