@@ -14,7 +14,9 @@
 #                traced at 2048, 4096 and 8192 and A3-A5 at D 128, S 4096, each traced build timed beside the
 #                kernel; fitted once on 7:d4 at 4096³, every other run predicted: the record
 #                <date>_h200_sim_heldout_<commit>.json; SIMHELDOUT_STEPS, _SIZES, _ATTN), energy (each level's
-#                traffic beside energy per FLOP at the cap: benchmarks/probes/energy)
+#                traffic beside energy per FLOP at the cap: benchmarks/probes/energy), widths144 (gemm:128x144
+#                against its neighbours: benchmarks/probes/smallsq/probe_n144.py; WIDTHS144_ARGS), shared (the
+#                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -110,6 +112,16 @@ if has probe; then  # kernel experiments straight from their defines (scripts/pr
     --debug-keys "${PROBE_DEBUG_KEYS:-gemm:128x256c2g8}" --sizes "${PROBE_SIZES:-4096,2048,8192}" \
     --json "$W/probe.json" 2>&1 | tee "$W/probe.log"
   note "probe: rc=$?"
+fi
+if has widths144; then  # gemm:128x144 beside the widths and picks it would compete with (perf-notes item 107)
+  timeout "${WIDTHS144_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/probe_n144.py ${WIDTHS144_ARGS:-} \
+    --json "$W/probe_n144.json" 2>&1 | tee "$W/probe_n144.log"
+  note "probe_n144: rc=$?"
+fi
+if has shared; then  # the small-M shared-load entries: tests, then the long-K probe (item 106; SHARED_STAGES, DTYPES)
+  OUT="$W/shared_loads" PYTHON="$PY" benchmarks/probes/longk/shared_loads_run.sh ${SHARED_STAGES:-tests probe} \
+    > "$W/shared_loads.log" 2>&1
+  note "shared loads: $(grep -E 'passed|failed' "$W/shared_loads/shared_loads_tests.txt" 2>/dev/null | tail -2 | tr '\n' ' ')"
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
   timeout 240 $PY -m gemm_ladder bench \
