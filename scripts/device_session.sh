@@ -16,7 +16,8 @@
 #                <date>_h200_sim_heldout_<commit>.json; SIMHELDOUT_STEPS, _SIZES, _ATTN), energy (each level's
 #                traffic beside energy per FLOP at the cap: benchmarks/probes/energy), widths144 (gemm:128x144
 #                against its neighbours: benchmarks/probes/smallsq/probe_n144.py; WIDTHS144_ARGS), shared (the
-#                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES)
+#                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES),
+#                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -122,6 +123,11 @@ if has shared; then  # the small-M shared-load entries: tests, then the long-K p
   OUT="$W/shared_loads" PYTHON="$PY" benchmarks/probes/longk/shared_loads_run.sh ${SHARED_STAGES:-tests probe} \
     > "$W/shared_loads.log" 2>&1
   note "shared loads: $(grep -E 'passed|failed' "$W/shared_loads/shared_loads_tests.txt" 2>/dev/null | tail -2 | tr '\n' ' ')"
+fi
+if has chainpicks; then  # the decode chain with other entries and forced deals per GEMM (CHAIN_COMBOS, DECODE_DTYPE)
+  timeout "${CHAINPICKS_TIMEOUT:-300}" $PY benchmarks/probes/chain/chain_picks.py --dtype "${DECODE_DTYPE:-bfloat16}" \
+    ${CHAIN_COMBOS:+--combos "$CHAIN_COMBOS"} --out "$W/chain_picks.json" 2>&1 | tee "$W/chain_picks.log"
+  note "chain picks: rc=$?"
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
   timeout 240 $PY -m gemm_ladder bench \

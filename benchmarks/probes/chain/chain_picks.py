@@ -6,24 +6,56 @@ gate_up, down); each graph is checked against fp32 (outputs poisoned first), the
 and cuBLAS's are replayed interleaved, the L2 flushed before each, medians of CUDA events.
 
     PYTHONPATH=src python benchmarks/probes/chain/chain_picks.py --out x.json [--rows 1,8,16] \
-        [--combos "n64alt,n64,smallm,n64;n64alt,n64,n128,n64"]
+        [--combos "n64alt,n64,smallm,n64;n64alt,n64,n128,n64;n64/u47,n64,smallm,n64"]
+
+An entry may carry a forced deal: "n64/u47" runs of 47 k-tiles (QKV at 6144 x 4096: 96 tiles of
+64 k-tiles on 131 CTAs, where the rule deals 96 whole tiles), "n128/s2" K split two ways.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import statistics
 
+from gemm_ladder.families import smallm
 from gemm_ladder.measure import bench, decode_chain
 from gemm_ladder.measure.accuracy import check_output
 from gemm_ladder.measure.gpuinfo import Sampler
 
-DEFAULT = ("lib;n64alt,n64,smallm,n64;n64,n64,smallm,n64;n128,n64,smallm,n64;n64alt,n64alt,smallm,n64;"
-           "n64alt,n64,n128,n64;n64alt,n64,n64alt,n64;n64alt,n64,smallm,n128;n64alt,n64,smallm,smallm")
+# the library's picks; gate-up on n128 (item 105); QKV (96 whole tiles today) and gate-up (112)
+# on 131 CTAs, their tiles in pieces summed by the second pass
+DEFAULT = ("lib;n64,n64,smallm,n64;n64,n64,n128,n64;n64/u47,n64,smallm,n64;n64,n64,smallm/u55,n64;"
+           "n64/u47,n64,smallm/u55,n64;n128/u24,n64,n128,n64")
 
 
-def _key(k: str) -> str | None:
-    return None if k == "lib" else ("smallm" if k == "smallm" else f"smallm:{k}")
+@dataclasses.dataclass(frozen=True)
+class _Forced(smallm.SmallM):
+    """An entry whose deal is fixed: runs of `units` k-tiles, or K split `splits` ways."""
+    units: int = 0
+    splits: int = 0
+
+    def deal(self, M: int, N: int, K: int, num_sms: int = 132):
+        if self.splits:
+            return self.fixed_deal(M, N, K, self.splits, num_sms)
+        return self.make_deal(M, N, K, self.units, num_sms)
+
+
+@functools.lru_cache(maxsize=None)  # one object per token: the library keys its configurations by it
+def _key(k: str):
+    """A combo's token: 'lib' (the library's pick), an entry ('n64', 'smallm'), or an entry
+    with a forced deal ('n64/u47', 'n128/s2')."""
+    if k == "lib":
+        return None
+    name, _, forced = k.partition("/")
+    key = "smallm" if name == "smallm" else f"smallm:{name}"
+    if not forced:
+        return key
+    fam = smallm.FAMILIES[key]
+    fields = {f.name: getattr(fam, f.name) for f in dataclasses.fields(fam)}
+    fields.update(key=f"{key}~{forced}", **{{"u": "units", "s": "splits"}[forced[0]]: int(forced[1:])})
+    return _Forced(**fields)
 
 
 def graph_for(torch, gemm_ladder, chain, keys, outs):
