@@ -15,7 +15,7 @@
 #                kernel; fitted once on 7:d4 at 4096³, every other run predicted: the record
 #                <date>_h200_sim_heldout_<commit>.json; SIMHELDOUT_STEPS, _SIZES, _ATTN), energy (each level's
 #                traffic beside energy per FLOP at the cap: benchmarks/probes/energy), widths144 (gemm:128x144
-#                against its neighbours: benchmarks/probes/smallsq/probe_n144.py; WIDTHS144_ARGS), shared (the
+#                against its neighbours: benchmarks/probes/widths/probe_widths.py; WIDTHS144_ARGS), shared (the
 #                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES),
 #                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
@@ -115,9 +115,9 @@ if has probe; then  # kernel experiments straight from their defines (scripts/pr
   note "probe: rc=$?"
 fi
 if has widths144; then  # gemm:128x144 beside the widths and picks it would compete with (perf-notes item 107)
-  timeout "${WIDTHS144_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/probe_n144.py ${WIDTHS144_ARGS:-} \
-    --json "$W/probe_n144.json" 2>&1 | tee "$W/probe_n144.log"
-  note "probe_n144: rc=$?"
+  timeout "${WIDTHS144_TIMEOUT:-300}" $PY benchmarks/probes/widths/probe_widths.py ${WIDTHS144_ARGS:-} \
+    --json "$W/probe_widths_n144.json" 2>&1 | tee "$W/probe_widths_n144.log"
+  note "probe_widths (n144): rc=$?"
 fi
 if has shared; then  # the small-M shared-load entries: tests, then the long-K probe (item 106; SHARED_STAGES, DTYPES)
   OUT="$W/shared_loads" PYTHON="$PY" benchmarks/probes/longk/shared_loads_run.sh ${SHARED_STAGES:-tests probe} \
