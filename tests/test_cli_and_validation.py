@@ -152,3 +152,20 @@ def test_prepare_memo_keys_on_everything_the_build_depends_on(monkeypatch):
     assert len(loads) == 5
     assert len({id(o) for o in others} | {id(a)}) == 5
     assert len(set(loads[:4])) == 4  # fp16 / bf16 / depth 4 / trace: four different cubins
+
+
+def test_report_table_keeps_its_figures_beside_long_labels():
+    """An fp8 or attention build's long label wraps in the step column; the figures keep theirs
+    (an 80-column console showed only the labels and a clipped last column)."""
+    from rich.console import Console
+    from gemm_ladder.measure.report import print_report
+    row = dict(ok=True, label="fp8 128x256, promoted every k-tile in 4 column pieces through two partials in turn, "
+                              "each promoted under the other's MMAs", step="fp8:x", registers=168, static_smem=0,
+               dynamic_smem=225 * 1024, spill_bytes=0, warnings=[], compile_s=0.5, cached=False, sass={})
+    for width in (80, 120):
+        con = Console(width=width, record=True, color_system=None)
+        print_report([row], con)
+        text = con.export_text()
+        assert "SASS claims" in text and "regs" in text
+        line = next(ln for ln in text.splitlines() if ln.lstrip().startswith("fp8 128x256"))
+        assert "168" in line and "225" in line and "0.50" in line and "ok" in line
