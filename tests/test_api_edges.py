@@ -225,3 +225,91 @@ def test_an_infinity_spoils_only_itself(mode):
     bad[1, 3] = bad[2, 5] = True
     assert back[bad].isnan().all() and back[~bad].isfinite().all()
     assert torch.allclose(back[~bad], x[~bad], rtol=0.07, atol=1e-3 * x[~bad].abs().max())
+
+
+# ---- transforms and tensors whose value is not their memory ---------------------------------
+
+def test_forward_mode_duals_are_named_not_dropped(gpu):
+    """A dual's tangent would be dropped by a raw launch (a silent zero Jacobian): one line."""
+    import torch.autograd.forward_ad as fwAD
+    a, b = rnd(8, 16), rnd(16, 4, seed=1)
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(a, torch.ones_like(a))
+        with pytest.raises(NotImplementedError, match="matmul: a is a forward-mode AD dual tensor"):
+            gemm_ladder.matmul(dual, b)
+        with pytest.raises(NotImplementedError, match="forward-mode AD dual"):
+            gemm_ladder.linear(dual, b.t().contiguous())
+        assert close(gemm_ladder.matmul(a, b), a.float() @ b.float())  # plain tensors inside a level: fine
+    with pytest.raises(NotImplementedError, match="forward-mode AD"):
+        torch.autograd.functional.jacobian(lambda x: gemm_ladder.matmul(x, b), a, strategy="forward-mode",
+                                           vectorize=True)
+
+
+def test_vmap_runs_per_slice_and_func_grad_is_named(gpu):
+    import torch.func as tf
+    xs, b = rnd(3, 8, 16), rnd(16, 4, seed=1)
+    ys = tf.vmap(lambda x: gemm_ladder.matmul(x, b))(xs)
+    assert ys.shape == (3, 8, 4) and close(ys, xs.float() @ b.float())
+    with pytest.raises(NotImplementedError, match="matmul: a is a torch.func transform's tensor"):
+        tf.grad(lambda x: gemm_ladder.matmul(x, b).float().sum())(xs[0])
+
+
+def test_wrapper_subclass_without_memory_is_named(gpu):
+    """A subclass that wraps another tensor (DTensor's, torchao's pattern) has no data pointer
+    of its own: refused in one line rather than launched on address 0."""
+    from torch.utils import _pytree as pytree
+
+    class Wrap(torch.Tensor):
+        @staticmethod
+        def __new__(cls, inner):
+            return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            unwrap = lambda t: t.inner if isinstance(t, Wrap) else t  # noqa: E731
+            return func(*pytree.tree_map(unwrap, args), **pytree.tree_map(unwrap, kwargs or {}))
+
+    a, b = rnd(8, 16), rnd(16, 4, seed=1)
+    with pytest.raises(TypeError, match=r"matmul: a \(Wrap\) has no memory of its own"):
+        gemm_ladder.matmul(Wrap(a), b)
+
+
+def test_jit_trace_records_the_op(gpu):
+    """torch.jit.trace of a function calling matmul: the custom op is recorded, so the trace
+    computes the product of new inputs (a raw launch would leave an empty tensor in the trace)."""
+    import warnings
+    b = rnd(16, 4, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(lambda x: gemm_ladder.matmul(x, b), (rnd(8, 16),))
+    x = rnd(8, 16, seed=5)
+    assert close(traced(x), x.float() @ b.float())
+
+
+def test_fp8_linear_keeps_its_weight_through_casts_and_loads():
+    lin = torch.nn.Linear(64, 32, bias=True)
+    layer = gemm_ladder.Fp8Linear.from_linear(lin, mode="row")
+    w, s = layer.weight_fp8.clone(), layer.weight_scale.clone()
+    layer.to(torch.bfloat16)
+    layer.half()
+    assert layer.weight_fp8.dtype == torch.float8_e4m3fn and layer.weight_scale.dtype == torch.float32
+    assert torch.equal(layer.weight_fp8.view(torch.uint8), w.view(torch.uint8)) and torch.equal(layer.weight_scale, s)
+    assert layer.bias.dtype == torch.float16  # the bias is cast as nn.Linear's would be
+    other = gemm_ladder.Fp8Linear.from_linear(lin, mode="row", dtype=torch.float8_e5m2)
+    with pytest.raises(RuntimeError, match="weight_fp8 is torch.float8_e5m2 in the state dict"):
+        layer.load_state_dict(other.state_dict())
+    with pytest.raises(AttributeError, match="Fp8Linear.mode is fixed by its quantized weight"):
+        layer.mode = "tensor"
+
+
+def test_vmap_over_b_too(gpu):
+    import torch.func as tf
+    x, bs = rnd(8, 16), rnd(3, 16, 4, seed=1)
+    ys = tf.vmap(lambda w: gemm_ladder.matmul(x, w))(bs)
+    assert ys.shape == (3, 8, 4) and close(ys, x.float() @ bs.float())
+    xs = rnd(3, 8, 16, seed=2)
+    ys = tf.vmap(gemm_ladder.matmul)(xs, bs)
+    assert close(ys, xs.float() @ bs.float())

@@ -108,7 +108,7 @@ BAD_CALLS = [
     ("scale < 0", lambda: _bad(scale=-0.125), ValueError, "attention: scale must be a finite positive number"),
     ("scale str", lambda: _bad(scale="0.1"), ValueError,
      "attention: scale must be a finite positive number, got '0.1'"),
-    ("scale tensor", lambda: _bad(scale=torch.tensor(0.1)), ValueError, "attention: scale must be a finite positive"),
+    ("scale tensor", lambda: _bad(scale=torch.tensor(0.1)), TypeError, "attention: scale must be a Python number, got a tensor"),
     ("step", lambda: _bad(step="A9"), ValueError,
      "attention: unknown step 'A9'; use None \\(the library's choice\\) or one of A1, A2, A3, A4, A5"),
     ("causal", lambda: _bad(causal="yes"), TypeError, "attention: causal must be a bool, got str"),

@@ -22,6 +22,7 @@ from .fastpath import call as _call
 from .select import best_step  # noqa: F401  (a public name of the library)
 
 _compiling = torch.compiler.is_compiling
+_tracing = torch._C._get_tracing_state  # torch.jit.trace: the op is recorded, a raw launch would not be
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -54,7 +55,7 @@ def matmul(a, b, out=None, *, step: Step | str | None = None, static_b: bool = F
     the call just before must not be passed so. Ignored under torch.compile and autograd."""
     if static_b is not False and static_b is not True:
         _not_bool("matmul", "static_b", static_b)
-    if _compiling():
+    if _compiling() or _tracing():
         return _via_op("mm", a, b, out, step)
     return _call("mm", a, b, out, step, _via_op, static_b)
 
@@ -65,7 +66,7 @@ def matmul_nt(a, b, out=None, *, step: Step | str | None = None, static_b: bool 
     as for matmul."""
     if static_b is not False and static_b is not True:
         _not_bool("matmul_nt", "static_b", static_b)
-    if _compiling():
+    if _compiling() or _tracing():
         return _via_op("nt", a, b, out, step)
     return _call("nt", a, b, out, step, _via_op, static_b)
 
@@ -138,8 +139,9 @@ class Linear(torch.nn.Module):
     """torch.nn.Linear on the ladder's kernels: y = x @ weight.T (+ bias), any leading
     dims, fp16/bf16 on a Hopper GPU. The weight is stored as nn.Linear stores it (state
     dicts are interchangeable). The kernels have no bias epilogue: a bias, if asked for,
-    is one more elementwise add. static_weight=True: linear's promise, for inference (set the
-    attribute back to False before a kernel of this library writes the weight in place)."""
+    is one more elementwise add. static_weight=True: linear's promise that no kernel queued
+    before a call writes the weight — for inference; an optimizer step, load_state_dict or any
+    in-place edit of the weight breaks it (set the attribute back to False first)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None, dtype=None,
                  static_weight: bool = False):

@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 
 from ..families.attention import HEAD_DIMS, LIBRARY, MAX_TILES, STEPS as FUSED, WG_ROWS
-from . import runner
+from . import plain_tensors, runner
 from .attention_runner import tma_readable
 
 DTYPES = (torch.float16, torch.bfloat16)
@@ -62,6 +62,8 @@ def _check_call(q, k, v, causal, scale, return_lse, step) -> tuple[int, int, int
         raise ValueError(f"attention: q has {Hq} heads, k and v {Hkv}: Hq must be a multiple of Hkv >= 1 (GQA)")
     if Sk == 0:
         raise ValueError("attention: k and v have sequence length 0: no keys to attend to")
+    if isinstance(scale, torch.Tensor):
+        raise TypeError("attention: scale must be a Python number, got a tensor (use float(scale))")
     if isinstance(scale, bool) or not isinstance(scale, Real) or not math.isfinite(scale) or scale <= 0:
         raise ValueError(f"attention: scale must be a finite positive number, got {scale!r}")
     for name, flag in (("causal", causal), ("return_lse", return_lse)):
@@ -114,6 +116,7 @@ def _run_a1(*args, **kwargs):
 def _attention_eager(q, k, v, causal, scale, return_lse, step):
     """(o, lse or None): the checks, then the kernels."""
     B, Hq, _, Sq, _, D = _check_call(q, k, v, causal, scale, return_lse, step)
+    plain_tensors.check_plain("attention", q=q, k=k, v=v)
     _check_gpu(q.device)
     if B == 0 or Hq == 0 or Sq == 0:  # nothing to compute: no launch
         o = torch.empty((B, Hq, Sq, D), dtype=q.dtype, device=q.device)
@@ -174,15 +177,16 @@ def attention(q, k, v, *, causal=False, scale=None, return_lse=False, step=None,
     (sm_90), D in 64, 128, 256, Hkv dividing Hq (grouped-query attention; enable_gqa=False
     insists on Hq == Hkv, as torch does).
 
-    causal: SDPA's is_causal (query i sees keys j <= i, top-left aligned). scale: default
-    1/sqrt(D). return_lse: also return the (B, Hq, Sq) fp32 natural-log log-sum-exp of each
+    causal: SDPA's is_causal (query i sees keys j <= i, top-left aligned). scale: a finite
+    positive number (SDPA also takes 0 and negative ones), default 1/sqrt(D). return_lse: also return the (B, Hq, Sq) fp32 natural-log log-sum-exp of each
     query's scaled scores. step: None (the library's choice) or one of "A1" (the unfused
     baseline) .. "A5". attn_mask and dropout_p exist for SDPA's signature; only None and 0
     are accepted. Returns o (B, Hq, Sq, D), contiguous in q's dtype, or (o, lse). Forward
     only: a backward pass raises."""
     _check_unsupported(attn_mask, dropout_p, enable_gqa, q, k)
     if scale is None and isinstance(q, torch.Tensor) and q.dim() == 4:
-        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else None
+        D = int(q.shape[-1])  # a number, also under torch.compile's dynamic shapes (D is one of three)
+        scale = 1.0 / math.sqrt(D) if D else None
     if _compiling() or (_grad_enabled() and any(getattr(t, "requires_grad", False) for t in (q, k, v))):
         _check_call(q, k, v, causal, scale, return_lse, step)  # one clear line before the dispatcher sees it
         o, lse = torch.ops.gemm_ladder.attention(q, k, v, causal, float(scale), return_lse, step)

@@ -24,13 +24,14 @@ from ..families.cost_model import rows_misaligned
 from ..families.keys import get_step
 from ..families.ladder_step import Step
 from ..families.smallm import SmallM
-from . import fastconfig, runner, select
+from . import fastconfig, plain_tensors, runner, select
 from .fastconfig import LRU
 
 MAX_CONFIGS = 256  # prepared configurations kept (per process, all devices)
 
 CONFIGS = LRU(MAX_CONFIGS)
 _grad_enabled = torch.is_grad_enabled
+_fwad = torch.autograd.forward_ad  # its _current_level >= 0: a forward-mode AD level is open
 
 
 # ---- validation (first call of a configuration only) --------------------------------------
@@ -186,11 +187,18 @@ def call(kind: str, a, b, out, step, via_op, static_b=False):
         grad = via_op is not None and (a.requires_grad or b.requires_grad)
         key = _key(kind, a, b, out, step, pa, pb, static_b)
     except Exception:  # not tensors, or tensors without storage: the checks name the problem
-        runner.check_types(a, b, out, what="matmul" if kind == "mm" else "matmul_nt")
+        what = "matmul" if kind == "mm" else "matmul_nt"
+        runner.check_types(a, b, out, what=what)
+        if via_op is not None and plain_tensors.in_vmap(a, b):  # the op runs torch.func.vmap per slice
+            return via_op(kind, a, b, out, step)
+        plain_tensors.check_plain(what, a=a, b=b, out=out)
         if via_op is not None and _wants_op(a, b):
             return via_op(kind, a, b, out, step)
         validate(kind, a, b, out)
         raise
+    if not (pa and pb) or _fwad._current_level >= 0:  # storage-less wrappers (or empty), forward-mode duals
+        validate(kind, a, b, out)
+        plain_tensors.check_plain("matmul" if kind == "mm" else "matmul_nt", a=a, b=b, out=out)
     if grad and _grad_enabled():
         return via_op(kind, a, b, out, step)
     d = CONFIGS.entries  # the LRU's lookup, inlined: this is the per-call path

@@ -16,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from . import runner
+from . import plain_tensors, runner
 
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -27,6 +27,7 @@ NO_BACKWARD = "gemm_ladder.scaled_mm: backward is not supported (fp8 forward onl
 
 _compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
+_forward_ad_active = plain_tensors.forward_ad_active
 
 
 def _cdiv(x, y):
@@ -159,8 +160,10 @@ def _scaled_mm_eager(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum):
     try:
         key = _call_key(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
         hot = _CALLS.get(key)
-    except (AttributeError, TypeError):  # not tensors: the checks say which argument, in one line
+    except (AttributeError, TypeError, RuntimeError):  # not tensors, or none of their own: the checks say which
         key = hot = None
+    if _forward_ad_active():  # a dual's tangent would be dropped
+        plain_tensors.check_plain("scaled_mm", a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
     if hot is not None:
         return hot(a, b, scale_a, scale_b, bias)
     out = _scaled_mm_checked(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum)
@@ -180,12 +183,16 @@ def _remember(key, a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum) -> N
     hot = hot_call(M, N, K, mode, bool(use_fast_accum), a.dtype, b.dtype, out_dtype, bias is not None, a.device)
     if hot is not None:
         if len(_CALLS) >= _MAX_CALLS:
-            _CALLS.pop(next(iter(_CALLS)))
+            try:  # the oldest; another thread may be evicting too
+                _CALLS.pop(next(iter(_CALLS)), None)
+            except (RuntimeError, StopIteration):
+                pass
         _CALLS[key] = hot
 
 
 def _scaled_mm_checked(a, b, scale_a, scale_b, out_dtype, bias, use_fast_accum):
     M, N, K, mode = _check_call(a, b, scale_a, scale_b, out_dtype, bias)
+    plain_tensors.check_plain("scaled_mm", a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
     _check_memory(a, b)
     if M == 0 or N == 0:
         return torch.empty((M, N), dtype=out_dtype, device=a.device)
@@ -362,7 +369,7 @@ class Fp8Linear(torch.nn.Module):
         if in_features % 16 or out_features % 8:
             raise ValueError(f"Fp8Linear: in_features ({in_features}) must be a multiple of 16 and "
                              f"out_features ({out_features}) a multiple of 8")
-        self.in_features, self.out_features, self.mode = in_features, out_features, mode
+        self.in_features, self.out_features, self._mode = in_features, out_features, mode
         self.register_buffer("weight_fp8", torch.zeros((out_features, in_features), dtype=dtype, device=device))
         self.register_buffer("weight_scale", torch.ones(_weight_scale_shape(mode, out_features, in_features),
                                                         device=device))
@@ -381,6 +388,35 @@ class Fp8Linear(torch.nn.Module):
         if bias is not None:
             new.bias = bias.detach().clone()
         return new
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @mode.setter
+    def mode(self, value) -> None:
+        raise AttributeError(f"Fp8Linear.mode is fixed by its quantized weight ({self._mode!r}): build a new layer, "
+                             f"e.g. Fp8Linear.from_linear(linear, mode={value!r})")
+
+    def _apply(self, fn, recurse=True):
+        # .half(), .to(torch.bfloat16) cast a model's floating tensors: the fp8 weight and its
+        # fp32 scales keep their dtypes (a scale cast to bf16 would lose bits) and only move
+        kept = {name: self._buffers[name] for name in ("weight_fp8", "weight_scale")}
+        super()._apply(fn, recurse)
+        for name, old in kept.items():
+            if self._buffers[name].dtype != old.dtype:
+                self._buffers[name] = old.to(self._buffers[name].device)
+        return self
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        w = state_dict.get(prefix + "weight_fp8")
+        if isinstance(w, torch.Tensor) and w.dtype != self.weight_fp8.dtype:  # copy_ would recode it, scales unfit
+            error_msgs.append(f"weight_fp8 is {w.dtype} in the state dict and {self.weight_fp8.dtype} in this layer "
+                              f"(its scales belong to the format): build the layer with dtype={w.dtype}")
+            return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def forward(self, x):
         K, N = self.in_features, self.out_features

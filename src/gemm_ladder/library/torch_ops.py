@@ -49,3 +49,17 @@ def _backward(ctx, grad):
 
 
 matmul_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _vmap(info, in_dims, a, b, step=None):
+    """torch.func.vmap: a batched `a` over one `b` folds into a's leading dimensions (one
+    launch); a batched `b` runs one product per slice."""
+    a_dim, b_dim = in_dims[:2]
+    if b_dim is None:
+        return matmul_op(a.movedim(a_dim, 0), b, step), 0
+    slices = [matmul_op(a if a_dim is None else a.select(a_dim, i), b.select(b_dim, i), step)
+              for i in range(info.batch_size)]
+    return torch.stack(slices), 0
+
+
+matmul_op.register_vmap(_vmap)
