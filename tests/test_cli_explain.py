@@ -101,3 +101,29 @@ def test_simulate_names_the_attention_what_if_as_the_reason(capsys, tmp_path):
     assert "not for --attention" not in err
     code, _, err = simulate(capsys, tmp_path, "--attention", "A4", "--step", "10")  # --attention given: as before
     assert code == 2 and "--step is for the GEMM steps, not for --attention" in err
+
+
+def test_explain_agrees_with_the_library_on_random_calls(monkeypatch):
+    """The plan `explain` prints (explain_call.plan_call: the call's own fastpath.kernel_for and
+    layouts) against what the library prepares, on 150 random shapes, b layouts, row strides
+    and dtypes: the same kernel and the same copies."""
+    import random
+    from gemm_ladder.cli import explain_call
+    gpu = FakeGpu(monkeypatch, emulate=False)
+    rng = random.Random(2026)
+    dims = [1, 2, 7, 8, 16, 17, 63, 64, 100, 127, 128, 129, 255, 256, 511, 1000, 1024, 2047, 3000, 4096, 5000]
+    for _ in range(150):
+        M, N, K = (rng.choice(dims) for _ in range(3))
+        row_major = rng.random() < 0.5
+        ldb = rng.choice([None, None, (N if row_major else K) + rng.choice([1, 3, 8, 16, 24])])
+        dtype = rng.choice(["float16", "bfloat16"])
+        fastpath.CONFIGS.clear()
+        a = torch.zeros(M, K, dtype=getattr(torch, dtype))
+        rows, cols = (K, N) if row_major else (N, K)
+        b = torch.zeros(rows, ldb or cols, dtype=a.dtype)[:, :cols]
+        (gemm_ladder.matmul if row_major else gemm_ladder.matmul_nt)(a, b)
+        cfg = list(fastpath.CONFIGS.entries.values())[-1]
+        plan = explain_call.plan_call(M, N, K, dtype, 132, row_major, ldb)
+        what = (M, N, K, row_major, ldb, dtype)
+        assert plan.run.key == gpu.prepared[-1][0] == cfg.step.key, what
+        assert (plan.a_op.direct, plan.b_op.direct) == (cfg.a.direct, cfg.b.direct), what
