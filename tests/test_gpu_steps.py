@@ -98,7 +98,7 @@ def test_cluster_launch_attribute(cluster):
     assert_matches(out, a, b)
 
 
-@pytest.mark.parametrize("key", ["gemm:128x256c2", "gemm:128x256", "gemm:128x232", "gemm:128x144"])
+@pytest.mark.parametrize("key", ["gemm:128x256c2", "gemm:128x256", "gemm:128x232", "gemm:128x144", "gemm:128x104"])
 def test_borrowed_stage_repeatable(key):
     """Step 9's epilogue stages its first chunks in the operand stage the tile's last k-tile
     drained (perf-notes item 62). Many tiles per CTA and short K make many tile boundaries:
@@ -116,15 +116,16 @@ def test_borrowed_stage_repeatable(key):
 
 
 @pytest.mark.parametrize("layout", ["nt", "mm"])
-def test_n144_at_1536_cubed(layout):
-    """gemm:128x144 where it is for (132 tiles of 1536³, perf-notes item 107): the last tile column
-    holds 96 real columns, so its second chunk is partly and its 16-column tail wholly past N; with a
-    row-major b (mm) the 64-wide N-major blocks overhang each tile. 10 runs on poisoned outputs,
-    through the library forced to the entry."""
+@pytest.mark.parametrize("key,n", [("gemm:128x144", 1536), ("gemm:128x104", 1280)])
+def test_narrow_widths_where_they_are_for(key, n, layout):
+    """gemm:128x144 at 1536³ and gemm:128x104 at 1280³ (one wave of tiles, perf-notes item 107):
+    the last tile column holds 96 (32) real columns, so a chunk is partly and the narrow tail wholly
+    past N; with a row-major b (mm) the 64-wide N-major blocks overhang each tile. 10 runs on
+    poisoned outputs, through the library forced to the entry."""
     import torch
     import gemm_ladder
     from gpu_util import assert_repeatable
-    M = N = K = 1536
+    M = N = K = n
     a, b = fresh(M, N, K, torch.float16, next(_seed))
     b_kn = b.t().contiguous()
     out = torch.empty((M, N), dtype=torch.float16, device="cuda")
@@ -132,10 +133,10 @@ def test_n144_at_1536_cubed(layout):
     class Call:  # assert_repeatable's plan: called, then synchronized
         def __call__(self):
             if layout == "nt":
-                gemm_ladder.matmul_nt(a, b, out, step="gemm:128x144")
+                gemm_ladder.matmul_nt(a, b, out, step=key)
             else:
-                gemm_ladder.matmul(a, b_kn, out, step="gemm:128x144")
+                gemm_ladder.matmul(a, b_kn, out, step=key)
 
         synchronize = staticmethod(torch.cuda.synchronize)
 
-    assert_repeatable(Call(), out, a, b, runs=10, what=f"gemm:128x144 1536^3 {layout}")
+    assert_repeatable(Call(), out, a, b, runs=10, what=f"{key} {n}^3 {layout}")

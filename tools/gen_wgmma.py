@@ -7,9 +7,9 @@ which nobody should type by hand. Run: python tools/gen_wgmma.py
 """
 from pathlib import Path
 
-# N of m64nNk16; the accumulator holds N/2 floats per thread. 144-240: the production tile
+# N of m64nNk16; the accumulator holds N/2 floats per thread. 104-240: the production tile
 # widths beside 256, chosen per shape against a ragged last wave (library/select.py).
-SHAPES = (32, 64, 128, 144, 168, 176, 192, 224, 232, 240, 256)
+SHAPES = (32, 64, 104, 128, 144, 168, 176, 192, 224, 232, 240, 256)
 # N of the register-A m64nNk16 (A from registers: attention's P, converted in place from the
 # first GEMM's accumulator): the attention family's head dims (families/attention.py).
 RS_SHAPES = (64, 128, 256)

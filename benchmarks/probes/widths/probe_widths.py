@@ -4,7 +4,8 @@ is not a multiple of 64), fp16 and bf16, the library's pick beside them. Every k
 is poisoned, checked against fp32 and again over repeated runs (bit-identical), then all are
 timed interleaved with cuBLAS (L2 flushed, medians), SM clock and power sampled during the
 timed loop. The defaults ask item 107's question: gemm:128x144 at 1536³ (12 x 11 = 132 tiles,
-one full wave, where 176 makes 108; cuBLAS runs 144 x 128 tiles there). Earlier runs (items 35,
+one full wave, where 176 makes 108; cuBLAS runs 144 x 128 tiles there) and gemm:128x104 at
+1280³ (130 tiles, where smallm:c2n128 makes 100). Earlier runs (items 35,
 55, 57, 60) passed their widths as --keys (then step 9's variants, 9:n176 ...).
 
     PYTHONPATH=src python benchmarks/probes/widths/probe_widths.py [--keys K1,K2] [--shapes MxNxK,...] [--json out.json]
@@ -23,8 +24,9 @@ from gemm_ladder.measure.gpuinfo import Nvml, Sampler
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--shapes", default="1536x1536x1536,1536x1536x3072,1536x1536x768,1408x1408x1408,1664x1664x1664,"
-                                    "1536x4096x1536,2048x8192x8192")
-ap.add_argument("--keys", default="gemm:128x144,gemm:128x176,gemm:128x192,gemm:128x128,gemm:128x256")
+                                    "1536x4096x1536,2048x8192x8192,1280x1280x1280,1152x1152x1152,1280x1280x2560")
+ap.add_argument("--keys", default="gemm:128x144,gemm:128x104,gemm:128x176,gemm:128x192,gemm:128x128,"
+                                  "gemm:128x256,smallm:c2n128")
 ap.add_argument("--dtypes", default="float16,bfloat16")
 ap.add_argument("--layouts", default="nt,mm")
 ap.add_argument("--reps", type=int, default=40)

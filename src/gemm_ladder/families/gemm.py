@@ -63,9 +63,11 @@ ENTRIES: dict[str, GemmEntry] = {e.key: e for e in (
     # and 176 fills it (512 x 11008: 252 tiles, two full waves); 168 measured, not a candidate
     # (perf-notes item 60: it lost where the model promised it most)
     *(_two_consumers(f"128x{bn}", bn) for bn in (192, 176, 168)),
-    # 144 wide, an experiment (not a candidate, not yet measured): 1536³ is 12 x 11 = 132 tiles, one
-    # full wave, where 176 makes 108; cuBLAS runs 144 x 128 tiles there (perf-notes item 107)
+    # 144 and 104 wide, experiments (not candidates, not yet measured): 1536³ is 12 x 11 = 132 tiles
+    # of 128 x 144, one full wave, where 176 makes 108 (cuBLAS runs 144 x 128 tiles there); 1280³ is
+    # 10 x 13 = 130 of 128 x 104, where smallm:c2n128 makes 100 (cuBLAS: 112 x 128) (perf-notes item 107)
     _two_consumers("128x144", 144),
+    _two_consumers("128x104", 104),
     # stream-K: the ragged last wave's tiles split along K over every CTA, summed in the kernel
     _two_consumers("128x256sk", stream_k=True, borrow_stage=False),
     GemmEntry(0, "one consumer", source="gemm/gemm_one_consumer.cu", entry="gemm_one_consumer",

@@ -28,6 +28,19 @@ GL_DEVICE void wgmma_m64n64k16(float (&d)[32], u64 desc_a, u64 desc_b, u32 scale
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
 }
 
+// D[64x104] (+)= A[64x16] * B[104x16]^T, A and B in shared memory (descriptors), K-major
+// unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
+// bits). D in registers: 52 floats per thread. scale_d = 0 overwrites D, 1 accumulates.
+template <int MN_A = 0, int MN_B = 0>
+GL_DEVICE void wgmma_m64n104k16(float (&d)[52], u64 desc_a, u64 desc_b, u32 scale_d) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %54, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n104k16.f32." GL_AB_TYPE "." GL_AB_TYPE
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51}, %52, %53, p, 1, 1, %55, %56;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
+}
+
 // D[64x128] (+)= A[64x16] * B[128x16]^T, A and B in shared memory (descriptors), K-major
 // unless MN_A / MN_B (the operand's M or N index is the contiguous one: wgmma's transpose
 // bits). D in registers: 64 floats per thread. scale_d = 0 overwrites D, 1 accumulates.
@@ -145,14 +158,15 @@ GL_DEVICE void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u64 desc_b, u32 sca
       : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(MN_A), "n"(MN_B));
 }
 
-template <int N> constexpr bool has_wgmma_n = N == 32 || N == 64 || N == 128 || N == 144 || N == 168 || N == 176 || N == 192 || N == 224 || N == 232 || N == 240 || N == 256;
+template <int N> constexpr bool has_wgmma_n = N == 32 || N == 64 || N == 104 || N == 128 || N == 144 || N == 168 || N == 176 || N == 192 || N == 224 || N == 232 || N == 240 || N == 256;
 
 // One m64nNk16 for a tile width N known at compile time.
 template <int N, int MN_A = 0, int MN_B = 0>
 GL_DEVICE void wgmma_m64k16(float (&d)[N / 2], u64 desc_a, u64 desc_b, u32 scale_d) {
-  static_assert(has_wgmma_n<N>, "gl_wgmma_ops.cuh has m64nNk16 for N in {32, 64, 128, 144, 168, 176, 192, 224, 232, 240, 256} (tools/gen_wgmma.py)");
+  static_assert(has_wgmma_n<N>, "gl_wgmma_ops.cuh has m64nNk16 for N in {32, 64, 104, 128, 144, 168, 176, 192, 224, 232, 240, 256} (tools/gen_wgmma.py)");
   if constexpr (N == 32) wgmma_m64n32k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 64) wgmma_m64n64k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
+  else if constexpr (N == 104) wgmma_m64n104k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 128) wgmma_m64n128k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 144) wgmma_m64n144k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 168) wgmma_m64n168k16<MN_A, MN_B>(d, desc_a, desc_b, scale_d);

@@ -56,8 +56,8 @@
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG;  // wgmma groups kept in flight by a consumer (gl_warpspec.cuh)
 constexpr int CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES, EPI_N = 64;
-static_assert(BK == 64 && BN >= 144 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
-              "each consumer owns 64 x BN: BN 144 .. 256 (m64nBNk16)");
+static_assert(BK == 64 && BN >= 104 && BN <= 256 && has_wgmma_n<BN> && BM == 64 * CONSUMERS,
+              "each consumer owns 64 x BN: BN 104 .. 256 (m64nBNk16)");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(CLUSTER_M == 1 || CLUSTER_M == 2, "clusters of 1 (ablation) or 2 CTAs along M");
 static_assert(EPI_STAGES >= 1, "the epilogue ring needs a staging slot");
