@@ -739,3 +739,16 @@ def test_static_b_prepares_the_b_early_build_as_its_own_configuration(gpu):
     lin = gemm_ladder.Linear(4096, 1024, dtype=torch.float16, static_weight=True)
     assert "static_weight=True" in repr(lin) and lin.static_weight
     assert not gemm_ladder.Linear.from_linear(torch.nn.Linear(8, 8)).static_weight
+
+
+def test_config_cache_keeps_a_hot_entry_near_eviction(gpu, monkeypatch):
+    """Hits move an entry to the recent end once the cache is more than half full: a
+    configuration called between new ones survives them."""
+    monkeypatch.setattr(fastpath, "CONFIGS", fastpath.LRU(4))
+    hot_a, hot_w = rnd(16, 32), rnd(32, 8, seed=1)
+    gemm_ladder.matmul(hot_a, hot_w)
+    hot_key = next(iter(fastpath.CONFIGS.entries))
+    for n in range(16, 120, 8):
+        gemm_ladder.matmul(rnd(16, 32), rnd(32, n, seed=n))
+        gemm_ladder.matmul(hot_a, hot_w)
+    assert hot_key in fastpath.CONFIGS.entries and len(fastpath.CONFIGS) == 4

@@ -43,15 +43,17 @@ _grad_enabled = torch.is_grad_enabled
 _increment_version = getattr(torch._C, "_increment_version", None) or torch.autograd.graph.increment_version
 
 
-
 class LRU:
     """A bounded mapping that forgets the least recently used entry. Lookups need no lock
     (a concurrent eviction only costs a rebuild); inserts take one. `misses` counts
     lookups that found nothing (i.e. builds). `entries` is the mapping itself, most recent
-    last: the per-call path reads it directly (a method call costs more than the lookup)."""
+    last: the per-call path reads it directly (a method call costs more than the lookup), and
+    moves a hit to the recent end only once more than `recency_from` entries are held (until
+    eviction is in sight, recency is not worth its ~0.3 us a call)."""
 
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
+        self.recency_from = maxsize // 2
         self.entries: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self.misses = 0

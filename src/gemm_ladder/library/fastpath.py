@@ -201,11 +201,12 @@ def call(kind: str, a, b, out, step, via_op, static_b=False):
         plain_tensors.check_plain("matmul" if kind == "mm" else "matmul_nt", a=a, b=b, out=out)
     if grad and _grad_enabled():
         return via_op(kind, a, b, out, step)
-    d = CONFIGS.entries  # the LRU's lookup, inlined: this is the per-call path
+    lru = CONFIGS
+    d = lru.entries  # the LRU's lookup, inlined: this is the per-call path
     cfg = d.get(key)
     if cfg is None:
         cfg = _build(key, kind, a, b, out, step, static_b)
-    else:
+    elif len(d) > lru.recency_from:  # recency only once eviction is in sight (LRU's docstring)
         try:
             d.move_to_end(key)
         except KeyError:  # evicted meanwhile by another thread; cfg is still valid
