@@ -115,17 +115,23 @@ def test_borrowed_stage_repeatable(key):
     assert_repeatable(plan(st, a, b, out), out, a, b, runs=30, what=f"step {key} {M}x{N}x{K}")
 
 
+NARROW = [(key, shape) for key, n in (("gemm:128x144", 1536), ("gemm:128x104", 1280))
+          for shape in ((n, n, n), (n - 37, n, 136), (200, n + 8, 1000))]
+
+
 @pytest.mark.parametrize("layout", ["nt", "mm"])
-@pytest.mark.parametrize("key,n", [("gemm:128x144", 1536), ("gemm:128x104", 1280)])
-def test_narrow_widths_where_they_are_for(key, n, layout):
+@pytest.mark.parametrize("key,shape", NARROW, ids=[f"{k}-{'x'.join(map(str, s))}" for k, s in NARROW])
+def test_narrow_widths_where_they_are_for(key, shape, layout):
     """gemm:128x144 at 1536³ and gemm:128x104 at 1280³ (one wave of tiles, perf-notes item 107):
     the last tile column holds 96 (32) real columns, so a chunk is partly and the narrow tail wholly
-    past N; with a row-major b (mm) the 64-wide N-major blocks overhang each tile. 10 runs on
-    poisoned outputs, through the library forced to the entry."""
+    past N; with a row-major b (mm) the 64-wide N-major blocks overhang each tile. Beside them a
+    short K (3 k-tiles: every chunk through the epilogue ring, none in the borrowed stage), rows
+    that are not whole tiles, a K that is not whole k-tiles. 10 runs on poisoned outputs, through
+    the library forced to the entry."""
     import torch
     import gemm_ladder
     from gpu_util import assert_repeatable
-    M = N = K = n
+    M, N, K = shape
     a, b = fresh(M, N, K, torch.float16, next(_seed))
     b_kn = b.t().contiguous()
     out = torch.empty((M, N), dtype=torch.float16, device="cuda")
@@ -139,4 +145,4 @@ def test_narrow_widths_where_they_are_for(key, n, layout):
 
         synchronize = staticmethod(torch.cuda.synchronize)
 
-    assert_repeatable(Call(), out, a, b, runs=10, what=f"{key} {n}^3 {layout}")
+    assert_repeatable(Call(), out, a, b, runs=10, what=f"{key} {M}x{N}x{K} {layout}")

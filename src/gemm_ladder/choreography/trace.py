@@ -34,7 +34,7 @@ def events_needed(step, M: int, N: int, K: int, num_sms: int, ctas: int | None =
     the launched grid (a cluster launch may hold fewer CTAs than SMs)."""
     from .sim.params import busiest_cta_tiles
     k_tiles = -(-K // step.bk)
-    chunks = max(1, step.bn // EPI_CHUNK_COLS) if step.epi_stages else 1
+    chunks = max(1, -(-step.bn // EPI_CHUNK_COLS)) if step.epi_stages else 1  # a narrow last chunk counts
     per_tile = 5 * k_tiles + 5 * chunks + (3 if step.pingpong else 0)
     return busiest_cta_tiles(step, M, N, num_sms, ctas) * per_tile + 16
 

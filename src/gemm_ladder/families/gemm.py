@@ -3,7 +3,7 @@ structure with every tuning the library needs and the lesson does not.
 
 Two kernels, one per consumer layout:
 - `gemm_two_consumers.cu` (CUTLASS's "cooperative"): ladder step 9's three warpgroups and
-  chunked epilogue, with tile widths 168-256 (a narrower last chunk where the width is not a
+  chunked epilogue, with tile widths 104-256 (a narrower last chunk where the width is not a
   multiple of 64), stream-K for a ragged last wave, MN-major operands read in place, the
   borrowed stage and early loads;
 - `gemm_one_consumer.cu`: ladder step 8's one consumer on 128 x 128 tiles, with early loads.

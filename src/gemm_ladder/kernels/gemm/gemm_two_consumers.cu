@@ -13,7 +13,8 @@
 // 128x256 are 2.2 waves of 132 CTAs, 384 of 128x192 are 2.9), or 176 in gemm:128x176 (512 x 11008:
 // 252 tiles of 128x176 are two full waves, 232 of 128x192 leave the second one 3/4 full);
 // and 168, 224, 232 or 240 where one of those fills the waves best (3000 x 5000: 528
-// tiles of 128 x 232 are four full waves; 128 x 192 needs 648 tiles, five waves).
+// tiles of 128 x 232 are four full waves; 128 x 192 needs 648 tiles, five waves); 144 and 104
+// are experiments (one full wave at 1536^3 and 1280^3).
 // A width that is not a multiple of 64 leaves a narrower last chunk (TAIL columns): it is
 // staged unswizzled, TAIL x 2 bytes per row, and stored through a second C map whose box is
 // that narrow (tmap_c_tail), so no store reaches into the next tile. An N-major B still
@@ -89,7 +90,8 @@ static_assert(!STREAM_K || BN % EPI_N == 0, "stream-K slices are whole 64-column
 constexpr bool BORROW = GL_EPI_BORROW;
 static_assert(!BORROW || (!STREAM_K && MMA_LAG == 1), "the borrowed stage: whole tiles, one wgmma group in flight");
 // Chunks staged in the borrowed stage (the family's borrowed_chunks); they must fit: one in its A part
-// (BM x BK = BM x EPI_N), the rest in its B part.
+// (BM x BK = BM x EPI_N), the rest in its B part (the last of them may be the narrow TAIL chunk,
+// staged plain: at BN 104 both chunks are lent and none goes through the epilogue ring).
 constexpr int LENT = GL_EPI_LENT, LENT_ROOM = 1 + BN_SMEM * BK / (BM * EPI_N);
 static_assert(BORROW == (LENT > 0) && LENT <= CHUNKS && LENT <= LENT_ROOM, "the borrowed stage holds LENT chunks");
 // The chunks of each tile staged in the borrowed stage: LENT, or none when K has fewer than
@@ -110,7 +112,8 @@ struct SharedStorage {
   EpiloguePipe epi;                         // mma2ld / ld2mma per chunk slot
   Signals<(LENT > 0 ? LENT : 1), BAR_LENT_FULL> lent;// borrowed stage: chunk c staged (count: the consumers)
 };
-// Chunk slot c (< LENT) of operand stage `stage`: 1024-byte aligned, as the swizzled store needs.
+// Chunk slot c (< LENT) of operand stage `stage`: 1024-byte aligned, as a swizzled chunk needs (a plain
+// TAIL chunk needs 128).
 GL_DEVICE u16* lent_slot(SharedStorage& s, int stage, int c) {
   return c == 0 ? s.A[stage] : s.B[stage] + (c - 1) * BM * EPI_N;
 }
