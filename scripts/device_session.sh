@@ -17,7 +17,8 @@
 #                traffic beside energy per FLOP at the cap: benchmarks/probes/energy), widths144 (gemm:128x144
 #                against its neighbours: benchmarks/probes/widths/probe_widths.py; WIDTHS144_ARGS), shared (the
 #                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES),
-#                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS)
+#                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS), skeleton
+#                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -118,6 +119,10 @@ if has widths144; then  # gemm:128x144 beside the widths and picks it would comp
   timeout "${WIDTHS144_TIMEOUT:-300}" $PY benchmarks/probes/widths/probe_widths.py ${WIDTHS144_ARGS:-} \
     --json "$W/probe_widths_n144.json" 2>&1 | tee "$W/probe_widths_n144.log"
   note "probe_widths (n144): rc=$?"
+fi
+if has skeleton; then  # where a small kernel's fixed cost goes: skeleton.cu's levels and launch shapes (item 111)
+  timeout "${SKELETON_TIMEOUT:-300}" $PY benchmarks/probes/skeleton/skeleton.py --json "$W/skeleton.json" 2>&1 | tee "$W/skeleton.log"
+  note "skeleton: rc=$?"
 fi
 if has shared; then  # the small-M shared-load entries: tests, then the long-K probe (item 106; SHARED_STAGES, DTYPES)
   OUT="$W/shared_loads" PYTHON="$PY" benchmarks/probes/longk/shared_loads_run.sh ${SHARED_STAGES:-tests probe} \

@@ -201,6 +201,23 @@ def test_the_width_that_fills_the_waves():
     assert select.choose(4096, 4096, 4096).pick.key == "gemm:128x256"  # 256 wide still fills 4096^2 best
 
 
+def test_the_one_wave_width_only_in_one_wave_with_a_k_major_b():
+    """gemm:128x144 (select.ONE_WAVE_CANDIDATES) fills one wave at 1536^3 (12 x 11 = 132 tiles;
+    measured 0.968 / 0.956 x cuBLAS against gemm:128x176's 0.903 / 0.887 with a K-major b, perf-notes
+    item 110); with a row-major b (0.821 against 0.877) or over several waves (2048 x 8192 x 8192,
+    912 tiles, where narrow tiles lost, item 60) it is not a candidate, and the choice says why."""
+    assert select.pick(1536, 1536, 1536) == "gemm:128x144"
+    assert select.pick(1536, 1536, 3072, "bfloat16") == "gemm:128x144"
+    n_major = {s.key: s for s in select.choose(1536, 1536, 1536, b_mn=True).scores}
+    assert not n_major["gemm:128x144"].accepted and "B is N-major" in n_major["gemm:128x144"].why
+    assert select.step_for(1536, 1536, 1536, b_mn=True).key != "gemm:128x144"
+    many = {s.key: s for s in select.choose(2048, 8192, 8192).scores}
+    assert not many["gemm:128x144"].accepted and "7 waves" in many["gemm:128x144"].why
+    assert select.pick(2048, 8192, 8192) == "gemm:128x256"
+    # explicit candidates obey the rule too (the explain table, a restricted pick)
+    assert select.choose(2048, 8192, 8192, candidates=["gemm:128x144"]).pick is None
+
+
 def test_an_n_major_b_overhanging_the_tile():
     """An N-major B travels in 64-wide blocks: on a width that is not a multiple of 64 they
     overhang the tile, which the model charges (OVERHANG_B_COST); a width whose tiles start off

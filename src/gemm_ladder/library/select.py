@@ -52,6 +52,8 @@ The rule (`step_for`), computed once per configuration:
    perf-notes.md items 35 and 57), so such a width runs only where its waves gain more (512 x
    14336 x 4096: gemm:128x224 1.10 x cuBLAS against gemm:128x256's 1.00). A width whose tiles do not start at
    32-byte offsets (gemm:128x232) does not take an N-major `b` (25-45 % slower).
+6. A tile width that suits only a single wave read K-major (ONE_WAVE_CANDIDATES: gemm:128x144)
+   is a candidate only there: 1536^3 with a K-major b runs 132 tiles of 128 x 144, one full wave.
 `step=` forces a step; MN-major operands go to it directly when it reads them so
 (`common.reads_mn`), else they are copied.
 """
@@ -82,6 +84,12 @@ CANDIDATES: list[str] = ["gemm:128x256", "gemm:128x128", "gemm:128x240", "gemm:1
                          "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
 MISALIGNED_B_CANDIDATES: list[str] = ["gemm:128x256c2"]  # joins the candidates where B's rows slow the others
+# Candidates only where their tiles fit in one wave and B is read K-major (rule 6). Measured
+# (docs/perf-notes.md items 107, 110): gemm:128x144 fills the wave at 1536^3 (132 tiles):
+# 0.968 / 0.956 x cuBLAS against gemm:128x176's 0.903 / 0.887 with a K-major b, but 0.821 / 0.802
+# against 0.877 / 0.854 with a row-major one (its 64-wide N-major blocks overhang the tile by 48
+# columns); over several waves narrower tiles lost what the wave model gave them (item 60).
+ONE_WAVE_CANDIDATES: list[str] = ["gemm:128x144"]
 
 
 @dataclass
@@ -126,8 +134,9 @@ def _candidate_steps(candidates) -> list[tuple[str, Step | None]]:
 
 
 def candidate_keys(b_misaligned: bool = False) -> list[str]:
-    """The default candidates; with B rows that are not whole sectors, gemm:128x256c2 too."""
-    return CANDIDATES + (MISALIGNED_B_CANDIDATES if b_misaligned else [])
+    """The default candidates (the one-wave ones included: `choose` drops them elsewhere); with B
+    rows that are not whole sectors, gemm:128x256c2 too."""
+    return CANDIDATES + ONE_WAVE_CANDIDATES + (MISALIGNED_B_CANDIDATES if b_misaligned else [])
 
 
 def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = Device(),
@@ -148,6 +157,11 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
             ch.scores.append(Score(key, st.label, why=f"does not support {dtype}"))
             continue
         ch.scores.append(score(st, M, N, K, device, b_misaligned, b_mn))
+    for s in ch.scores:  # rule 6: one wave, B K-major
+        if s.key in ONE_WAVE_CANDIDATES and s.accepted and (b_mn or s.waves > 1):
+            s.accepted = False
+            s.why = ("a candidate only where its tiles fill one wave and B is read K-major "
+                     f"(here {'B is N-major' if b_mn else f'{s.waves} waves'}); {s.why}")
     ok = [s for s in ch.scores if s.accepted]
     extra = [s for s in ok if b_misaligned and s.key in MISALIGNED_B_CANDIDATES and s.key not in CANDIDATES]
     rest = [s for s in ok if s not in extra]
