@@ -293,6 +293,7 @@ def test_autotune_runs_the_fastest_correct_candidate_and_caches_it(cpu_launch, t
     from gemm_ladder.measure import autotune
     cpu_launch.setenv("GEMM_LADDER_CACHE_DIR", str(tmp_path))
     cpu_launch.setattr(select, "CANDIDATES", ["7:d4", "7:d3", "6"])
+    cpu_launch.setattr(select, "ONE_WAVE_CANDIDATES", [])
     shape = suites.Shape(256, 256, 256, "test", "tuned")
     bench = FakeBench(0.5, 0.3)
     bench.times = (0.5, 0.3, 0.4, 0.2)  # tuning: 7:d4, 7:d3, 6; then the pick and cuBLAS
