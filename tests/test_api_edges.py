@@ -313,3 +313,15 @@ def test_vmap_over_b_too(gpu):
     xs = rnd(3, 8, 16, seed=2)
     ys = tf.vmap(gemm_ladder.matmul)(xs, bs)
     assert close(ys, xs.float() @ bs.float())
+
+
+@pytest.mark.parametrize("step", ["gemm:nope", 12])
+def test_unknown_step_through_the_op_is_one_line(gpu, step):
+    """A call that goes through the custom op (an operand requires grad) looks its `step` up
+    before the op, as the direct path does: an unknown key is named in one line."""
+    a, b = rnd(16, 32).requires_grad_(), rnd(32, 24, seed=1)
+    with pytest.raises(KeyError, match="unknown (step|kernel)") as e:
+        gemm_ladder.matmul(a, b, step=step)
+    assert "\n" not in str(e.value)
+    st = gemm_ladder.matmul(a.detach().requires_grad_(), b, step=9)  # a ladder step's number
+    assert close(st, a.detach() @ b)

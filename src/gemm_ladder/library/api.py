@@ -28,9 +28,8 @@ _grad_enabled = torch.is_grad_enabled
 
 def _via_op(kind: str, a, b, out, step):
     """The call through the custom op (torch_ops.py): traced by torch.compile, differentiated by autograd."""
-    step = fastpath.step_arg(step, "matmul" if kind == "mm" else "matmul_nt")
-    key = None if step is None else (step if isinstance(step, str) else get_step(step).key if isinstance(step, int)
-                                     else step.key)
+    st = fastpath.named_step(step, "matmul" if kind == "mm" else "matmul_nt")
+    key = None if st is None else st.key
     res = torch.ops.gemm_ladder.matmul(a, b.t() if kind == "nt" else b, key)
     if out is None:
         return res
@@ -72,8 +71,15 @@ def matmul_nt(a, b, out=None, *, step: Step | str | None = None, static_b: bool 
 
 
 def _not_bool(what: str, name: str, value):
-    """A flag given as something else than a bool (a promise such as static_b must be meant)."""
+    """A flag given as something else than a bool (a promise such as static_b must be meant).
+    The per-call doors test `x is not False and x is not True` inline before calling this (a
+    call costs host time on every matmul); the others use _check_bool."""
     raise TypeError(f"{what}: {name} must be True or False, got {value!r}")
+
+
+def _check_bool(what: str, name: str, value) -> None:
+    if value is not False and value is not True:
+        _not_bool(what, name, value)
 
 
 def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str | None = None,
@@ -81,8 +87,7 @@ def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str
     """Compile and load the kernels `matmul` may choose (every selection candidate, or `step`),
     for each dtype, and the MN-major builds of steps that read them (unless mn_major=False),
     so that a later first call — e.g. inside CUDA graph capture — does no JIT work."""
-    if mn_major is not False and mn_major is not True:
-        _not_bool("warmup", "mn_major", mn_major)
+    _check_bool("warmup", "mn_major", mn_major)
     dtypes = (dtypes,) if isinstance(dtypes, torch.dtype) else tuple(dtypes) if isinstance(dtypes, (list, tuple)) else dtypes
     if not isinstance(dtypes, tuple) or not all(dt in (torch.float16, torch.bfloat16) for dt in dtypes):
         raise TypeError(f"warmup: dtypes must be torch.float16 and/or torch.bfloat16, got {dtypes!r}")
@@ -95,7 +100,7 @@ def warmup(device=None, dtypes=(torch.float16, torch.bfloat16), step: Step | str
     runner.check_device(device)  # before the device's index: without CUDA that is torch's AssertionError
     dev = fastconfig.device_index(device)
     if step is not None:
-        kernels = [get_step(step) if isinstance(step, (str, int)) else step]
+        kernels = [fastpath.named_step(step, "warmup")]
     else:
         kernels = [get_step(k) for k in select.candidate_keys(b_misaligned=True)]
     with fastconfig.building(dev):
@@ -146,8 +151,7 @@ class Linear(torch.nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = False, device=None, dtype=None,
                  static_weight: bool = False):
         super().__init__()
-        if static_weight is not False and static_weight is not True:
-            _not_bool("Linear", "static_weight", static_weight)
+        _check_bool("Linear", "static_weight", static_weight)
         factory = {"device": device, "dtype": dtype}
         self.in_features, self.out_features = in_features, out_features
         self.static_weight = static_weight
@@ -170,8 +174,7 @@ class Linear(torch.nn.Module):
         """A Linear sharing `lin`'s parameters."""
         if not isinstance(lin, torch.nn.Linear):
             raise TypeError(f"Linear.from_linear takes a torch.nn.Linear, got {type(lin).__name__}")
-        if static_weight is not False and static_weight is not True:
-            _not_bool("Linear.from_linear", "static_weight", static_weight)
+        _check_bool("Linear.from_linear", "static_weight", static_weight)
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = lin.in_features, lin.out_features

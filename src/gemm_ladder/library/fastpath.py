@@ -92,11 +92,18 @@ def step_arg(step, what: str = "matmul"):
                     f"{type(step).__name__}")
 
 
+def named_step(step, what: str = "matmul"):
+    """The kernel `step=` names (a key or a ladder step's number looked up), or None."""
+    step = step_arg(step, what)
+    return get_step(step) if isinstance(step, (str, int)) else step
+
+
 def resolve_step(step, kind: str, a, b, lead: tuple, N: int, K: int):
     """The kernel a validated call runs: the one asked for, else select.step_for's choice for
     the shape and the operands' layouts (None for an empty product)."""
-    if step_arg(step, "matmul" if kind == "mm" else "matmul_nt") is not None:
-        return get_step(step) if isinstance(step, (str, int)) else step
+    st = named_step(step, "matmul" if kind == "mm" else "matmul_nt")
+    if st is not None:
+        return st
     M = int(torch.Size(lead).numel())
     if M == 0 or N == 0 or K == 0:
         return None
