@@ -279,7 +279,7 @@ def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, devic
                               "torch.matmul(A, B.T) on the same B, allocating C"),
                    "bytes": "A + B + C once",
                    "selection": {"model": "library/select.py", "device": asdict(device),
-                                 "candidates": [str(c) for c in select.CANDIDATES],
+                                 "candidates": [str(c) for c in select.candidate_keys()],
                                  "autotune": autotune}},
         "memory": {}, "rows": [], "complete": False,
     }
