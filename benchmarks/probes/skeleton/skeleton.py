@@ -18,7 +18,6 @@ from pathlib import Path
 import torch
 
 from gemm_ladder.cuda import driver, jit
-from gemm_ladder.families import smallm
 from gemm_ladder.library import runner
 from gemm_ladder.library.select import pick
 from gemm_ladder.measure.bench import Bench, git_commit
@@ -82,7 +81,7 @@ for n in (64, 256):
     a, b = bench.inputs(n, n, n, torch.float16)
     keep.append((a, b))
     key = pick(n, n, n)
-    p = runner.plan(key, a, b) if not key.startswith("smallm") else runner.plan_smallm(smallm.FAMILIES[key], a, b)
+    p = runner.plan(key, a, b)
     p.out.fill_(float("nan"))
     p()
     torch.cuda.synchronize()
