@@ -3,6 +3,9 @@ equal pieces only, against the rule before it (runs of equal length over g CTAs,
 cross a tile boundary), at every suite shape whose deal or pick it moves; each beside cuBLAS
 and an 8-way split of the old entry. Every output poisoned and checked against fp32, then
 all timed interleaved (L2 flushed, medians), SM clock and power sampled during the loop.
+The rule it measured (commit 19a6477, smallm_deal.SmallMDeal.deal keeping only runs with
+kt % units == 0 or units % kt == 0) lost and was reverted: "now" is the library's pick as it
+stands, so rerun it with that change applied.
 
     PYTHONPATH=src python benchmarks/probes/longk/aligned_ab.py [--json out.json]
 """

@@ -131,11 +131,7 @@ class SmallMDeal:
             deals = [Deal.hybrid(m_tiles * n_tiles, kt, g) for g in range(1, min(num_sms, MAX_FIXUP_CTAS) + 1)]
             deals = [d for d in deals if d.units >= shortest or not d.split_tiles]
             return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), -d.ctas))
-        # runs that cut a tile's k-tiles into equal pieces (or take whole tiles): a run across a
-        # tile boundary (two segments, up to 14 planes a tile) measured 5-18 % slower than the
-        # aligned split beside it (128 x 512 x 16384: smallm:n128 on 86 CTAs 20.1 us against 8
-        # planes' 17.3; docs/perf-notes.md items 110, 112)
-        deals = [Deal(m_tiles * n_tiles, kt, u) for u in runs if u >= shortest and (kt % u == 0 or u % kt == 0)]
+        deals = [Deal(m_tiles * n_tiles, kt, u) for u in runs if u >= shortest]
         if self.cluster_reduce:  # only where every cluster is resident at once: the pieces exist to fill
             # the SMs on few tiles; a second round of clusters loses to whole tiles (128 x 11008 x 4096
             # would take 344 CTAs in clusters of 4 on a cost tie)
