@@ -31,7 +31,9 @@ MAX_CONFIGS = 256  # prepared configurations kept (per process, all devices)
 
 CONFIGS = LRU(MAX_CONFIGS)
 _grad_enabled = torch.is_grad_enabled
-_fwad = torch.autograd.forward_ad  # its _current_level >= 0: a forward-mode AD level is open
+# plain_tensors.forward_ad_active, inlined (the per-call path): _current_level >= 0 while a
+# forward-mode AD level is open
+_fwad = torch.autograd.forward_ad
 
 
 # ---- validation (first call of a configuration only) --------------------------------------
