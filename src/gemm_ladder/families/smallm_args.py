@@ -17,7 +17,7 @@ from .common import MN_BLOCK, ConfigError, short_box_rows
 from .splitk_deal import Deal, cdiv, fixup_flag_floats
 
 C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
-REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 2 elements each
+REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
 
 
@@ -34,8 +34,8 @@ class SmallMArgs:
         return (d.planes, M, N) if d.planes else None
 
     def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
-        """(blocks along a row, rows): 2 elements per thread."""
-        return (cdiv(N // 2, REDUCE_THREADS), M, 1)
+        """(blocks along a row, rows): 4 elements per thread."""
+        return (cdiv(N // 4, REDUCE_THREADS), M, 1)
 
     def kernel_args(self, a_ptr: int, b_ptr: int, ws_ptr: int, c_ptr: int, M: int, N: int, K: int,
                     units: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,

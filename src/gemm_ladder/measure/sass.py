@@ -170,26 +170,3 @@ def mma_loop_full_waits(sass: str) -> int | None:
     if body is None:
         return None
     return sum(1 for t in body if t.startswith("WARPGROUP.DEPBAR") and t.rstrip().endswith("0x0"))
-
-
-def function_text(sass: str, name: str) -> str:
-    """The SASS of one function of a module (from its `Function : name` header to the next);
-    '' if the module has none of that name."""
-    for part in re.split(r"\n\s*Function\s*:\s*", sass)[1:]:
-        if part.split(None, 1)[0] == name:
-            return part
-    return ""
-
-
-def loads_before_first_use(sass: str) -> list[int]:
-    """For each run of global loads (LDG) in program order, how many are issued before the
-    first floating-point add that follows them: the loads a thread has in flight at once."""
-    runs, n = [], 0
-    for _, text in instructions(sass):
-        op = text.split()[1] if text.startswith("@") else text.split()[0]
-        if op.startswith("LDG"):
-            n += 1
-        elif op.startswith("FADD") and n:
-            runs.append(n)
-            n = 0
-    return runs

@@ -476,31 +476,14 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
 // The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed
 // in that order in fp32 (a fixed order: deterministic); tiles one CTA computed whole were
 // written by it and are skipped. The tile of an element and its planes follow from the same
-// deal of units as the main kernel (Segments). Block (x, row): one thread per 2 consecutive
-// elements of a row of C (N is a multiple of 8, BN of 2: one tile), all in 32-bit integer
-// arithmetic; 8-byte loads from each plane, one 4-byte store. The planes are read REDUCE_BATCH
-// at a time, every load of a batch issued before its first add: 8 planes cost one trip to
-// memory, 16 two. The loop before this one added as it loaded (ptxas placed each group's adds
-// between its loads), 6 trips for 8 planes, 10 for 16; written with plain loads and adds, or
-// with the batches unrolled, ptxas still interleaves them (the SASS shows it), so the loads and
-// adds are PTX, one batch at a time, in a register budget that holds a batch (40: the launch
-// bounds' 12 blocks of 128 threads). Blocks of <= 40 registers fit beside a one-consumer CTA
-// (232 x 256 of the SM's 64K registers), so with programmatic launch they wait on the SMs
-// rather than launch after the split-K grid ends.
-constexpr int REDUCE_BATCH = 8;
-// an 8-byte load through the read-only path (the partials do not change during this kernel)
-GL_DEVICE float2 load_nc_f2(const char* at) {
-  float2 v;
-  asm volatile("ld.global.nc.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(at) : "memory");
-  return v;
-}
-// sum += v, flushing denormals as the rest of the kernel's fp32 arithmetic does
-GL_DEVICE void add_f2(float2& sum, float2 v) {
-  asm volatile("add.ftz.f32 %0, %0, %2;\n\tadd.ftz.f32 %1, %1, %3;" : "+f"(sum.x), "+f"(sum.y) : "f"(v.x), "f"(v.y));
-}
-extern "C" __global__ void __launch_bounds__(128, 12)
+// deal of units as the main kernel (Segments). Block (x, row): one thread per 4 consecutive
+// elements of a row of C (N is a multiple of 8, BN of 4: one tile), all in 32-bit integer
+// arithmetic; 16-byte loads from each plane, one 8-byte store. 128-thread blocks of <= 40
+// registers fit beside a one-consumer CTA (232 x 256 of the SM's 64K registers), so with
+// programmatic launch they wait on the SMs rather than launch after the split-K grid ends.
+extern "C" __global__ void __launch_bounds__(128)
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
-  const int row = blockIdx.y, col = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+  const int row = blockIdx.y, col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
   if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
   pdl_wait_for_previous();  // the partials are complete and visible
   if (col >= N) return;
@@ -508,22 +491,14 @@ gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int
   const int first = t * k_tiles / units, pieces = NA * MB > 1 ? units  // shared loads: pieces per tile
                                                                 : (t * k_tiles + k_tiles - 1) / units - first + 1;
   if (pieces == 1) return;  // computed whole, C written by the main kernel
-  const long long q = ((long long)row * N + col) / 2, step = (long long)M * N * sizeof(float);  // float2s; plane bytes
-  const char* at = reinterpret_cast<const char*>(ws) + q * (long long)sizeof(float2);
-  float2 sum = make_float2(0.f, 0.f);
-#pragma unroll 1  // one batch at a time (above)
-  for (int z0 = 0; z0 < pieces; z0 += REDUCE_BATCH, at += REDUCE_BATCH * step) {
-    float2 v[REDUCE_BATCH];
-    const long long last = (long long)(pieces - 1 - z0) * step;  // a batch past the last plane reads it again (unused)
-#pragma unroll
-    for (int i = 0; i < REDUCE_BATCH; ++i) v[i] = load_nc_f2(at + min((long long)i * step, last));
-    const int n = min(REDUCE_BATCH, pieces - z0);
-    if (z0 == 0) sum = v[0];  // plane 0 first, then 1, 2, ...: the order is the result
-    else add_f2(sum, v[0]);
-#pragma unroll
-    for (int i = 1; i < REDUCE_BATCH; ++i)
-      if (i < n) add_f2(sum, v[i]);
+  const long long plane = (long long)M * N / 4, q = ((long long)row * N + col) / 4;  // float4s
+  const float4* p = reinterpret_cast<const float4*>(ws) + q;
+  float4 sum = p[0];
+#pragma unroll 4
+  for (int z = 1; z < pieces; ++z) {
+    const float4 v = p[z * plane];
+    sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
   }
-  const u32 packed = pack2(sum.x, sum.y);
-  asm volatile("st.global.b32 [%0], %1;" ::"l"(c + 2 * q), "r"(packed) : "memory");
+  const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(c + 4 * q), "r"(lo), "r"(hi) : "memory");
 }
