@@ -167,7 +167,8 @@ def test_misaligned_b_rows_go_to_the_multicast_cluster():
 
 def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
     """gemm:128x128 (one consumer) and smallm:c2n128 (two) run 128 x 128 tiles with the same
-    traffic and tie in the model; measured, two issuers win in one wave, so the tie goes to them.
+    traffic and tie in the model; measured, two issuers win in one wave on a long K, so the tie
+    goes to them there.
     Entries with other tiles keep the old tie-break (n128's 64 x 128 against c2n64's 128 x 64)."""
     ch = select.choose(512, 4096, 4096)
     tied = {s.key: s for s in ch.scores if s.accepted and s.score_us <= ch.pick.score_us * (1 + select.TIE)}
@@ -175,6 +176,14 @@ def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
     assert {one, two} <= set(tied) and tied[one].l2_bytes == tied[two].l2_bytes
     assert ch.pick.key == two and tied[two].consumers == 2 and tied[one].consumers == 1
     assert select.choose(1024, 1024, 1024).pick.key == "smallm:n128"
+    # on a short K (under MORE_ISSUERS_MIN_KT k-tiles) the tie keeps the registry's order: the
+    # one consumer measured ahead there (1280^3, item 115), with a K-major b; a row-major one goes
+    # to the two consumers, which read it in place
+    ch = select.choose(1280, 1280, 1280)
+    tied = {s.key for s in ch.scores if s.accepted and s.score_us <= ch.pick.score_us * (1 + select.TIE)}
+    assert {one, two} <= tied and ch.pick.key == one and "MORE_ISSUERS_MIN_KT" in ch.reason
+    assert select.step_for(1280, 1280, 1280, b_mn=True).key == two
+    assert select.choose(1280, 1280, 2048).pick.key != one  # 32 k-tiles: the two consumers again
     # K = 1000 keeps the family's single CTAs out; its multicast pairs take such rows
     assert select.choose(1000, 1000, 1000).pick.key == "smallm:n128m2"
     # a multicast deal of two rounds is scored as two waves (2000 x 1000 x 1000: 128 pairs on 66 clusters)

@@ -5,10 +5,11 @@
 family's entries, by key; adding a kernel family is one entry) with the cost model. Where B's
 rows are not whole 32-byte sectors and the best candidate is charged for it, gemm:128x256c2
 (the 2-CTA cluster) joins the candidates (MISALIGNED_B_CANDIDATES). Scores within TIE of the best are treated as equal (the model is
-not finer than that); among those a candidate running the same tile with the same traffic as
-another but with fewer MMA warpgroups drops out (measured, the small-M family's two consumers
-on 128 x 128, `smallm:c2n128`, against gemm:128x128's one in a single wave: 512 x 4096² 0.98
-against 0.94-0.95, 128 x 11008 x 4096 0.96 against 0.92, docs/perf-notes.md item 41). An
+not finer than that); among those, from K = 2048 (MORE_ISSUERS_MIN_KT), a candidate running the
+same tile with the same traffic as another but with fewer MMA warpgroups drops out (measured,
+the small-M family's two consumers on 128 x 128, `smallm:c2n128`, against gemm:128x128's one in
+a single wave: 512 x 4096² 0.98 against 0.94-0.95, 128 x 11008 x 4096 0.96 against 0.92,
+docs/perf-notes.md item 41; on a short K the one consumer measured ahead, 1280^3, item 115). An
 entry that only splits another's whole tiles' k-tiles between two MMA warpgroups
 (`smallm:n64alt`, `k_alternate`) never competes: it stands in for a chosen candidate with the
 same tile and traffic (n64 where n64's own deal is whole tiles; item 104); then
@@ -83,6 +84,13 @@ CANDIDATES: list[str] = ["gemm:128x256", "gemm:128x128", "gemm:128x240", "gemm:1
                          "smallm:c2", "smallm:c2n64", "smallm:c2n64d", "smallm:n64s", "smallm:n64", "smallm:n64alt",
                          "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
+# The same tile with more MMA warpgroups replaces one with fewer only from this many k-tiles of
+# 64: on a long K the issue rate sets the pace (items 41, 104), on a short one the fill and the
+# epilogue do, and there the production kernel's one consumer measured ahead (1280^3:
+# gemm:128x128 0.979 / 0.996 x cuBLAS against smallm:c2n128's 0.950 / 0.954, item 110; the
+# autotuned suite at d073294 alike, 13.10 / 12.86 against 13.95 / 13.31 us). The k-tiles from
+# which smallm:n64alt's two warpgroups take a tile (its min_kt).
+MORE_ISSUERS_MIN_KT = 32
 MISALIGNED_B_CANDIDATES: list[str] = ["gemm:128x256c2"]  # joins the candidates where B's rows slow the others
 # Candidates only where their tiles fit in one wave and B is read K-major (rule 6). Measured
 # (docs/perf-notes.md items 107, 110): gemm:128x144 fills the wave at 1536^3 (132 tiles):
@@ -178,9 +186,12 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
         return ch
     best = min(s.score_us for s in ok)
     near = [s for s in ok if s.score_us <= best * (1 + TIE)]
-    # the same tile and traffic with more MMA issuers replaces one with fewer (module docstring)
+    # the same tile and traffic with more MMA issuers replaces one with fewer on a long K (module docstring)
     same = lambda t, s: t.tile == s.tile and t.l2_bytes == s.l2_bytes and t.padded == s.padded  # noqa: E731
-    near = [s for s in near if not any(same(t, s) and t.consumers > s.consumers for t in near)]
+    fewer = [s for s in near if any(same(t, s) and t.consumers > s.consumers for t in near)]
+    short_k = bool(fewer) and -(-K // 64) < MORE_ISSUERS_MIN_KT
+    if not short_k:
+        near = [s for s in near if s not in fewer]
     stands_in = {}  # alternate key -> the key it replaces
     for i, s in enumerate(near):
         t = next((t for t in alternates if same(t, s) and t.score_us <= s.score_us * (1 + TIE)), None)
@@ -197,6 +208,9 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
     ch.reason = (f"lowest modelled time {ch.pick.score_us:.1f} us"
                  + (f" (within {TIE:.0%} of it: {', '.join(others)}; {why_first})" if others else "")
                  + f"; {ch.pick.why}")
+    if short_k:
+        ch.reason += (f"; on a short K (under {MORE_ISSUERS_MIN_KT * 64}) more MMA warpgroups on the same tile do not "
+                      "take a tie (select.MORE_ISSUERS_MIN_KT)")
     if ch.pick.key in stands_in:
         ch.reason += (f"; {ch.pick.key} stands in for {stands_in[ch.pick.key]}: the same tiles, two MMA warpgroups "
                       "alternating k-tiles")
