@@ -314,6 +314,12 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     def reads_mn(self) -> tuple[bool, bool]:
         return False, self.b_mn_major  # A (the activations) always K-major
 
+# A second MMA warpgroup on a tile pays only from this many k-tiles: on a shorter K the ring's
+# fill and the epilogue set the pace, not the issue rate (smallm:n64alt's min_kt: 256^3-384^3 2-4 %
+# behind n64s, item 104; the selection's tie between the same tile with more or fewer MMA
+# warpgroups, select.choose: 1280^3, item 115)
+MORE_ISSUERS_MIN_KT = 32
+
 # The deal constants the two-consumer entries measured best with (item 21).
 TWO_CONSUMER_DEAL = dict(hbm_saturation=0.75, workspace_cost=1.5)
 
@@ -343,7 +349,7 @@ FAMILIES: dict[str, SmallM] = {
     # at the other long-K shapes; behind n64s on the small squares; docs/perf-notes.md item 104), and
     # M > 16: decode rows wait on the weights, not the consumer (level in single calls, 1.5-2 % slower
     # as a decode chain's QKV, item 105)
-    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True, min_kt=32,
+    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True, min_kt=MORE_ISSUERS_MIN_KT,
                             min_m=17),
     # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
     # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do

@@ -69,6 +69,7 @@ from ..families.common import ShapeError, reads_mn
 from ..families.cost_model import (COPY_LAUNCH_US, ELEMENT_BYTES, TRANSPOSE_COPY_TBS, Device, Score, rows_misaligned,
                                    score)
 from ..families.keys import get_step
+from ..families.smallm import MORE_ISSUERS_MIN_KT
 from ..families.ladder_step import Step
 from .layout import MAX_DIM, round_up
 
@@ -84,13 +85,12 @@ CANDIDATES: list[str] = ["gemm:128x256", "gemm:128x128", "gemm:128x240", "gemm:1
                          "smallm:c2", "smallm:c2n64", "smallm:c2n64d", "smallm:n64s", "smallm:n64", "smallm:n64alt",
                          "smallm:n32"]
 TIE = 0.01  # measured differences of 1-3 % between tile shapes at large M x N track the wave model (item 25)
-# The same tile with more MMA warpgroups replaces one with fewer only from this many k-tiles of
-# 64: on a long K the issue rate sets the pace (items 41, 104), on a short one the fill and the
-# epilogue do, and there the production kernel's one consumer measured ahead (1280^3:
-# gemm:128x128 0.979 / 0.996 x cuBLAS against smallm:c2n128's 0.950 / 0.954, item 110; the
-# autotuned suite at d073294 alike, 13.10 / 12.86 against 13.95 / 13.31 us). The k-tiles from
-# which smallm:n64alt's two warpgroups take a tile (its min_kt).
-MORE_ISSUERS_MIN_KT = 32
+# The same tile with more MMA warpgroups replaces one with fewer only from MORE_ISSUERS_MIN_KT
+# k-tiles of 64 (families/smallm.py, smallm:n64alt's threshold too): on a long K the issue rate
+# sets the pace (items 41, 104), on a short one the fill and the epilogue do, and there the
+# production kernel's one consumer measured ahead (1280^3: gemm:128x128 0.979 / 0.996 x cuBLAS
+# against smallm:c2n128's 0.950 / 0.954, item 110; the autotuned suite at d073294 alike, 13.10 /
+# 12.86 against 13.95 / 13.31 us).
 MISALIGNED_B_CANDIDATES: list[str] = ["gemm:128x256c2"]  # joins the candidates where B's rows slow the others
 # Candidates only where their tiles fit in one wave and B is read K-major (rule 6). Measured
 # (docs/perf-notes.md items 107, 110): gemm:128x144 fills the wave at 1536^3 (132 tiles):
