@@ -349,8 +349,8 @@ FAMILIES: dict[str, SmallM] = {
     # at the other long-K shapes; behind n64s on the small squares; docs/perf-notes.md item 104), and
     # M > 16: decode rows wait on the weights, not the consumer (level in single calls, 1.5-2 % slower
     # as a decode chain's QKV, item 105)
-    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True, min_kt=MORE_ISSUERS_MIN_KT,
-                            min_m=17),
+    "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True,
+                            min_kt=MORE_ISSUERS_MIN_KT, min_m=17),
     # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
     # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
     # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44)
