@@ -449,3 +449,32 @@ def test_alternating_k_tiles(key, case, dtype):
                               if smallm.FAMILIES[k].accepts(*c, b_mn=True)])
 def test_alternating_k_tiles_n_major_b(key, case):
     _n_major_b_matches(key, case, "bfloat16")
+
+
+# (M, N, K, splits): 2 to 20 planes, whole batches of the batched pass, partial ones, a third batch
+BATCHED = [(16, 4096, 4096, 2), (7, 264, 1000, 5), (16, 4096, 4096, 5), (100, 4096, 11008, 8),
+           (16, 1000, 16384, 9), (128, 512, 16384, 14), (1, 264, 8192, 16), (16, 512, 16384, 20)]
+BATCHED_CASES = [(k, c) for k in ("smallm", "smallm:n128", "smallm:c2n64", "smallm:n64a4") for c in BATCHED
+                 if smallm.FAMILIES[k].accepts(*c[:3]) and smallm.FAMILIES[k].fixed_deal(*c).planes > 1]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("key,case", BATCHED_CASES, ids=[f"{k}-{'x'.join(map(str, c))}" for k, c in BATCHED_CASES])
+def test_batched_second_pass_gives_the_same_bits(key, case, dtype):
+    """The second pass with its planes read in batches (reduce_batch, perf-notes item 113) sums
+    them in the same order as the serial pass: the same bits, on poisoned outputs, run to run."""
+    import torch
+    M, N, K, splits = case
+    dt = _dtype(dtype)
+    a, b = fresh(M, N, K, dt, next(_seed))
+    serial = smallm.FAMILIES[key]
+    batched = smallm.with_fields(serial, "rb", reduce_batch=smallm.REDUCE_BATCH)
+    outs = []
+    for fam in (serial, batched, batched):
+        out = _poisoned(M, N, dt)
+        p = runner.plan_smallm(fam, a, b, out, splits=splits)
+        p()
+        p.synchronize()
+        outs.append(out.view(torch.int16))
+    assert_matches(outs[1].view(dt), a, b)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2])

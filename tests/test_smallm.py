@@ -36,7 +36,7 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
                                         GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
                                         GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
                                         GL_B_EARLY=int(fam.b_early), GL_SHARE_A=fam.share_a,
-                                        GL_SHARE_B=fam.share_b)
+                                        GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH)
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
@@ -313,6 +313,12 @@ def test_reduction_grid():
     assert f.reduce_grid(16, 4096) == (4096 // 4 // smallm.REDUCE_THREADS, 16, 1)  # (along a row, rows)
     assert f.reduce_grid(1, 8) == (1, 1, 1)
     assert f.reduce_grid(3, 520) == (2, 3, 1)  # 130 threads per row
+    batched = smallm.with_fields(f, "rb", reduce_batch=smallm.REDUCE_BATCH)  # 2 elements per thread
+    assert batched.reduce_entry == "gemm_smallm_reduce_batched" and f.reduce_entry == "gemm_smallm_reduce"
+    assert batched.reduce_grid(16, 4096) == (4096 // 2 // smallm.REDUCE_THREADS, 16, 1)
+    assert batched.reduce_grid(3, 520) == (3, 3, 1)  # 260 threads per row
+    with pytest.raises(ValueError, match="planes per batch"):
+        smallm.with_fields(f, "rb3", reduce_batch=3)
 
 
 def test_deal_cost_prices_the_workspace_and_the_waves():
@@ -341,15 +347,16 @@ def test_plan_refuses_stream_k_for_the_family():
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
 def test_compiles_clean(fam, bf16):
-    k = fam.compile(bf16=bf16)  # strict: raises on spills or C75xx warnings in either entry
-    for entry in (fam.entry, fam.reduce_entry):
+    k = fam.compile(bf16=bf16)  # strict: raises on spills or C75xx warnings in any entry
+    for entry in (fam.entry, "gemm_smallm_reduce", "gemm_smallm_reduce_batched"):
         r = jit.parse_ptxas_log(k.log, entry)
         assert r.registers > 0, (entry, k.log)
         assert r.spill_bytes == 0 and r.stack_frame_bytes == 0, (entry, r)
         assert not [w for w in r.warnings if "C75" in w], r.warnings
     assert k.report.kernel == fam.entry and k.report.registers <= 255
     # a reduction block must fit in the registers a split-K CTA leaves (programmatic launch)
-    assert jit.parse_ptxas_log(k.log, fam.reduce_entry).registers <= smallm.REDUCE_MAX_REGS
+    for entry in ("gemm_smallm_reduce", "gemm_smallm_reduce_batched"):
+        assert jit.parse_ptxas_log(k.log, entry).registers <= smallm.REDUCE_MAX_REGS, entry
     assert 256 * k.report.registers + smallm.REDUCE_THREADS * smallm.REDUCE_MAX_REGS <= 65536
 
 
@@ -428,3 +435,15 @@ def test_fixup_deal_is_data_parallel_then_stream_k():
         assert f.fixup and f.ctas <= smallm.MAX_FIXUP_CTAS
     best = fam.deal(512, 11008, 4096, H200_SMS)
     assert best.fixup and best.ctas <= H200_SMS
+
+
+@pytest.mark.parametrize("key", ["smallm:n64", "smallm:c2n64", "smallm:n128"])
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
+def test_batched_second_pass_issues_a_batch_before_its_first_add(key, bf16):
+    """The batched second pass (reduce_batch, perf-notes item 113) has a whole batch of planes
+    in flight before it first waits on one; the serial pass has at most two (item 113's SASS)."""
+    text = sass_or_skip(smallm.FAMILIES[key].compile(bf16=bf16).cubin)
+    batched = sass.loads_before_first_use(sass.function_text(text, "gemm_smallm_reduce_batched"))
+    serial = sass.loads_before_first_use(sass.function_text(text, "gemm_smallm_reduce"))
+    assert batched >= smallm.REDUCE_BATCH, batched
+    assert serial < smallm.REDUCE_BATCH, serial

@@ -34,7 +34,7 @@ from ..cuda.device import H200
 from .common import CLUSTER_CLAIMS, MN_BLOCK, ConfigError, build
 from .protocol import Facts, KernelFamily
 # the family's names, read from here (smallm.Deal, smallm.REDUCE_THREADS, smallm.WORKSPACE_COST, ...)
-from .smallm_args import C_BOX, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
+from .smallm_args import C_BOX, REDUCE_BATCH, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
 from .smallm_deal import (CLUSTER_SLOTS, CTA_OVERHEAD_KT, DSMEM_EXCHANGE_KT, FIXUP_SLOT_READS,  # noqa: F401
                           LADDER_WAVE_TILES, MAX_FIXUP_CTAS, MAX_WAVES, MIN_KT_PER_SPLIT, REDUCE_OVERHEAD_BYTES,
                           SEGMENT_OVERHEAD_KT, WORKSPACE_COST, SmallMDeal)
@@ -74,7 +74,9 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                       "warpgroups, setmaxnreg 40/232")
     source: str = "smallm/smallm_splitk.cu"
     entry: str = "gemm_smallm_splitk"
-    reduce_entry: str = "gemm_smallm_reduce"
+    # > 0: the second pass reads its planes in batches of this many (gemm_smallm_reduce_batched, two
+    # elements per thread; perf-notes item 113); 0: one plane after another (gemm_smallm_reduce)
+    reduce_batch: int = 0
     consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)
     bk: int = 64
     max_m: int = 128  # decode-like shapes; above, only problems under one ladder wave (large_m_problems)
@@ -154,6 +156,9 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                              "needs b_mn_major=False")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
+        if self.reduce_batch not in (0, REDUCE_BATCH):
+            raise ValueError(f"{self.key}: the batched second pass reads {REDUCE_BATCH} planes per batch "
+                             f"(reduce_batch={REDUCE_BATCH}), or 0 for one plane after another")
 
     @property
     def bm(self) -> int:
@@ -227,7 +232,8 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
         return dict(GL_BM=self.bm, GL_BN=self.bn, GL_BK=self.bk, GL_DEPTH=self.depth, GL_CONSUMERS=self.consumers,
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
                     GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
-                    GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a, GL_SHARE_B=self.share_b)
+                    GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a, GL_SHARE_B=self.share_b,
+                    GL_REDUCE_BATCH=REDUCE_BATCH)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:

@@ -170,3 +170,23 @@ def mma_loop_full_waits(sass: str) -> int | None:
     if body is None:
         return None
     return sum(1 for t in body if t.startswith("WARPGROUP.DEPBAR") and t.rstrip().endswith("0x0"))
+
+
+def function_text(sass: str, name: str) -> str | None:
+    """The SASS of function `name` of a module (cuobjdump lists each after 'Function :'), or None."""
+    for part in re.split(r"\n\s*Function\s*:\s*", sass)[1:]:
+        if part.split(None, 1)[0] == name:
+            return part
+    return None
+
+
+def loads_before_first_use(sass: str, load: str = "LDG", use: str = "FADD") -> int:
+    """How many `load` instructions come before the first `use` one, in program order (a
+    predicated instruction counts): the loads a thread has in flight before it first waits."""
+    n = 0
+    for _, text in instructions(sass):
+        op = text.split()[1] if text.startswith("@") else text.split()[0]
+        if op == use or op.startswith(use + "."):
+            return n
+        n += op == load or op.startswith(load + ".")
+    return n

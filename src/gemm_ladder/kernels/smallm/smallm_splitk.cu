@@ -92,8 +92,9 @@
 
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
-    !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A) || !defined(GL_SHARE_B)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B"
+    !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A) || !defined(GL_SHARE_B) || \
+    !defined(GL_REDUCE_BATCH)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -501,4 +502,54 @@ gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int
   }
   const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
   asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(c + 4 * q), "r"(lo), "r"(hi) : "memory");
+}
+
+// The second pass with its planes read in batches (the entry's reduce_batch; perf-notes item
+// 113): the same sum in the same order, the same bits, fewer trips to memory. In the pass above,
+// ptxas issues a plane's load after the previous add (4 planes: 4 trips, 14: 8). Here every load of
+// a batch of REDUCE_BATCH planes is issued before its first add. Written in C, ptxas still placed
+// adds between the loads, so both are PTX: a plane past the tile's last loads nothing and adds
+// -0.0, which leaves any sum unchanged (x + -0.0 == x, -0.0 and NaN included). Two elements per
+// thread (8-byte loads; twice the threads of the pass above, half the registers per batch).
+constexpr int REDUCE_BATCH = GL_REDUCE_BATCH;  // smallm_args.REDUCE_BATCH
+// Plane element pair at p if `live`, else -0.0 (the sum's identity): non-coherent, the partials
+// are read-only in this grid.
+GL_DEVICE float2 load_partial_or_identity(const float2* p, bool live) {
+  float2 v;
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %3, 0;\n mov.b32 %0, 0x80000000;\n mov.b32 %1, 0x80000000;\n"
+               " @q ld.global.nc.v2.f32 {%0, %1}, [%2];\n}" : "=f"(v.x), "=f"(v.y) : "l"(p), "r"((int)live));
+  return v;
+}
+// sum + v in fp32, round to nearest, denormals flushed: what `+` compiles to under --use_fast_math.
+GL_DEVICE float add_ftz(float sum, float v) {
+  float r;
+  asm volatile("add.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(sum), "f"(v));
+  return r;
+}
+
+extern "C" __global__ void __launch_bounds__(128, 12)  // 12 blocks of 128: <= 42 registers (a batch needs ~40)
+gemm_smallm_reduce_batched(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
+  const int row = blockIdx.y, col = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
+  pdl_wait_for_previous();  // the partials are complete and visible
+  if (col >= N) return;
+  const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
+  const int first = t * k_tiles / units, pieces = NA * MB > 1 ? units  // shared loads: pieces per tile
+                                                                : (t * k_tiles + k_tiles - 1) / units - first + 1;
+  if (pieces == 1) return;  // computed whole, C written by the main kernel
+  const long long plane = (long long)M * N / 2, q = ((long long)row * N + col) / 2;  // float2s
+  const float2* p = reinterpret_cast<const float2*>(ws) + q;
+  float2 sum = p[0];
+#pragma unroll 1
+  for (int z = 1; z < pieces; z += REDUCE_BATCH) {
+    float2 v[REDUCE_BATCH];
+#pragma unroll
+    for (int i = 0; i < REDUCE_BATCH; ++i) v[i] = load_partial_or_identity(p + (z + i) * plane, z + i < pieces);
+#pragma unroll
+    for (int i = 0; i < REDUCE_BATCH; ++i) {
+      sum.x = add_ftz(sum.x, v[i].x);
+      sum.y = add_ftz(sum.y, v[i].y);
+    }
+  }
+  *reinterpret_cast<u32*>(c + 2 * q) = pack2(sum.x, sum.y);
 }
