@@ -18,7 +18,8 @@
 #                against its neighbours: benchmarks/probes/widths/probe_widths.py; WIDTHS144_ARGS), shared (the
 #                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES),
 #                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS), skeleton
-#                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py)
+#                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py), reducebatch
+#                (the small-M second pass in batches of planes against the serial one: item 113)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -133,6 +134,11 @@ if has chainpicks; then  # the decode chain with other entries and forced deals 
   timeout "${CHAINPICKS_TIMEOUT:-300}" $PY benchmarks/probes/chain/chain_picks.py --dtype "${DECODE_DTYPE:-bfloat16}" \
     ${CHAIN_COMBOS:+--combos "$CHAIN_COMBOS"} --out "$W/chain_picks.json" 2>&1 | tee "$W/chain_picks.log"
   note "chain picks: rc=$?"
+fi
+if has reducebatch; then  # the small-M second pass in batches of eight planes against the serial one (item 113)
+  timeout "${REDUCEBATCH_TIMEOUT:-300}" $PY benchmarks/probes/longk/reduce_batch_ab.py --json "$W/reduce_batch_ab.json" \
+    2>&1 | tee "$W/reduce_batch_ab.log"
+  note "reduce batch A/B: rc=$? $(grep -c 'WRONG\|differ' "$W/reduce_batch_ab.log") wrong or differing"
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
   timeout 240 $PY -m gemm_ladder bench \

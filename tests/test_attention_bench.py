@@ -437,7 +437,8 @@ def test_sanitizer_cases_cover_every_step_head_dim_mask_and_ragged_gqa_shape():
 def test_device_session_names_its_attention_stages():
     text = (ROOT / "scripts" / "device_session.sh").read_text()
     assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / "device_session.sh")]).returncode == 0
-    header = "".join(line for line in text.splitlines(keepends=True)[:25] if line.startswith("#"))
+    lines = text.splitlines(keepends=True)
+    header = "".join(lines[:next(i for i, line in enumerate(lines) if not line.startswith("#"))])  # the opening comment
     stages = set(re.findall(r"\bhas (\w+)", text)) | set(re.findall(r"for stage in ([\w ]+); do", text)[0].split())
     assert {"attention", "attnfuzz", "attnsan"} <= stages
     assert all(re.search(rf"\b{s}\b", header) for s in stages), [s for s in stages if s not in header]

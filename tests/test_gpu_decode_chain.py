@@ -149,7 +149,8 @@ def test_b_early_chain_matches_reference_and_the_library_bit_for_bit(M, dtype):
         a = o
 
 
-@pytest.mark.parametrize("key", ("smallm:n64", "smallm:n64alt", "smallm:n128", "smallm", "smallm:c2n64", "smallm:c2n64d"))
+@pytest.mark.parametrize("key", ("smallm:n64", "smallm:n64alt", "smallm:n128", "smallm", "smallm:c2n64", "smallm:c2n64d",
+                                 "smallm:n32"))
 @pytest.mark.parametrize("M,N,K", [(1, 4096, 4096), (16, 1000, 8192), (100, 512, 16384), (7, 200, 72), (128, 1024, 8192)])
 @pytest.mark.parametrize("b_layout", ("nk", "kn"))
 def test_b_early_single_calls_every_deal(key, M, N, K, b_layout):
@@ -160,6 +161,7 @@ def test_b_early_single_calls_every_deal(key, M, N, K, b_layout):
     from gemm_ladder.library import fastpath
     fam = get_step(key)
     problems = fam.shape_problems(M, N, K, b_mn=b_layout == "kn")
+    problems += [f"{key} reads B K-major only"] if b_layout == "kn" and not fam.b_mn_major else []
     if problems:
         pytest.skip(f"{key}: {problems[0]}")
     st = fastpath.b_early(fam)

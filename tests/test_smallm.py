@@ -348,14 +348,14 @@ def test_plan_refuses_stream_k_for_the_family():
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
 def test_compiles_clean(fam, bf16):
     k = fam.compile(bf16=bf16)  # strict: raises on spills or C75xx warnings in any entry
-    for entry in (fam.entry, "gemm_smallm_reduce", "gemm_smallm_reduce_batched"):
+    for entry in (fam.entry, *smallm.REDUCE_ENTRIES.values()):
         r = jit.parse_ptxas_log(k.log, entry)
         assert r.registers > 0, (entry, k.log)
         assert r.spill_bytes == 0 and r.stack_frame_bytes == 0, (entry, r)
         assert not [w for w in r.warnings if "C75" in w], r.warnings
     assert k.report.kernel == fam.entry and k.report.registers <= 255
     # a reduction block must fit in the registers a split-K CTA leaves (programmatic launch)
-    for entry in ("gemm_smallm_reduce", "gemm_smallm_reduce_batched"):
+    for entry in smallm.REDUCE_ENTRIES.values():
         assert jit.parse_ptxas_log(k.log, entry).registers <= smallm.REDUCE_MAX_REGS, entry
     assert 256 * k.report.registers + smallm.REDUCE_THREADS * smallm.REDUCE_MAX_REGS <= 65536
 
@@ -447,3 +447,24 @@ def test_batched_second_pass_issues_a_batch_before_its_first_add(key, bf16):
     serial = sass.loads_before_first_use(sass.function_text(text, "gemm_smallm_reduce"))
     assert batched >= smallm.REDUCE_BATCH, batched
     assert serial < smallm.REDUCE_BATCH, serial
+
+
+@pytest.mark.parametrize("key,shape", [("smallm:c2n64", (128, 512, 16384)), ("smallm:n128", (16, 1000, 8192)),
+                                       ("smallm:n64a4", (128, 512, 4096))])
+def test_batched_second_pass_through_the_library(monkeypatch, key, shape):
+    """An entry with reduce_batch, forced through the library, launches the batched second pass on
+    its grid (two elements per thread) and the product is right (the emulator sums the planes)."""
+    import torch
+    import gemm_ladder
+    from fake_gpu import FakeGpu, rnd
+    gpu = FakeGpu(monkeypatch)
+    # a variant key ("~"): the emulator deals as its entry
+    fam = dataclasses.replace(smallm.FAMILIES[key], key=f"{key}~rb", reduce_batch=smallm.REDUCE_BATCH)
+    M, N, K = shape
+    assert fam.deal(M, N, K, 132).planes > 1
+    x, w = rnd(M, K), rnd(N, K, seed=1)
+    c = gemm_ladder.matmul_nt(x, w, step=fam)
+    ref = x.float() @ w.float().T
+    torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
+    red = gpu.launches[-1]
+    assert red.name == "gemm_smallm_reduce_batched" and red.grid == fam.reduce_grid(M, N)

@@ -34,7 +34,7 @@ from ..cuda.device import H200
 from .common import CLUSTER_CLAIMS, MN_BLOCK, ConfigError, build
 from .protocol import Facts, KernelFamily
 # the family's names, read from here (smallm.Deal, smallm.REDUCE_THREADS, smallm.WORKSPACE_COST, ...)
-from .smallm_args import C_BOX, REDUCE_BATCH, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
+from .smallm_args import C_BOX, REDUCE_BATCH, REDUCE_ENTRIES, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
 from .smallm_deal import (CLUSTER_SLOTS, CTA_OVERHEAD_KT, DSMEM_EXCHANGE_KT, FIXUP_SLOT_READS,  # noqa: F401
                           LADDER_WAVE_TILES, MAX_FIXUP_CTAS, MAX_WAVES, MIN_KT_PER_SPLIT, REDUCE_OVERHEAD_BYTES,
                           SEGMENT_OVERHEAD_KT, WORKSPACE_COST, SmallMDeal)

@@ -19,6 +19,8 @@ from .splitk_deal import Deal, cdiv, fixup_flag_floats
 C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
 REDUCE_BATCH = 8  # the batched second pass: planes per batch (the kernel's REDUCE_BATCH), 2 elements per thread
+# the second pass's entry by an entry's reduce_batch: planes one after another, or in batches
+REDUCE_ENTRIES = {0: "gemm_smallm_reduce", REDUCE_BATCH: "gemm_smallm_reduce_batched"}
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
 
 
@@ -37,7 +39,7 @@ class SmallMArgs:
     @property
     def reduce_entry(self) -> str:
         """The second pass: planes read in batches (reduce_batch) or one after another."""
-        return "gemm_smallm_reduce_batched" if self.reduce_batch else "gemm_smallm_reduce"
+        return REDUCE_ENTRIES[self.reduce_batch]
 
     def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
         """(blocks along a row, rows): 4 elements per thread, 2 in the batched pass."""
