@@ -19,7 +19,8 @@
 #                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES),
 #                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS), skeleton
 #                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py), reducebatch
-#                (the small-M second pass in batches of planes against the serial one: item 113)
+#                (the small-M second pass in batches of planes against the serial one: item 113), n32staged (the
+#                64 x 32 tile whose C leaves by TMA against its register stores: item 114)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -139,6 +140,11 @@ if has reducebatch; then  # the small-M second pass in batches of eight planes a
   timeout "${REDUCEBATCH_TIMEOUT:-300}" $PY benchmarks/probes/longk/reduce_batch_ab.py --json "$W/reduce_batch_ab.json" \
     2>&1 | tee "$W/reduce_batch_ab.log"
   note "reduce batch A/B: rc=$? $(grep -c 'WRONG\|differ' "$W/reduce_batch_ab.log") wrong or differing"
+fi
+if has n32staged; then  # the 64 x 32 tile whose C leaves by one TMA store against its register stores (item 114)
+  timeout "${N32STAGED_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/n32_staged_ab.py --json "$W/n32_staged_ab.json" \
+    2>&1 | tee "$W/n32_staged_ab.log"
+  note "n32 staged A/B: rc=$?"
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
   timeout 240 $PY -m gemm_ladder bench \

@@ -1,0 +1,84 @@
+// The small-M family's second pass (smallm_splitk.cu's split tiles summed into C), included at
+// the end of that kernel's file: it reads the family's tile (BM, BN, BK), its shared-load
+// cluster (NA, MB) and the programmatic-launch helpers defined there.
+#pragma once
+
+// The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed
+// in that order in fp32 (a fixed order: deterministic); tiles one CTA computed whole were
+// written by it and are skipped. The tile of an element and its planes follow from the same
+// deal of units as the main kernel (Segments). Block (x, row): one thread per 4 consecutive
+// elements of a row of C (N is a multiple of 8, BN of 4: one tile), all in 32-bit integer
+// arithmetic; 16-byte loads from each plane, one 8-byte store. 128-thread blocks of <= 40
+// registers fit beside a one-consumer CTA (232 x 256 of the SM's 64K registers), so with
+// programmatic launch they wait on the SMs rather than launch after the split-K grid ends.
+extern "C" __global__ void __launch_bounds__(128)
+gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
+  const int row = blockIdx.y, col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
+  pdl_wait_for_previous();  // the partials are complete and visible
+  if (col >= N) return;
+  const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
+  const int first = t * k_tiles / units, pieces = NA * MB > 1 ? units  // shared loads: pieces per tile
+                                                                : (t * k_tiles + k_tiles - 1) / units - first + 1;
+  if (pieces == 1) return;  // computed whole, C written by the main kernel
+  const long long plane = (long long)M * N / 4, q = ((long long)row * N + col) / 4;  // float4s
+  const float4* p = reinterpret_cast<const float4*>(ws) + q;
+  float4 sum = p[0];
+#pragma unroll 4
+  for (int z = 1; z < pieces; ++z) {
+    const float4 v = p[z * plane];
+    sum.x += v.x; sum.y += v.y; sum.z += v.z; sum.w += v.w;
+  }
+  const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(c + 4 * q), "r"(lo), "r"(hi) : "memory");
+}
+
+// The second pass with its planes read in batches (the entry's reduce_batch; perf-notes item
+// 113): the same sum in the same order, the same bits, fewer trips to memory. In the pass above,
+// ptxas issues a plane's load after the previous add (4 planes: 4 trips, 14: 8). Here every load of
+// a batch of REDUCE_BATCH planes is issued before its first add. Written in C, ptxas still placed
+// adds between the loads, so both are PTX: a plane past the tile's last loads nothing and adds
+// -0.0, which leaves any sum unchanged (x + -0.0 == x, -0.0 and NaN included). Two elements per
+// thread (8-byte loads; twice the threads of the pass above, half the registers per batch).
+constexpr int REDUCE_BATCH = GL_REDUCE_BATCH;  // smallm_args.REDUCE_BATCH
+// Plane element pair at p if `live`, else -0.0 (the sum's identity): non-coherent, the partials
+// are read-only in this grid.
+GL_DEVICE float2 load_partial_or_identity(const float2* p, bool live) {
+  float2 v;
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %3, 0;\n mov.b32 %0, 0x80000000;\n mov.b32 %1, 0x80000000;\n"
+               " @q ld.global.nc.v2.f32 {%0, %1}, [%2];\n}" : "=f"(v.x), "=f"(v.y) : "l"(p), "r"((int)live));
+  return v;
+}
+// sum + v in fp32, round to nearest, denormals flushed: what `+` compiles to under --use_fast_math.
+GL_DEVICE float add_ftz(float sum, float v) {
+  float r;
+  asm volatile("add.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(sum), "f"(v));
+  return r;
+}
+
+extern "C" __global__ void __launch_bounds__(128, 12)  // 12 blocks of 128: <= 42 registers (a batch needs ~40)
+gemm_smallm_reduce_batched(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
+  const int row = blockIdx.y, col = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
+  pdl_wait_for_previous();  // the partials are complete and visible
+  if (col >= N) return;
+  const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
+  const int first = t * k_tiles / units, pieces = NA * MB > 1 ? units  // shared loads: pieces per tile
+                                                                : (t * k_tiles + k_tiles - 1) / units - first + 1;
+  if (pieces == 1) return;  // computed whole, C written by the main kernel
+  const long long plane = (long long)M * N / 2, q = ((long long)row * N + col) / 2;  // float2s
+  const float2* p = reinterpret_cast<const float2*>(ws) + q;
+  float2 sum = p[0];
+#pragma unroll 1
+  for (int z = 1; z < pieces; z += REDUCE_BATCH) {
+    float2 v[REDUCE_BATCH];
+#pragma unroll
+    for (int i = 0; i < REDUCE_BATCH; ++i) v[i] = load_partial_or_identity(p + (z + i) * plane, z + i < pieces);
+#pragma unroll
+    for (int i = 0; i < REDUCE_BATCH; ++i) {
+      sum.x = add_ftz(sum.x, v[i].x);
+      sum.y = add_ftz(sum.y, v[i].y);
+    }
+  }
+  *reinterpret_cast<u32*>(c + 2 * q) = pack2(sum.x, sum.y);
+}
