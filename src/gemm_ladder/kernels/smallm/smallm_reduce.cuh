@@ -3,6 +3,19 @@
 // cluster (NA, MB) and the programmatic-launch helpers defined there.
 #pragma once
 
+// Both passes' start: let the next grid of a chain launch, wait for the partials, and count the
+// pieces the tile of C's element (row, col) was split in, from the same deal of units as the main
+// kernel (Segments); 0 for a column past N, 1 for a tile one CTA computed whole (written by it).
+GL_DEVICE int reduce_prologue(int row, int col, int M, int N, int K, int units) {
+  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
+  pdl_wait_for_previous();  // the partials are complete and visible
+  if (col >= N) return 0;
+  const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
+  const int first = t * k_tiles / units;
+  return NA * MB > 1 ? units  // shared loads: pieces per tile
+                     : (t * k_tiles + k_tiles - 1) / units - first + 1;
+}
+
 // The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed
 // in that order in fp32 (a fixed order: deterministic); tiles one CTA computed whole were
 // written by it and are skipped. The tile of an element and its planes follow from the same
@@ -14,13 +27,8 @@
 extern "C" __global__ void __launch_bounds__(128)
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   const int row = blockIdx.y, col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
-  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
-  pdl_wait_for_previous();  // the partials are complete and visible
-  if (col >= N) return;
-  const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
-  const int first = t * k_tiles / units, pieces = NA * MB > 1 ? units  // shared loads: pieces per tile
-                                                                : (t * k_tiles + k_tiles - 1) / units - first + 1;
-  if (pieces == 1) return;  // computed whole, C written by the main kernel
+  const int pieces = reduce_prologue(row, col, M, N, K, units);
+  if (pieces <= 1) return;  // past N, or computed whole
   const long long plane = (long long)M * N / 4, q = ((long long)row * N + col) / 4;  // float4s
   const float4* p = reinterpret_cast<const float4*>(ws) + q;
   float4 sum = p[0];
@@ -59,13 +67,8 @@ GL_DEVICE float add_ftz(float sum, float v) {
 extern "C" __global__ void __launch_bounds__(128, 12)  // 12 blocks of 128: <= 42 registers (a batch needs ~40)
 gemm_smallm_reduce_batched(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   const int row = blockIdx.y, col = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
-  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
-  pdl_wait_for_previous();  // the partials are complete and visible
-  if (col >= N) return;
-  const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
-  const int first = t * k_tiles / units, pieces = NA * MB > 1 ? units  // shared loads: pieces per tile
-                                                                : (t * k_tiles + k_tiles - 1) / units - first + 1;
-  if (pieces == 1) return;  // computed whole, C written by the main kernel
+  const int pieces = reduce_prologue(row, col, M, N, K, units);
+  if (pieces <= 1) return;  // past N, or computed whole
   const long long plane = (long long)M * N / 2, q = ((long long)row * N + col) / 2;  // float2s
   const float2* p = reinterpret_cast<const float2*>(ws) + q;
   float2 sum = p[0];
