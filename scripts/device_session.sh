@@ -20,7 +20,8 @@
 #                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS), skeleton
 #                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py), reducebatch
 #                (the small-M second pass in batches of planes against the serial one: item 113), n32staged (the
-#                64 x 32 tile whose C leaves by TMA against its register stores: item 114)
+#                64 x 32 tile whose C leaves by TMA against its register stores: item 114), longkdeals (every
+#                small-M entry x K split at the long-K rows with the batched second pass: LONGK_DTYPES)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -145,6 +146,13 @@ if has n32staged; then  # the 64 x 32 tile whose C leaves by one TMA store again
   timeout "${N32STAGED_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/n32_staged_ab.py --json "$W/n32_staged_ab.json" \
     2>&1 | tee "$W/n32_staged_ab.log"
   note "n32 staged A/B: rc=$?"
+fi
+if has longkdeals; then  # every small-M entry x K split at the long-K rows, the second pass batched (items 112-113)
+  for dt in ${LONGK_DTYPES:-float16}; do
+    timeout "${LONGKDEALS_TIMEOUT:-300}" $PY benchmarks/probes/longk/probe_longk.py --reduce-batch --dtype "$dt" \
+      --json "$W/probe_longk_batched_$dt.json" 2>&1 | tee "$W/probe_longk_batched_$dt.log"
+    note "long-K deals ($dt, batched second pass): rc=$?"
+  done
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)
   timeout 240 $PY -m gemm_ladder bench \
