@@ -3,17 +3,18 @@
 // cluster (NA, MB) and the programmatic-launch helpers defined there.
 #pragma once
 
-// Both passes' start: let the next grid of a chain launch, wait for the partials, and count the
-// pieces the tile of C's element (row, col) was split in, from the same deal of units as the main
-// kernel (Segments); 0 for a column past N, 1 for a tile one CTA computed whole (written by it).
-GL_DEVICE int reduce_prologue(int row, int col, int M, int N, int K, int units) {
-  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
-  pdl_wait_for_previous();  // the partials are complete and visible
-  if (col >= N) return 0;
+// Both passes: the pieces the tile of C's element (row, col) was split in, from the same deal of
+// units as the main kernel (Segments); 1 for a tile one CTA computed whole (written by it).
+GL_DEVICE int tile_pieces(int row, int col, int M, int K, int units) {
   const int k_tiles = ceil_div(K, BK), t = col / BN * ceil_div(M, BM) + row / BM;
   const int first = t * k_tiles / units;
   return NA * MB > 1 ? units  // shared loads: pieces per tile
                      : (t * k_tiles + k_tiles - 1) / units - first + 1;
+}
+// ... and their start: the next grid of a chain may launch; the partials must be complete.
+GL_DEVICE void reduce_wait() {
+  if (threadIdx.x == 0) pdl_launch_dependents();  // the next GEMM of a chain may set up (it waits for us)
+  pdl_wait_for_previous();  // the partials are complete and visible
 }
 
 // The second pass: for each split tile, C = round16(ws[0] + ws[1] + ... ), its planes summed
@@ -27,8 +28,10 @@ GL_DEVICE int reduce_prologue(int row, int col, int M, int N, int K, int units) 
 extern "C" __global__ void __launch_bounds__(128)
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   const int row = blockIdx.y, col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
-  const int pieces = reduce_prologue(row, col, M, N, K, units);
-  if (pieces <= 1) return;  // past N, or computed whole
+  reduce_wait();
+  if (col >= N) return;
+  const int pieces = tile_pieces(row, col, M, K, units);
+  if (pieces == 1) return;  // computed whole, C written by the main kernel
   const long long plane = (long long)M * N / 4, q = ((long long)row * N + col) / 4;  // float4s
   const float4* p = reinterpret_cast<const float4*>(ws) + q;
   float4 sum = p[0];
@@ -67,8 +70,10 @@ GL_DEVICE float add_ftz(float sum, float v) {
 extern "C" __global__ void __launch_bounds__(128, 12)  // 12 blocks of 128: <= 42 registers (a batch needs ~40)
 gemm_smallm_reduce_batched(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   const int row = blockIdx.y, col = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
-  const int pieces = reduce_prologue(row, col, M, N, K, units);
-  if (pieces <= 1) return;  // past N, or computed whole
+  reduce_wait();
+  if (col >= N) return;
+  const int pieces = tile_pieces(row, col, M, K, units);
+  if (pieces == 1) return;  // computed whole, C written by the main kernel
   const long long plane = (long long)M * N / 2, q = ((long long)row * N + col) / 2;  // float2s
   const float2* p = reinterpret_cast<const float2*>(ws) + q;
   float2 sum = p[0];
