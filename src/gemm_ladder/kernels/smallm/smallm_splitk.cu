@@ -15,9 +15,9 @@
 // tile is rounded to 16 bits into C directly; any other is written in fp32 (plain stores
 // straight from the accumulator fragment) to plane j of a workspace ws[plane][M][N], j being
 // the CTA's place among the CTAs sharing that tile. A second kernel (gemm_smallm_reduce,
-// below) sums a split tile's planes in order 0, 1, 2, ... and rounds once: no atomics, so the
-// same inputs give bit-identical outputs. When `units` is a multiple of the k-tiles per tile
-// no tile is split and the second pass is skipped.
+// smallm_reduce.cuh) sums a split tile's planes in order 0, 1, 2, ... and rounds once: no
+// atomics, so the same inputs give bit-identical outputs. When `units` is a multiple of the
+// k-tiles per tile no tile is split and the second pass is skipped.
 // With GL_FIXUP (one wave of CTAs, all resident at once) there is no workspace of planes and
 // no second pass: a run's pieces are summed in the kernel, stream-K's "fixup". Runs are
 // contiguous and tile-major, so only a CTA's first segment can start inside a tile (k0 > 0):
