@@ -140,7 +140,7 @@ fi
 if has reducebatch; then  # the small-M second pass in batches of eight planes against the serial one (item 113)
   timeout "${REDUCEBATCH_TIMEOUT:-300}" $PY benchmarks/probes/longk/reduce_batch_ab.py --json "$W/reduce_batch_ab.json" \
     2>&1 | tee "$W/reduce_batch_ab.log"
-  note "reduce batch A/B: rc=$? $(grep -c 'WRONG\|differ' "$W/reduce_batch_ab.log") wrong or differing"
+  note "reduce batch A/B: rc=$? $(grep -c 'WRONG\|MOVING\|DIFFERENT' "$W/reduce_batch_ab.log") lines wrong, moving or differing"
 fi
 if has n32staged; then  # the 64 x 32 tile whose C leaves by one TMA store against its register stores (item 114)
   timeout "${N32STAGED_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/n32_staged_ab.py --json "$W/n32_staged_ab.json" \

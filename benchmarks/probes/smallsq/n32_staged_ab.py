@@ -9,16 +9,13 @@ zeroing one and a read), medians; SM clock and power sampled over the timed swee
     PYTHONPATH=src python benchmarks/probes/smallsq/n32_staged_ab.py [--json F] [--shapes ...] [--reps N]
 """
 import argparse
-import datetime
-import json
 
 import torch
 
 from gemm_ladder.families import smallm
 from gemm_ladder.library import runner, select
 from gemm_ladder.measure import probe
-from gemm_ladder.measure.bench import Bench, git_commit
-from gemm_ladder.measure.gpuinfo import Sampler
+from gemm_ladder.measure.bench import Bench
 
 ENTRIES = ("smallm:n32t", "smallm:n32", "smallm:n64s")
 ap = argparse.ArgumentParser()
@@ -42,33 +39,6 @@ def candidates(M, N, K, dt):
     return dict(cands, **{f"pick={pick}": pick})
 
 
-def same_bits() -> list[dict]:
-    """n32t and n32 on the same inputs, each on a poisoned output: the same MMAs and rounding,
-    so the same bits (the staged store changes only how C leaves)."""
-    rows = []
-    for dt in args.dtypes.split(","):
-        for shape in args.shapes.split(","):
-            M, N, K = map(int, shape.split("x"))
-            a, b = bench.inputs(M, N, K, getattr(torch, dt))
-            outs = []
-            for key in ENTRIES[:2]:
-                out = torch.full((M, N), float("nan"), dtype=a.dtype, device=a.device)
-                runner.plan(entry(key, M, N, K), a, b, out)()
-                outs.append(out)
-            torch.cuda.synchronize()
-            rows.append(dict(M=M, N=N, K=K, dtype=dt, same=torch.equal(outs[0].view(torch.int16),
-                                                                      outs[1].view(torch.int16))))
-            print(f"{shape} {dt}: n32t {'==' if rows[-1]['same'] else 'DIFFERS FROM'} n32, bit for bit", flush=True)
-    return rows
-
-
-bits = same_bits()
-with Sampler(bench.nvml) as smp:
-    rows = probe.sweep(bench, args.shapes, args.dtypes, args.passes, candidates, runner.plan, args.reps)
-gpu = smp.summary()
-print(f"{gpu.get('sm_clock_mhz')} MHz {gpu.get('power_w')} W, throttle {gpu.get('throttle')}", flush=True)
-if args.json:
-    with open(args.json, "w") as f:
-        json.dump(dict(probe="n32_staged_ab", commit=git_commit(), date=datetime.datetime.now().isoformat(),
-                       device=torch.cuda.get_device_name(0), gpu=bench.nvml.static(), gpu_during_sweep=gpu,
-                       reps=args.reps, n32t_same_bits_as_n32=bits, rows=rows), f, indent=1)
+bits = probe.same_bits(bench, args.shapes, args.dtypes, lambda M, N, K, dt: [entry(k, M, N, K) for k in ENTRIES[:2]],
+                       runner.plan, "n32t and n32 (the staged store changes only how C leaves):")
+probe.sampled_sweep(bench, args, candidates, runner.plan, "n32_staged_ab", n32t_same_bits_as_n32=bits)

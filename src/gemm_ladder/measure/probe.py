@@ -126,3 +126,51 @@ def kernels_from(kernel_dir, when=None):
         yield
     finally:
         jit.compile_kernel = own
+
+
+def same_bits(bench, shapes: str, dtypes: str, pair, make_plan, what: str) -> list[dict]:
+    """Two builds that must give the same bits (the same MMAs and summation order, another way
+    of moving data): `pair(M, N, K, dtype_name)` gives them (or nothing, to skip the shape), each
+    runs once on a poisoned output of the same fresh inputs; one row per shape and dtype."""
+    import torch
+    rows = []
+    for dt in dtypes.split(","):
+        for shape in shapes.split(","):
+            M, N, K = map(int, shape.split("x"))
+            builds = pair(M, N, K, dt)
+            if not builds:
+                continue
+            a, b = bench.inputs(M, N, K, getattr(torch, dt))
+            outs = []
+            for st in builds:
+                out = torch.full((M, N), float("nan"), dtype=a.dtype, device=a.device)
+                make_plan(st, a, b, out)()
+                outs.append(out.view(torch.int16))
+            if a.is_cuda:
+                torch.cuda.synchronize()
+            rows.append(dict(M=M, N=N, K=K, dtype=dt, same=torch.equal(*outs)))
+            print(f"{shape} {dt}: {what} {'same' if rows[-1]['same'] else 'DIFFERENT'} bits", flush=True)
+    return rows
+
+
+def sampled_sweep(bench, args, candidates, make_plan, name: str, **record) -> list[dict]:
+    """`sweep` over the probe's arguments (add_sweep_args) with SM clock, power and throttle
+    reasons sampled during it; with --json, the record: probe name, commit, date, device, the
+    card's fixed facts, what was sampled, the rows and `record`'s fields."""
+    import datetime
+    import json
+
+    import torch
+
+    from .bench import git_commit
+    from .gpuinfo import Sampler
+    with Sampler(bench.nvml) as smp:
+        rows = sweep(bench, args.shapes, args.dtypes, args.passes, candidates, make_plan, args.reps)
+    gpu = smp.summary()
+    print(f"{gpu.get('sm_clock_mhz')} MHz {gpu.get('power_w')} W, throttle {gpu.get('throttle')}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(probe=name, commit=git_commit(), date=datetime.datetime.now().isoformat(),
+                           device=torch.cuda.get_device_name(0), gpu=bench.nvml.static(), gpu_during_sweep=gpu,
+                           reps=args.reps, rows=rows, **record), f, indent=1)
+    return rows
