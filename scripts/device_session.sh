@@ -137,21 +137,16 @@ if has chainpicks; then  # the decode chain with other entries and forced deals 
     ${CHAIN_COMBOS:+--combos "$CHAIN_COMBOS"} --out "$W/chain_picks.json" 2>&1 | tee "$W/chain_picks.log"
   note "chain picks: rc=$?"
 fi
-if has reducebatch; then  # the small-M second pass in batches of eight planes against the serial one (item 113)
-  timeout "${REDUCEBATCH_TIMEOUT:-300}" $PY benchmarks/probes/longk/reduce_batch_ab.py --json "$W/reduce_batch_ab.json" \
-    2>&1 | tee "$W/reduce_batch_ab.log"
-  note "reduce batch A/B: rc=$? $(grep -c 'WRONG\|MOVING\|DIFFERENT' "$W/reduce_batch_ab.log") lines wrong, moving or differing"
-fi
 if has n32staged; then  # the 64 x 32 tile whose C leaves by one TMA store against its register stores (item 114)
   timeout "${N32STAGED_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/n32_staged_ab.py --json "$W/n32_staged_ab.json" \
     2>&1 | tee "$W/n32_staged_ab.log"
   note "n32 staged A/B: rc=$?"
 fi
-if has longkdeals; then  # every small-M entry x K split at the long-K rows, the second pass batched (items 112-113)
+if has longkdeals; then  # every small-M entry x K split at the long-K rows (items 112-113)
   for dt in ${LONGK_DTYPES:-float16}; do
-    timeout "${LONGKDEALS_TIMEOUT:-300}" $PY benchmarks/probes/longk/probe_longk.py --reduce-batch --dtype "$dt" \
-      --json "$W/probe_longk_batched_$dt.json" 2>&1 | tee "$W/probe_longk_batched_$dt.log"
-    note "long-K deals ($dt, batched second pass): rc=$?"
+    timeout "${LONGKDEALS_TIMEOUT:-300}" $PY benchmarks/probes/longk/probe_longk.py --dtype "$dt" \
+      --json "$W/probe_longk_$dt.json" 2>&1 | tee "$W/probe_longk_$dt.log"
+    note "long-K deals ($dt): rc=$?"
   done
 fi
 if has groups; then  # the tile order's group height (ad-hoc variants g<rows>)

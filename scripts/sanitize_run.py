@@ -56,18 +56,12 @@ def plan(step_spec: str, shapes, with_matmul: bool, tool: str, family_shapes=())
             if step_spec == "all" else [k.strip() for k in step_spec.split(",") if k.strip()])
     cases = []
     for key in keys:
-        # smallm:n64~b_early: the build static_b=True runs; smallm:c2n64~rb: the batched second pass
-        base, _, move = key.partition("~")
+        base, _, move = key.partition("~")  # smallm:n64~b_early: the build static_b=True runs
         st = gemm_ladder.get_step(base)
-        if move == "rb" and base in FAMILIES:
-            import dataclasses
-            from gemm_ladder.families.smallm import REDUCE_BATCH
-            st = dataclasses.replace(st, key=key, reduce_batch=REDUCE_BATCH)
-        elif move:
+        if move:
             from gemm_ladder.library.fastpath import b_early
             if move != "b_early" or b_early(st) is st:
-                raise SystemExit(f"{TAG} {key!r}: the moves are ~b_early (a small-M entry without multicast) and ~rb "
-                                 "(a small-M entry's batched second pass)")
+                raise SystemExit(f"{TAG} {key!r}: the only move is ~b_early, on a small-M entry without multicast")
             st = b_early(st)
         if base in FAMILIES:
             cases += [(f"family:{key}", st, s) for s in family_shapes if st.accepts(*s)]

@@ -191,7 +191,7 @@ class FakeGpu:
         self.launches.append(rec)
         if function.name == staging.STAGE_COPY_ENTRY:
             return self._stage_copy(rec, args_ptr)
-        if function.name in smallm.REDUCE_ENTRIES.values():
+        if function.name == smallm.SmallM.reduce_entry:
             return self._reduce(rec, args_ptr)
         if function.name == smallm.SmallM.entry:
             return self._splitk(rec, args_ptr)
@@ -390,8 +390,7 @@ class FakeGpu:
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (0, 1))
         M, N, K, units = (ctypes.c_int32.from_address(slots[i]).value for i in range(2, 6))
         rec.ws, rec.c, rec.M, rec.N, rec.K, rec.units = ws, c, M, N, K, units
-        per_thread = 2 if rec.name == smallm.REDUCE_ENTRIES[smallm.REDUCE_BATCH] else 4  # elements
-        assert rec.grid[1] == M and rec.grid[0] * rec.block[0] * per_thread >= N, (rec.grid, M, N)
+        assert rec.grid[1] == M and rec.grid[0] * rec.block[0] * 2 >= N, (rec.grid, M, N)  # 2 elements a thread
         main = next(r for r in reversed(self.launches) if r.name == smallm.SmallM.entry)
         bm, bn, kt = main.bm, main.bn, -(-K // smallm.SmallM.bk)
         m_tiles = -(-M // bm)

@@ -310,16 +310,10 @@ def test_planes_match_a_count_over_all_tiles():
 
 
 def test_reduction_grid():
-    f = smallm.FAMILIES["smallm"]
-    assert f.reduce_grid(16, 4096) == (4096 // 4 // smallm.REDUCE_THREADS, 16, 1)  # (along a row, rows)
+    f = smallm.FAMILIES["smallm"]  # 2 elements per thread
+    assert f.reduce_grid(16, 4096) == (4096 // 2 // smallm.REDUCE_THREADS, 16, 1)  # (along a row, rows)
     assert f.reduce_grid(1, 8) == (1, 1, 1)
-    assert f.reduce_grid(3, 520) == (2, 3, 1)  # 130 threads per row
-    batched = smallm.with_fields(f, "rb", reduce_batch=smallm.REDUCE_BATCH)  # 2 elements per thread
-    assert batched.reduce_entry == "gemm_smallm_reduce_batched" and f.reduce_entry == "gemm_smallm_reduce"
-    assert batched.reduce_grid(16, 4096) == (4096 // 2 // smallm.REDUCE_THREADS, 16, 1)
-    assert batched.reduce_grid(3, 520) == (3, 3, 1)  # 260 threads per row
-    with pytest.raises(ValueError, match="planes per batch"):
-        smallm.with_fields(f, "rb3", reduce_batch=3)
+    assert f.reduce_grid(3, 520) == (3, 3, 1)  # 260 threads per row
 
 
 def test_deal_cost_prices_the_workspace_and_the_waves():
@@ -349,15 +343,14 @@ def test_plan_refuses_stream_k_for_the_family():
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
 def test_compiles_clean(fam, bf16):
     k = fam.compile(bf16=bf16)  # strict: raises on spills or C75xx warnings in any entry
-    for entry in (fam.entry, *smallm.REDUCE_ENTRIES.values()):
+    for entry in (fam.entry, fam.reduce_entry):
         r = jit.parse_ptxas_log(k.log, entry)
         assert r.registers > 0, (entry, k.log)
         assert r.spill_bytes == 0 and r.stack_frame_bytes == 0, (entry, r)
         assert not [w for w in r.warnings if "C75" in w], r.warnings
     assert k.report.kernel == fam.entry and k.report.registers <= 255
     # a reduction block must fit in the registers a split-K CTA leaves (programmatic launch)
-    for entry in smallm.REDUCE_ENTRIES.values():
-        assert jit.parse_ptxas_log(k.log, entry).registers <= smallm.REDUCE_MAX_REGS, entry
+    assert jit.parse_ptxas_log(k.log, fam.reduce_entry).registers <= smallm.REDUCE_MAX_REGS
     assert 256 * k.report.registers + smallm.REDUCE_THREADS * smallm.REDUCE_MAX_REGS <= 65536
 
 
@@ -440,27 +433,25 @@ def test_fixup_deal_is_data_parallel_then_stream_k():
 
 @pytest.mark.parametrize("key", ["smallm:n64", "smallm:c2n64", "smallm:n128"])
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp16", "bf16"])
-def test_batched_second_pass_issues_a_batch_before_its_first_add(key, bf16):
-    """The batched second pass (reduce_batch, perf-notes item 113) has a whole batch of planes
-    in flight before it first waits on one; the serial pass has at most two (item 113's SASS)."""
+def test_second_pass_issues_a_batch_before_its_first_add(key, bf16):
+    """The second pass has a whole batch of planes in flight before it first waits on one
+    (perf-notes item 113: written as a plain loop, ptxas issued a plane's load after the
+    previous add)."""
     text = sass_or_skip(smallm.FAMILIES[key].compile(bf16=bf16).cubin)
-    batched = sass.loads_before_first_use(sass.function_text(text, "gemm_smallm_reduce_batched"))
-    serial = sass.loads_before_first_use(sass.function_text(text, "gemm_smallm_reduce"))
-    assert batched >= smallm.REDUCE_BATCH, batched
-    assert serial < smallm.REDUCE_BATCH, serial
+    loads = sass.loads_before_first_use(sass.function_text(text, smallm.SmallM.reduce_entry))
+    assert loads >= smallm.REDUCE_BATCH, loads
 
 
 @pytest.mark.parametrize("key,shape", [("smallm:c2n64", (128, 512, 16384)), ("smallm:n128", (16, 1000, 8192)),
                                        ("smallm:n64a4", (128, 512, 4096))])
-def test_batched_second_pass_through_the_library(monkeypatch, key, shape):
-    """An entry with reduce_batch, forced through the library, launches the batched second pass on
+def test_second_pass_through_the_library(monkeypatch, key, shape):
+    """An entry forced through the library on a deal of many planes launches the second pass on
     its grid (two elements per thread) and the product is right (the emulator sums the planes)."""
     import torch
     import gemm_ladder
     from fake_gpu import FakeGpu, rnd
     gpu = FakeGpu(monkeypatch)
-    # a variant key ("~"): the emulator deals as its entry
-    fam = dataclasses.replace(smallm.FAMILIES[key], key=f"{key}~rb", reduce_batch=smallm.REDUCE_BATCH)
+    fam = smallm.FAMILIES[key]
     M, N, K = shape
     assert fam.deal(M, N, K, 132).planes > 1
     x, w = rnd(M, K), rnd(N, K, seed=1)
@@ -468,4 +459,4 @@ def test_batched_second_pass_through_the_library(monkeypatch, key, shape):
     ref = x.float() @ w.float().T
     torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
     red = gpu.launches[-1]
-    assert red.name == "gemm_smallm_reduce_batched" and red.grid == fam.reduce_grid(M, N)
+    assert red.name == "gemm_smallm_reduce" and red.grid == fam.reduce_grid(M, N)

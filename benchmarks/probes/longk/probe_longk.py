@@ -23,8 +23,6 @@ ap.add_argument("--entries", default="n64,n128,c2n64,c2n64d,c2n128,c2n128d")
 ap.add_argument("--splits", default="0,2,3,4,6,8,16", help="0: the entry's own deal")
 ap.add_argument("--dtype", default="float16")
 ap.add_argument("--reps", type=int, default=40)
-ap.add_argument("--reduce-batch", action="store_true",
-                help="the entries' second pass in batches of planes (reduce_batch, perf-notes item 113)")
 ap.add_argument("--json")
 args = ap.parse_args()
 try:
@@ -73,8 +71,7 @@ for spec in args.shapes.split(","):
     if pick:
         add(f"pick={pick}", lambda o: plan(pick, a, b, o), {"entry": "pick", "split": 0})
     for e in args.entries.split(","):
-        fam = smallm.with_fields(smallm.FAMILIES[f"smallm:{e}"], f"smallm:{e}", max_m=1 << 30,
-                                 reduce_batch=smallm.REDUCE_BATCH if args.reduce_batch else 0)
+        fam = smallm.with_fields(smallm.FAMILIES[f"smallm:{e}"], f"smallm:{e}", max_m=1 << 30)
         seen = set()
         for s in map(int, args.splits.split(",")):
             d = fam.plan_deal(M, N, K, sms, splits=s or None)
@@ -100,5 +97,4 @@ for spec in args.shapes.split(","):
                          ratio_to_cublas=cub / med, cublas_kernels=cub_names))
 if args.json:
     Path(args.json).write_text(json.dumps({"commit": git_commit(), "dtype": args.dtype, "reps": args.reps,
-                                           "reduce_batch": smallm.REDUCE_BATCH if args.reduce_batch else 0,
                                            "gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))

@@ -34,7 +34,7 @@ from ..cuda.device import H200
 from .common import CLUSTER_CLAIMS, MN_BLOCK, ConfigError, build
 from .protocol import Facts, KernelFamily
 # the family's names, read from here (smallm.Deal, smallm.REDUCE_THREADS, smallm.WORKSPACE_COST, ...)
-from .smallm_args import C_BOX, REDUCE_BATCH, REDUCE_ENTRIES, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
+from .smallm_args import C_BOX, REDUCE_BATCH, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
 from .smallm_deal import (CLUSTER_SLOTS, CTA_OVERHEAD_KT, DSMEM_EXCHANGE_KT, FIXUP_SLOT_READS,  # noqa: F401
                           LADDER_WAVE_TILES, MAX_FIXUP_CTAS, MAX_WAVES, MIN_KT_PER_SPLIT, REDUCE_OVERHEAD_BYTES,
                           SEGMENT_OVERHEAD_KT, WORKSPACE_COST, SmallMDeal)
@@ -74,9 +74,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                       "warpgroups, setmaxnreg 40/232")
     source: str = "smallm/smallm_splitk.cu"
     entry: str = "gemm_smallm_splitk"
-    # > 0: the second pass reads its planes in batches of this many (gemm_smallm_reduce_batched, two
-    # elements per thread; perf-notes item 113); 0: one plane after another (gemm_smallm_reduce)
-    reduce_batch: int = 0
     consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)
     bk: int = 64
     max_m: int = 128  # decode-like shapes; above, only problems under one ladder wave (large_m_problems)
@@ -159,9 +156,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                              "needs b_mn_major=False")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
-        if self.reduce_batch not in (0, REDUCE_BATCH):
-            raise ValueError(f"{self.key}: the batched second pass reads {REDUCE_BATCH} planes per batch "
-                             f"(reduce_batch={REDUCE_BATCH}), or 0 for one plane after another")
         if self.narrow_staged_c and self.bn != 32:
             raise ValueError(f"{self.key}: the narrow staged C is for 32-wide tiles (BN {self.bn} stages 64-column "
                              "chunks)")

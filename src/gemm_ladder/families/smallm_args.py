@@ -18,10 +18,8 @@ from .splitk_deal import Deal, cdiv, fixup_flag_floats
 
 C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
 NARROW_C_BOX = 32  # ... or 64 x 32 unswizzled: a 32-wide tile's one chunk (narrow_staged_c)
-REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 4 elements each
-REDUCE_BATCH = 8  # the batched second pass: planes per batch (the kernel's REDUCE_BATCH), 2 elements per thread
-# the second pass's entry by an entry's reduce_batch: planes one after another, or in batches
-REDUCE_ENTRIES = {0: "gemm_smallm_reduce", REDUCE_BATCH: "gemm_smallm_reduce_batched"}
+REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 2 elements each
+REDUCE_BATCH = 8  # second pass: planes read per batch, all loads before the first add (the kernel's REDUCE_BATCH)
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
 
 
@@ -37,14 +35,11 @@ class SmallMArgs:
             return (fixup_flag_floats(d.ctas, self.consumers) + d.ctas * self.bm * self.bn,) if d.split_tiles else None
         return (d.planes, M, N) if d.planes else None
 
-    @property
-    def reduce_entry(self) -> str:
-        """The second pass: planes read in batches (reduce_batch) or one after another."""
-        return REDUCE_ENTRIES[self.reduce_batch]
+    reduce_entry = "gemm_smallm_reduce"  # the second pass (kernels/smallm/smallm_reduce.cuh)
 
     def reduce_grid(self, M: int, N: int) -> tuple[int, int, int]:
-        """(blocks along a row, rows): 4 elements per thread, 2 in the batched pass."""
-        return (cdiv(N // (2 if self.reduce_batch else 4), REDUCE_THREADS), M, 1)
+        """(blocks along a row, rows): 2 elements per thread."""
+        return (cdiv(N // 2, REDUCE_THREADS), M, 1)
 
     def kernel_args(self, a_ptr: int, b_ptr: int, ws_ptr: int, c_ptr: int, M: int, N: int, K: int,
                     units: int, *, bf16: bool, lda: int | None = None, ldb: int | None = None,

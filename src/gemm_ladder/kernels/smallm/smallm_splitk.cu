@@ -480,4 +480,4 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   if constexpr (SHARING > 1) cluster_sync_before_exit();
 }
 
-#include "smallm_reduce.cuh"  // the second pass: gemm_smallm_reduce, gemm_smallm_reduce_batched
+#include "smallm_reduce.cuh"  // the second pass: gemm_smallm_reduce
