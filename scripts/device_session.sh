@@ -18,10 +18,8 @@
 #                against its neighbours: benchmarks/probes/widths/probe_widths.py; WIDTHS144_ARGS), shared (the
 #                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES),
 #                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS), skeleton
-#                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py), reducebatch
-#                (the small-M second pass in batches of planes against the serial one: item 113), n32staged (the
-#                64 x 32 tile whose C leaves by TMA against its register stores: item 114), longkdeals (every
-#                small-M entry x K split at the long-K rows with the batched second pass: LONGK_DTYPES)
+#                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py), longkdeals
+#                (every small-M entry x K split at the long-K rows: LONGK_DTYPES)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -136,11 +134,6 @@ if has chainpicks; then  # the decode chain with other entries and forced deals 
   timeout "${CHAINPICKS_TIMEOUT:-300}" $PY benchmarks/probes/chain/chain_picks.py --dtype "${DECODE_DTYPE:-bfloat16}" \
     ${CHAIN_COMBOS:+--combos "$CHAIN_COMBOS"} --out "$W/chain_picks.json" 2>&1 | tee "$W/chain_picks.log"
   note "chain picks: rc=$?"
-fi
-if has n32staged; then  # the 64 x 32 tile whose C leaves by one TMA store against its register stores (item 114)
-  timeout "${N32STAGED_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/n32_staged_ab.py --json "$W/n32_staged_ab.json" \
-    2>&1 | tee "$W/n32_staged_ab.log"
-  note "n32 staged A/B: rc=$?"
 fi
 if has longkdeals; then  # every small-M entry x K split at the long-K rows (items 112-113)
   for dt in ${LONGK_DTYPES:-float16}; do

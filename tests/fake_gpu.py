@@ -300,10 +300,8 @@ class FakeGpu:
         # shared A: each CTA of a cluster loads a slice of the tile's rows
         assert ma.box == (a_rows // fam.share_a, smallm.SmallM.bk), (ma.box, a_rows)
         assert a_rows == min(fam.bm, -(-rec.M // 8) * 8), a_rows
-        # C's map (the staged epilogue's TMA stores, boxed as the entry's c_box) and its pointer are
-        # the same packed matrix
-        assert (mc.ptr, mc.rows, mc.cols, mc.ld, mc.box + (mc.swizzle_128b,)) == (c, rec.M, rec.N, rec.N,
-                                                                                fam.c_box()), vars(mc)
+        # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix
+        assert (mc.ptr, mc.rows, mc.cols, mc.ld, mc.box) == (c, rec.M, rec.N, rec.N, (64, 64)), vars(mc)
         rec.ws, rec.c, rec.units = ws, c, units
         b_mn = bool(rec.defines.get("GL_B_MN"))  # B given (K, N): its map's boxes are 64-wide blocks of k-rows
         A, B = ma.view(), (mb.view().t() if b_mn else mb.view())

@@ -36,8 +36,7 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
                                         GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
                                         GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
                                         GL_B_EARLY=int(fam.b_early), GL_SHARE_A=fam.share_a,
-                                        GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH,
-                                        GL_NARROW_C=int(fam.narrow_staged_c))
+                                        GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH)
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth

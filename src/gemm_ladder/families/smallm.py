@@ -127,9 +127,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     # along M for B (GL_SHARE_B): a cluster of share_a x share_b CTAs
     share_a: int = 1
     share_b: int = 1
-    # a 32-wide tile's C staged as one unswizzled 64 x 32 chunk and stored by one TMA copy
-    # (GL_NARROW_C; C's map boxed so, c_box) instead of register stores: an experiment, item 114
-    narrow_staged_c: bool = False
 
     def __post_init__(self) -> None:
         if self.k_alternate and (self.consumers != 1 or self.bn != 64 or self.multicast > 1 or self.fixup
@@ -156,9 +153,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                              "needs b_mn_major=False")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
-        if self.narrow_staged_c and self.bn != 32:
-            raise ValueError(f"{self.key}: the narrow staged C is for 32-wide tiles (BN {self.bn} stages 64-column "
-                             "chunks)")
 
     @property
     def bm(self) -> int:
@@ -196,11 +190,9 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     @property
     def staged_c(self) -> bool:
         """Whole tiles leave through shared memory and TMA stores: the held stage's A and B
-        hold the consumers' 64 x 64 chunks, or with narrow_staged_c each consumer's one 64 x 32
-        chunk (the kernel's STAGED_C, from the same fields)."""
+        hold the consumers' 64 x 64 chunks (the kernel's STAGED_C, from the same fields)."""
         chunks = self.bn // C_BOX
-        stores = 1 if self.narrow_staged_c else chunks  # per consumer and tile
-        return stores > 0 and self.consumers * stores <= self.consumers + chunks
+        return chunks > 0 and self.consumers * chunks <= self.consumers + chunks
 
     @property
     def claims(self) -> tuple[str, ...]:
@@ -235,7 +227,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
                     GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
                     GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a, GL_SHARE_B=self.share_b,
-                    GL_REDUCE_BATCH=REDUCE_BATCH, GL_NARROW_C=int(self.narrow_staged_c))
+                    GL_REDUCE_BATCH=REDUCE_BATCH)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -370,10 +362,6 @@ FAMILIES: dict[str, SmallM] = {
     # in 64-column blocks)
     "smallm:n32": SmallM("smallm:n32", bn=32, depth=16, max_m=16, variant="n32", b_mn_major=False,
                          one_wave_max_kt=64),
-    # the same tile with C staged and stored by one TMA copy instead of 4-byte register stores
-    # (docs/perf-notes.md item 114): an experiment, not a selection candidate; to be measured
-    "smallm:n32t": SmallM("smallm:n32t", bn=32, depth=16, max_m=16, variant="n32t", b_mn_major=False,
-                          one_wave_max_kt=64, narrow_staged_c=True),
     # 64 x 128 tiles in clusters of two along M sharing (multicasting) each B tile, whole tiles,
     # above 128 rows on B rows that are not whole 32-byte sectors (MULTICAST_NICHE)
     "smallm:n128m2": SmallM("smallm:n128m2", bn=128, depth=8, min_m=129, variant="n128m2", multicast=2),

@@ -17,7 +17,6 @@ from .common import MN_BLOCK, ConfigError, short_box_rows
 from .splitk_deal import Deal, cdiv, fixup_flag_floats
 
 C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
-NARROW_C_BOX = 32  # ... or 64 x 32 unswizzled: a 32-wide tile's one chunk (narrow_staged_c)
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 2 elements each
 REDUCE_BATCH = 8  # second pass: planes read per batch, all loads before the first add (the kernel's REDUCE_BATCH)
 REDUCE_MAX_REGS = 40  # ... and registers per thread for a block to fit beside a split-K CTA
@@ -47,7 +46,7 @@ class SmallMArgs:
         """The split-K kernel's arguments: A (M, K) K-major and B (N, K) K-major, or with b_mn
         a row-major (K, N) matrix (N-major; a build with layout_defines(b_mn=True)), row strides
         lda, ldb in elements (default packed); C, an (M, ldc) row-major matrix (default ldc = N,
-        packed), as a tensor map (box `c_box`: whole tiles leave through TMA) and as a pointer
+        packed), as a tensor map (box 64 x 64: whole tiles leave through TMA) and as a pointer
         (pieces, the fixup), the fp32 workspace (0 when no tile is split), the run length in
         k-tiles (a shared-load deal's pieces per tile: `Deal.kernel_units`), and the rows of A's
         box (`a_box_rows`). make_map builds the tensor maps
@@ -67,15 +66,9 @@ class SmallMArgs:
         b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
                  else make_map(b_ptr, N, K, ldb or K, self.bn // self.cluster_m, self.bk, bf16))
         a_rows = self.a_box_rows(M)  # shared A: each CTA of a cluster row loads a slice of them
-        c_rows, c_cols, c_swizzled = self.c_box()
         return [make_map(a_ptr, M, K, lda or K, a_rows // self.share_a, self.bk, bf16), b_map,
-                make_map(c_ptr, M, n_out, n_out, c_rows, c_cols, bf16, c_swizzled),
+                make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
-
-    def c_box(self) -> tuple[int, int, bool]:
-        """C's TMA box for the staged epilogue: (rows, columns, 128B-swizzled); 64 x 64
-        swizzled, or 64 x 32 plain for a narrow staged C (the kernel's NARROW_C chunk)."""
-        return (C_BOX, NARROW_C_BOX, False) if self.narrow_staged_c else (C_BOX, C_BOX, True)
 
     def a_box_rows(self, M: int) -> int:
         """Rows of A's TMA box (common.short_box_rows)."""

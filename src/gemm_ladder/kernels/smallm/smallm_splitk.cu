@@ -93,8 +93,8 @@
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
     !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A) || !defined(GL_SHARE_B) || \
-    !defined(GL_REDUCE_BATCH) || !defined(GL_NARROW_C)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH, GL_NARROW_C"
+    !defined(GL_REDUCE_BATCH)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -134,14 +134,9 @@ constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandPipe = Pipeline<DEPTH, SHARING>;  // multicast, shared loads: releases go to every CTA's empty barriers
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
 // held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
-// tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk)
-// unless NARROW_C (an experiment, docs/perf-notes.md item 114): one unswizzled 64 x 32 chunk
-// (4 KB, rows 64 bytes apart) in its consumer's A chunk, C's map boxed so (SmallMArgs.c_box).
-constexpr bool NARROW_C = GL_NARROW_C;
-static_assert(!NARROW_C || BN == 32, "the narrow staged C is a 32-wide tile's (wider tiles stage 64-column chunks)");
+// tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
 constexpr int C_CHUNKS = BN / 64;
-constexpr int C_STORES = NARROW_C ? 1 : C_CHUNKS;  // TMA stores per consumer and tile
-constexpr bool STAGED_C = C_STORES > 0 && CONSUMERS * C_STORES <= CONSUMERS + C_CHUNKS;
+constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
 static_assert(!K_ALTERNATE || (CONSUMERS == 1 && SHARING == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1),
               "alternating k-tiles: whole 64 x 64 tiles, one per CTA, with the staged epilogue");
@@ -209,18 +204,17 @@ GL_DEVICE void store_tile(const float (&acc)[BN / 2], float* ws, u16* c, int M, 
 }
 
 // The staged epilogue (STAGED_C): consumer cw's 64 x BN accumulators, rows m0.. and columns
-// n0.. of C, staged as chunks cw * C_STORES.. of stage `stage` (c_chunk); one thread stores them
+// n0.. of C, staged as chunks cw * C_CHUNKS.. of stage `stage` (c_chunk); one thread stores them
 // with TMA and waits until the copy engine has read them. True on that thread (its trace event).
 GL_DEVICE bool store_staged_tile(SharedStorage& s, const float (&acc)[BN / 2], const CUtensorMap* tmap_c, int stage,
                                  int cw, int M, int m0, int n0) {
 #pragma unroll
   for (int ch = 0; ch < C_CHUNKS; ++ch) stage_chunk_sw128<BN, 64>(acc, c_chunk(s, stage, cw * C_CHUNKS + ch), 0, ch);
-  if constexpr (NARROW_C) stage_chunk_plain<BN, BN>(acc, c_chunk(s, stage, cw), 0, 0);  // (C_CHUNKS = 0)
   fence_proxy_async_smem();  // each writer, before the copy engine reads
   named_barrier_sync(BAR_CONSUMER + cw, 128);
   if (threadIdx.x % 128 == 0 && m0 < M) {  // rows past M (and columns past N) are clipped by TMA
 #pragma unroll
-    for (int ch = 0; ch < C_STORES; ++ch) tma_store_2d(tmap_c, c_chunk(s, stage, cw * C_STORES + ch), n0 + 64 * ch, m0);
+    for (int ch = 0; ch < C_CHUNKS; ++ch) tma_store_2d(tmap_c, c_chunk(s, stage, cw * C_CHUNKS + ch), n0 + 64 * ch, m0);
     tma_store_commit();
     tma_store_wait_read<0>();
     return true;
@@ -321,7 +315,7 @@ GL_DEVICE void load_shared_stage(SharedStorage& s, int stage, const CUtensorMap*
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                   const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64 (NARROW_C 64 x 32): staged
+                   const __grid_constant__ CUtensorMap tmap_c,  // C, box 64 x 64: the staged epilogue
                    float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units, int a_rows) {
   extern __shared__ u8 smem_raw[];
   SharedStorage& s = *reinterpret_cast<SharedStorage*>(align_1024(smem_raw));
