@@ -196,6 +196,20 @@ def test_the_same_tile_with_more_mma_issuers_wins_a_tie():
     assert abs(scores["gemm:128x128"].score_us / pairs.score_us - 1) < 0.02
 
 
+@pytest.mark.parametrize("M", [1, 8, 16])
+def test_whole_tiles_take_a_tie_from_pieces_summed(M):
+    """At M x 4096 x 4096 (a decode step's O projection) n32's whole 64 x 32 tiles and n64's
+    pairs summed in a cluster score alike; whole tiles take the tie: the exchange is not in the
+    score, and n32 measured ahead (perf-notes item 116)."""
+    for dtype in ("float16", "bfloat16"):
+        ch = select.choose(M, 4096, 4096, dtype)
+        tied = {s.key: s for s in ch.scores if s.accepted and s.score_us <= ch.pick.score_us * (1 + select.TIE)}
+        assert ch.pick.key == "smallm:n32" and "smallm:n64" in tied, (ch.pick.key, sorted(tied))
+        assert ch.pick.t_reduce_us == 0 < tied["smallm:n64"].t_reduce_us
+        assert "sums no pieces of a tile, where smallm:n64 would" in ch.reason
+    assert select.choose(16, 4096, 14336).pick.key != "smallm:n32"  # beyond n32's K: no tie to take
+
+
 def test_the_width_that_fills_the_waves():
     """The gemm family's widths between 192 and 256 (perf-notes item 55): 3000 x 5000 is 648
     tiles of 128 x 192 (five rounds of 132 CTAs) or 528 of 128 x 232 (four full rounds; measured

@@ -198,12 +198,15 @@ def choose(M: int, N: int, K: int, dtype: str = "float16", *, device: Device = D
         if t is not None:
             near[i], stands_in[t.key] = t, s.key
     # unpadded before padded, an N-major B without overhang before one with (its cost is a
-    # round figure), then least L2 traffic, then least wasted work, then registry order
-    tie_key = lambda s: (s.padded, s.overhang, s.l2_bytes, s.padded_flop)  # noqa: E731
+    # round figure), whole tiles before pieces summed (the exchange or second pass the score does
+    # not see: perf-notes item 116), then least L2 traffic, then least wasted work, then registry order
+    tie_key = lambda s: (s.padded, s.overhang, s.t_reduce_us > 0, s.l2_bytes, s.padded_flop)  # noqa: E731
     ch.pick = min(near, key=tie_key)
     others = [s.key for s in near if s is not ch.pick]
     equal = [s.key for s in near if s is not ch.pick and tie_key(s) == tie_key(ch.pick)]
+    summing = [s.key for s in near if tie_key(s)[:2] == tie_key(ch.pick)[:2] and tie_key(s)[2] > tie_key(ch.pick)[2]]
     why_first = (f"listed before {', '.join(equal)} in select.CANDIDATES, equal on every tie-break" if equal else
+                 f"{ch.pick.key} sums no pieces of a tile, where {', '.join(summing)} would" if summing else
                  f"{ch.pick.key} moves the fewest operand bytes, {ch.pick.l2_bytes / 1e6:.0f} MB")
     ch.reason = (f"lowest modelled time {ch.pick.score_us:.1f} us"
                  + (f" (within {TIE:.0%} of it: {', '.join(others)}; {why_first})" if others else "")
