@@ -87,56 +87,6 @@ def test_sweep_rows_per_pass_dtype_shape_and_candidate(capsys):
     assert "16x32x64 float16 fails: ValueError" in capsys.readouterr().out
 
 
-class _InputsBench:
-    flush_l2 = None
-    flush_buf = torch.zeros(4)  # what probe.flushes zeroes and reads
-
-    def inputs(self, M, N, K, dtype):
-        g = torch.Generator().manual_seed(M + N + K)
-        return (torch.randn(M, K, generator=g).to(dtype), torch.randn(N, K, generator=g).to(dtype))
-
-    def time_interleaved(self, fns, reps):
-        return [[0.002] * reps for _ in fns[:-1]] + [[0.001] * reps]
-
-
-def test_same_bits_compares_two_builds_per_shape_and_skips_the_rest(capsys):
-    pairs = {16: ("good", "good"), 8: ("good", "moving"), 4: ()}
-
-    def make(kind, a, b, out):
-        run = _plan(kind)(kind, a, b, out)
-        if kind == "moving":  # its first run already differs
-            return lambda: (run(), run())
-        return run
-    rows = probe.same_bits(_InputsBench(), "16x32x64,8x16x32,4x8x16", "float16", lambda M, *_: pairs[M], make,
-                           "two builds:")
-    assert [(r["M"], r["same"]) for r in rows] == [(16, True), (8, False)]
-    assert "8x16x32 float16: two builds: DIFFERENT bits" in capsys.readouterr().out
-
-
-def test_sampled_sweep_writes_the_record(monkeypatch, tmp_path):
-    import contextlib
-    import json
-    from gemm_ladder.measure import bench, gpuinfo
-
-    class Sampler(contextlib.nullcontext):
-        def __enter__(self):
-            return self
-
-        def summary(self):
-            return {"sm_clock_mhz": 1980}
-    monkeypatch.setattr(gpuinfo, "Sampler", lambda nvml: Sampler())
-    monkeypatch.setattr(bench, "git_commit", lambda: "abc1234")
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "stand-in")
-    b = _InputsBench()
-    b.nvml = types.SimpleNamespace(static=lambda: {"name": "stand-in"})
-    args = types.SimpleNamespace(shapes="16x32x64", dtypes="float16", passes=1, reps=3, json=str(tmp_path / "r.json"))
-    rows = probe.sampled_sweep(b, args, lambda *k: {"good": "good"}, lambda n, a, b_, out: _plan(n)(n, a, b_, out),
-                               "p", extra=[1])
-    rec = json.loads((tmp_path / "r.json").read_text())
-    assert rows and rec["rows"] == rows and rec["probe"] == "p" and rec["commit"] == "abc1234"
-    assert rec["gpu_during_sweep"] == {"sm_clock_mhz": 1980} and rec["extra"] == [1] and rec["reps"] == 3
-
-
 def test_add_sweep_args_defaults_and_overrides():
     import argparse
     ap = argparse.ArgumentParser()

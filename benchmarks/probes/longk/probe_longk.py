@@ -2,11 +2,10 @@
 trails cuBLAS. Every entry x K split, each on a poisoned output checked against fp32, then
 timed interleaved with cuBLAS (L2 flushed, medians), plus cuBLAS's kernel names.
 
-    PYTHONPATH=src python benchmarks/probes/longk/probe_longk.py [--reduce-batch] --json out.json
+    PYTHONPATH=src python benchmarks/probes/longk/probe_longk.py --json out.json
 
---reduce-batch runs every entry's second pass in batches of planes (item 113): the deals' data
-for refitting the deal rule's price of that pass (smallm_deal.REDUCE_OVERHEAD_BYTES; rank_deals.py
-reads the record). The library's pick keeps its own pass.
+The record is the deals' data for refitting the deal rule's price of a second pass
+(smallm_deal.REDUCE_OVERHEAD_BYTES; rank_deals.py reads it).
 """
 import argparse
 import json

@@ -22,8 +22,8 @@ GL_DEVICE void reduce_wait() {
 // written by it and are skipped. The tile of an element and its planes follow from the same
 // deal of units as the main kernel (Segments). Block (x, row): one thread per 2 consecutive
 // elements of a row of C (N is a multiple of 8), all in 32-bit integer arithmetic; 8-byte loads
-// from each plane, one 4-byte store. 128-thread blocks of <= 42 registers fit beside a
-// one-consumer CTA (232 x 256 of the SM's 64K registers), so with programmatic launch they wait
+// from each plane, one 4-byte store. 128-thread blocks of <= 40 registers (REDUCE_MAX_REGS; 32
+// at NVRTC 13.0) fit beside a one-consumer CTA (232 x 256 of the SM's 64K registers), so with programmatic launch they wait
 // on the SMs rather than launch after the split-K grid ends.
 // The planes are read in batches of REDUCE_BATCH, every load of a batch issued before its first
 // add (perf-notes item 113). Written as a plain loop, ptxas issued each plane's load after the
