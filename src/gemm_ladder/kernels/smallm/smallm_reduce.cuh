@@ -2,6 +2,7 @@
 // the end of that kernel's file: it reads the family's tile (BM, BN, BK), its shared-load
 // cluster (NA, MB) and the programmatic-launch helpers defined there.
 #pragma once
+#include "gl_partials.cuh"
 
 // The pieces the tile of C's element (row, col) was split in, from the same deal of
 // units as the main kernel (Segments); 1 for a tile one CTA computed whole (written by it).
@@ -25,27 +26,10 @@ GL_DEVICE void reduce_wait() {
 // from each plane, one 4-byte store. 128-thread blocks of <= 40 registers (REDUCE_MAX_REGS; 32
 // at NVRTC 13.0) fit beside a one-consumer CTA (232 x 256 of the SM's 64K registers), so with programmatic launch they wait
 // on the SMs rather than launch after the split-K grid ends.
-// The planes are read in batches of REDUCE_BATCH, every load of a batch issued before its first
-// add (perf-notes item 113). Written as a plain loop, ptxas issued each plane's load after the
-// previous add (4 planes: 4 trips to memory, 14: 8), and in C it still placed adds between the
-// loads, so loads and adds are PTX: a plane past the tile's last loads nothing and adds -0.0,
-// which leaves any sum unchanged (x + -0.0 == x, -0.0 and NaN included). Same order, same bits
-// as the plane-after-plane sum; faster at 54 of 60 long-K rows on the H100, by up to 0.9 us.
+// The planes are read in batches of REDUCE_BATCH (gl_partials.cuh; perf-notes item 113): same
+// order, same bits as the plane-after-plane sum; faster at 54 of 60 long-K rows on the H100, by up
+// to 0.9 us.
 constexpr int REDUCE_BATCH = GL_REDUCE_BATCH;  // smallm_args.REDUCE_BATCH
-// Plane element pair at p if `live`, else -0.0 (the sum's identity): non-coherent, the partials
-// are read-only in this grid.
-GL_DEVICE float2 load_partial_or_identity(const float2* p, bool live) {
-  float2 v;
-  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %3, 0;\n mov.b32 %0, 0x80000000;\n mov.b32 %1, 0x80000000;\n"
-               " @q ld.global.nc.v2.f32 {%0, %1}, [%2];\n}" : "=f"(v.x), "=f"(v.y) : "l"(p), "r"((int)live));
-  return v;
-}
-// sum + v in fp32, round to nearest, denormals flushed: what `+` compiles to under --use_fast_math.
-GL_DEVICE float add_ftz(float sum, float v) {
-  float r;
-  asm volatile("add.rn.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(sum), "f"(v));
-  return r;
-}
 
 extern "C" __global__ void __launch_bounds__(128, 12)  // 12 blocks of 128: <= 42 registers (a batch needs ~40)
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
@@ -57,16 +41,6 @@ gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int
   const long long plane = (long long)M * N / 2, q = ((long long)row * N + col) / 2;  // float2s
   const float2* p = reinterpret_cast<const float2*>(ws) + q;
   float2 sum = p[0];
-#pragma unroll 1
-  for (int z = 1; z < pieces; z += REDUCE_BATCH) {
-    float2 v[REDUCE_BATCH];
-#pragma unroll
-    for (int i = 0; i < REDUCE_BATCH; ++i) v[i] = load_partial_or_identity(p + (z + i) * plane, z + i < pieces);
-#pragma unroll
-    for (int i = 0; i < REDUCE_BATCH; ++i) {
-      sum.x = add_ftz(sum.x, v[i].x);
-      sum.y = add_ftz(sum.y, v[i].y);
-    }
-  }
+  add_planes<REDUCE_BATCH>(sum, p, plane, 1, pieces);
   *reinterpret_cast<u32*>(c + 2 * q) = pack2(sum.x, sum.y);
 }
