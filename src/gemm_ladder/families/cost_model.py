@@ -79,8 +79,8 @@ OVERHANG_B_COST = 0.10
 # straddle 32-byte sectors (MULTICAST_NICHE), and there the kernel's time beyond the fixed cost was
 # ~1.6x an aligned problem's of the same size (1000^3 on the pairs 11.5 us against 1024^3 on single
 # CTAs 9.5, LAUNCH_US 6.0 each: 5.5 against 3.5 us), where the score's roofline sees no difference.
-# Fitted on that pair of runs; 1000^3 is the suite's only row in the niche. The prediction's alone:
-# the niche was chosen by measurement (item 51), and charged in the score it moves the choice there.
+# Fitted on that pair of runs; 1000^3 is the suite's only row in the niche. Charged in the prediction
+# only: the niche was chosen by measurement (item 51), and in the score it would move unmeasured picks.
 MISALIGNED_PAIRS_COST = 0.5
 
 

@@ -1,5 +1,5 @@
-// gl_partials.cuh — reading fp32 partial sums (split-K's workspace planes) in batches, written
-// once for the second passes that take it (the small-M family's).
+// gl_partials.cuh — a second pass's reads of fp32 partial sums (split-K's workspace planes), in
+// batches (the small-M family's pass; fp8's could take it, perf-notes item 117).
 // A plain loop over planes lets ptxas issue each plane's load after the previous add (one trip
 // to memory per plane, or two in flight at best); in C it still placed adds between the loads.
 // So the loads and adds are PTX, and a pass issues a whole batch of loads before its first add

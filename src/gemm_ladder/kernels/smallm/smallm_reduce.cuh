@@ -24,14 +24,14 @@ GL_DEVICE void reduce_wait() {
 // deal of units as the main kernel (Segments). Block (x, row): one thread per 2 consecutive
 // elements of a row of C (N is a multiple of 8), all in 32-bit integer arithmetic; 8-byte loads
 // from each plane, one 4-byte store. 128-thread blocks of <= 40 registers (REDUCE_MAX_REGS; 32
-// at NVRTC 13.0) fit beside a one-consumer CTA (232 x 256 of the SM's 64K registers), so with programmatic launch they wait
-// on the SMs rather than launch after the split-K grid ends.
+// at NVRTC 13.0) fit beside a one-consumer CTA (232 x 256 of the SM's 64K registers), so with
+// programmatic launch they wait on the SMs rather than launch after the split-K grid ends.
 // The planes are read in batches of REDUCE_BATCH (gl_partials.cuh; perf-notes item 113): same
 // order, same bits as the plane-after-plane sum; faster at 54 of 60 long-K rows on the H100, by up
 // to 0.9 us.
 constexpr int REDUCE_BATCH = GL_REDUCE_BATCH;  // smallm_args.REDUCE_BATCH
 
-extern "C" __global__ void __launch_bounds__(128, 12)  // 12 blocks of 128: <= 42 registers (a batch needs ~40)
+extern "C" __global__ void __launch_bounds__(128, 12)  // 12 blocks of 128: ptxas keeps to <= 42 registers
 gemm_smallm_reduce(const float* __restrict__ ws, u16* __restrict__ c, int M, int N, int K, int units) {
   const int row = blockIdx.y, col = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
   reduce_wait();
