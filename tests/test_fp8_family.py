@@ -41,6 +41,15 @@ def test_unpromoted_mainloop_keeps_a_group_in_flight(e):
     assert sass.mma_loop_full_waits(sass_or_skip(e.compile().cubin)) == 0
 
 
+@pytest.mark.parametrize("e", [e for e in ENTRIES if e.planes], ids=[e.key for e in ENTRIES if e.planes])
+def test_second_pass_issues_a_batch_before_its_first_add(e):
+    """split-K's second pass has a whole batch of planes in flight before it first waits on one
+    (gl_partials.cuh; as a plain loop ptxas kept two loads ahead)."""
+    text = sass_or_skip(e.compile().cubin)
+    loads = sass.loads_before_first_use(sass.function_text(text, "fp8_splitk_reduce"))
+    assert loads >= fp8.REDUCE_BATCH >= 2, loads
+
+
 def test_entries_implement_the_family_protocol():
     for e in ENTRIES:
         assert isinstance(e, KernelFamily)

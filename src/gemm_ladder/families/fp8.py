@@ -25,6 +25,8 @@ OUT_TYPES = ("bfloat16", "float16", "float32")
 _SCALE_DEFINE = {"tensor": 0, "row": 1, "block": 2}
 _OUT_DEFINE = {"bfloat16": 0, "float16": 1, "float32": 2}
 OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+REDUCE_BATCH = 4  # split-K's second pass: planes per batch, every load before the first add (4 x 16 bytes: ptxas
+# issued no more loads of float4 ahead of the first add)
 BK = 128  # fp8 elements per k-tile: one 128-byte swizzle row
 SCALE_BLOCK = 128  # the block scales' k-block and B's n-block
 _CLAIMS = ("QGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG", "UTMACCTL.PF")
@@ -136,7 +138,7 @@ class Fp8Entry(KMajorOnly, KernelFamily):
              "GL_DYNAMIC_SMEM": self.dynamic_smem, "GL_MMA_LAG": self.mma_lag}
         if self.step != 11:
             d.update(GL_FP8_PROMOTE=self.promote, GL_FP8_PIECES=self.pieces,
-                     GL_FP8_SPLIT=2 if self.split_cluster else int(self.split))
+                     GL_FP8_SPLIT=2 if self.split_cluster else int(self.split), GL_FP8_REDUCE_BATCH=REDUCE_BATCH)
             # the promotion's variants only where set (the other entries' builds keep their defines)
             d.update({k: 1 for k, on in (("GL_FP8_OVERLAP_KT", self.overlap_kt),
                                           ("GL_FP8_OVERLAP_PIECES", self.overlap_pieces),

@@ -24,8 +24,8 @@
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_GROUP_M) || \
     !defined(GL_CLUSTER_M) || !defined(GL_CONSUMERS) || !defined(GL_EPI_STAGES) || !defined(GL_DYNAMIC_SMEM) || \
     !defined(GL_MMA_LAG) || !defined(GL_FP8_SCALE) || !defined(GL_FP8_PROMOTE) || !defined(GL_FP8_OUT) || \
-    !defined(GL_FP8_BIAS) || !defined(GL_FP8_PIECES) || !defined(GL_FP8_SPLIT)
-#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS, GL_FP8_PIECES, GL_FP8_SPLIT"
+    !defined(GL_FP8_BIAS) || !defined(GL_FP8_PIECES) || !defined(GL_FP8_SPLIT) || !defined(GL_FP8_REDUCE_BATCH)
+#error "the fp8 kernel takes its configuration from its entry (families/fp8.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_GROUP_M, GL_CLUSTER_M, GL_CONSUMERS, GL_EPI_STAGES, GL_DYNAMIC_SMEM, GL_MMA_LAG, GL_FP8_SCALE, GL_FP8_PROMOTE, GL_FP8_OUT, GL_FP8_BIAS, GL_FP8_PIECES, GL_FP8_SPLIT, GL_FP8_REDUCE_BATCH"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CLUSTER_M = GL_CLUSTER_M;
 constexpr int MMA_LAG = GL_MMA_LAG, CONSUMERS = GL_CONSUMERS, EPI_STAGES = GL_EPI_STAGES;

@@ -13,6 +13,7 @@
 #pragma once
 #include "gl_scheduler.cuh"
 #include "fp8_scales.cuh"
+#include "gl_partials.cuh"
 
 template <int CLUSTER_M>
 struct Fp8Work {
@@ -58,7 +59,9 @@ GL_DEVICE void finish_quad(float4 sum, void* __restrict__ c, int N, int row, int
 }
 
 // The second launch (GL_FP8_SPLIT 1): C = the planes summed in order, finished. One thread per
-// 4 columns of a row.
+// 4 columns of a row; the planes' loads in batches of FP8_REDUCE_BATCH, all issued before the
+// batch's first add (gl_partials.cuh; as a plain loop ptxas kept two loads in flight).
+constexpr int FP8_REDUCE_BATCH = GL_FP8_REDUCE_BATCH;  // fp8.REDUCE_BATCH
 template <int SCALE, bool BIAS, int OUT>
 GL_DEVICE void splitk_reduce(const float* __restrict__ ws, void* __restrict__ c, int M, int N, int splits,
                              const float* __restrict__ sa, const float* __restrict__ sb,
@@ -68,9 +71,6 @@ GL_DEVICE void splitk_reduce(const float* __restrict__ ws, void* __restrict__ c,
   const int row = (int)(i / (N / 4)), col = (int)(i % (N / 4)) * 4;
   const long long plane = (long long)M * N, at = (long long)row * N + col;
   float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s = 0; s < splits; ++s) {
-    const float4 p = __ldg(reinterpret_cast<const float4*>(ws + s * plane + at));
-    sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
-  }
+  add_planes<FP8_REDUCE_BATCH>(sum, reinterpret_cast<const float4*>(ws + at), plane / 4, 0, splits);
   finish_quad<SCALE, BIAS, OUT>(sum, c, N, row, col, sa, sb, bias);
 }
