@@ -21,6 +21,7 @@ import torch
 from gemm_ladder.cuda import device as cuda_device
 from gemm_ladder.cuda import driver
 from gemm_ladder.families import keys, smallm
+from gemm_ladder.families.ladder_step import Step
 from gemm_ladder.library import fastconfig, fastpath, runner, staging
 
 
@@ -62,6 +63,28 @@ def rnd(*shape, dtype=torch.float16, seed=0):
     """Fresh random CPU data for the fake GPU's tests (a seed per shape)."""
     g = torch.Generator().manual_seed(seed + sum(shape))
     return torch.randn(*shape, generator=g).to(dtype)
+
+
+def assert_product(c, a, b):
+    """c == a @ b (fp32 reference, fp16/bf16 rounding)."""
+    ref = a.float() @ b.float()
+    assert c.shape == ref.shape
+    torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
+
+
+def misaligned(rows, cols, seed):
+    """A (rows, cols) tensor one element past an aligned start: its rows at 2-byte offsets."""
+    return rnd(rows * cols + 1, seed=seed)[1:].view(rows, cols)
+
+
+def is_small_m(key: str) -> bool:
+    """A key of the small-M split-K family (not a ladder Step): 'smallm', 'smallm:n128'."""
+    return not isinstance(keys.get_step(key), Step)
+
+
+def last_splitk(gpu):
+    """The latest launch of the small-M main kernel (a reduction may follow it, or not)."""
+    return next(r for r in reversed(gpu.launches) if r.name == "gemm_smallm_splitk")
 
 
 class FakeTensorMap:

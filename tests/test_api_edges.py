@@ -7,14 +7,8 @@ import pytest
 import torch
 
 import gemm_ladder
-from fake_gpu import FakeGpu
 from gemm_ladder.library import fastpath
 from gemm_ladder.library import torch_ops  # noqa: F401  (registers the op)
-
-
-@pytest.fixture
-def gpu(monkeypatch):
-    return FakeGpu(monkeypatch)
 
 
 def rnd(*shape, dtype=torch.float16, seed=0):

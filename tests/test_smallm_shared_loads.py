@@ -108,12 +108,6 @@ def test_the_kernel_computes_the_same_block_order():
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture
-def gpu(monkeypatch):
-    from fake_gpu import FakeGpu
-    return FakeGpu(monkeypatch)
-
-
 @pytest.mark.parametrize("fam", SHARED, ids=[f.key for f in SHARED])
 @pytest.mark.parametrize("shape,b_mn", [((128, 512, 4096), False), ((256, 512, 2048), True), ((200, 1024, 512), False),
                                         ((128, 256, 64), False)])

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gemm_ladder
-from fake_gpu import FakeGpu, rnd, slice_of, stream_k_segments
+from fake_gpu import rnd, slice_of, stream_k_segments
 from gemm_ladder.cuda import device as cuda_device
 from gemm_ladder.families import gemm, ladder
 from gemm_ladder.families.keys import get_step
@@ -96,11 +96,6 @@ def test_segments_cover_every_unit_once_one_piece_per_cta(tiles, ctas, k_tiles):
                 else:
                     assert (k0, k1) == (0, k_tiles)
         assert sorted(seen) == [(t, k) for t in range(tiles) for k in range(k_tiles)]
-
-
-@pytest.fixture
-def gpu(monkeypatch):
-    return FakeGpu(monkeypatch)
 
 
 @pytest.mark.parametrize("M,N,K,sms", [

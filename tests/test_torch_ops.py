@@ -4,13 +4,7 @@ import pytest
 import torch
 
 import gemm_ladder
-from fake_gpu import FakeGpu
-from gemm_ladder.library import torch_ops# noqa: F401  (registers the op)
-
-
-@pytest.fixture
-def gpu(monkeypatch):
-    return FakeGpu(monkeypatch)
+from gemm_ladder.library import torch_ops  # noqa: F401  (registers the op)
 
 
 def rnd(*shape, dtype=torch.float16, seed=0, **kw):
