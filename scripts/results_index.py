@@ -5,9 +5,10 @@ older ones exist.
 Records are named `<date>_<gpu>_<kind>_<commit>[_<suffix>].<ext>` (e.g.
 `2026-11-30_h200_suite_all-matmul_e2fc8fc.json`, `..._api_51375bf_log.txt`). The files of one
 run (its JSON, log, plots) share date, kind and commit and form one record. The current record
-of a kind is the newest by date; records of the same date are ordered by the time of the commit
-they name (read from git, so the order is the history's, not the hashes'), then by name. A
-commit that is not in HEAD's history sorts before the known ones of its date.
+of a kind is the newest by date, per card (the H200 first, then any other card that ran that
+kind); records of the same date are ordered by the time of the commit they name (read from git,
+so the order is the history's, not the hashes'), then by name. A commit that is not in HEAD's
+history sorts before the known ones of its date.
 
     python scripts/results_index.py           # (re)write the index
     python scripts/results_index.py --check   # exit 1 if the checked-in index is stale
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path("benchmarks") / "results"
 INDEX = "INDEX.md"
 
-NAME = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})_(?:(?P<gpu>h100|h200|h20|gh200)_)?(?P<rest>.+?)"
+NAME = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})_(?:(?P<gpu>h100|h200|h20|gh200|gpu)_)?(?P<rest>.+?)"
                   r"\.(?P<ext>json\.gz|tar\.gz|json|txt|log|png|csv|html|md)$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}(-dirty)?$")
 
@@ -114,6 +115,7 @@ class Record:
     date: str
     commit: str  # "" when the name carries none
     files: tuple[str, ...] = field(default=())  # paths relative to benchmarks/results
+    gpu: str = ""  # the card that ran it ("h200", "h100"; "" when the name carries none)
 
 
 def parse(name: str) -> tuple[str, str, str, str] | None:
@@ -175,11 +177,28 @@ def collect(results: Path) -> tuple[dict[str, list[Record]], list[str]]:
             loose.append(rel)
             continue
         date, kind, commit, _ = parsed
-        files[(kind, date, commit)].append(rel)
+        files[(kind, date, commit, card(p.name))].append(rel)
     by_kind: dict[str, list[Record]] = defaultdict(list)
-    for (kind, date, commit), rels in files.items():
-        by_kind[kind].append(Record(kind, date, commit, tuple(sorted(rels))))
+    for (kind, date, commit, gpu), rels in files.items():
+        by_kind[kind].append(Record(kind, date, commit, tuple(sorted(rels)), gpu))
     return by_kind, sorted(loose)
+
+
+def card(name: str) -> str:
+    """The card a record's file name names ("h200", "h100", ...), or "" when it names none."""
+    m = NAME.match(name)
+    return (m["gpu"] or "") if m else ""
+
+
+def by_card(records: list[Record]) -> list[tuple[str, list[Record]]]:
+    """A kind's records (newest first) grouped by the card that ran them: the H200, the project's
+    card, first, then the others by name; each group keeps the order it is given."""
+    cards = sorted({r.gpu for r in records}, key=lambda g: (g != "h200", g == "", g))
+    return [(g, [r for r in records if r.gpu == g]) for g in cards]
+
+
+def _card(gpu: str) -> str:
+    return gpu.upper() if gpu and gpu != "gpu" else "—"
 
 
 def newest_first(records: list[Record], times: dict[str, int]) -> list[Record]:
@@ -215,7 +234,8 @@ def render(results: Path, times: dict[str, int]) -> str:
         "hand. `python scripts/results_index.py` rewrites it, and a CPU test",
         "(`tests/test_results_index.py`) fails when it is stale. Names follow",
         "`<date>_<gpu>_<kind>_<commit>[_<suffix>].<ext>`; the files of one run form one record. The",
-        "current record of a kind is the newest by date, then by the time of the commit it names.",
+        "current record of a kind is the newest by date, then by the time of the commit it names, on",
+        "each card that has run that kind (the H200 first).",
         "",
         "GPU-test logs are in `gpu-tests/`; probe data and logs in `experiments/` (the scripts that",
         "made them in `../probes/`); measured traces in `traces/`.",
@@ -225,11 +245,12 @@ def render(results: Path, times: dict[str, int]) -> str:
     for section in order:
         if section not in sections:
             continue
-        lines += [f"## {section}", "", "| kind | current | date | files | older |", "|---|---|---|---|---|"]
+        lines += [f"## {section}", "", "| kind | card | current | date | files | older |", "|---|---|---|---|---|---|"]
         for _, kind, title in sorted(sections[section]):
-            recs = ordered[kind]
-            cur = recs[0]
-            lines.append(f"| {title} (`{kind}`) | {_commit(cur)} | {cur.date} | {_links(cur)} | {len(recs) - 1} |")
+            for gpu, recs in by_card(ordered[kind]):
+                cur = recs[0]
+                lines.append(f"| {title} (`{kind}`) | {_card(gpu)} | {_commit(cur)} | {cur.date} | {_links(cur)} "
+                             f"| {len(recs) - 1} |")
         lines.append("")
     traces = results / "traces"
     if traces.is_dir():
@@ -258,14 +279,17 @@ def render(results: Path, times: dict[str, int]) -> str:
     lines += ["## Older records", "", "Newest first, per kind: date and commit.", ""]
     for section in order:
         for _, kind, _ in sorted(sections.get(section, [])):
-            older = ordered[kind][1:]
-            if not older:
-                continue
-            by_date: dict[str, list[str]] = defaultdict(list)
-            for r in older:
-                by_date[r.date].append(r.commit or "(no commit)")
-            parts = [f"{d}: " + ", ".join(cs) for d, cs in by_date.items()]
-            lines.append(f"- `{kind}` ({len(older)}): " + "; ".join(parts))
+            groups = by_card(ordered[kind])
+            for gpu, recs in groups:
+                older = recs[1:]
+                if not older:
+                    continue
+                by_date: dict[str, list[str]] = defaultdict(list)
+                for r in older:
+                    by_date[r.date].append(r.commit or "(no commit)")
+                parts = [f"{d}: " + ", ".join(cs) for d, cs in by_date.items()]
+                on = f", {_card(gpu)}" if len(groups) > 1 else ""
+                lines.append(f"- `{kind}` ({len(older)}{on}): " + "; ".join(parts))
     lines.append("")
     return "\n".join(lines)
 

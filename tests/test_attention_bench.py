@@ -306,8 +306,10 @@ def test_bench_attention_without_hopper_is_one_line(capsys, tmp_path, monkeypatc
 
 
 def test_default_record_name():
-    result = {"date": "2026-12-04T10:00:00+00:00", "commit": "0123456789abcdef"}
+    result = {"date": "2026-12-04T10:00:00+00:00", "commit": "0123456789abcdef", "gpu": {"torch_name": "NVIDIA H200"}}
     assert ba.default_json_path(Path("out"), result) == Path("out/2026-12-04_h200_attention_0123456.json")
+    result["gpu"] = {"torch_name": "NVIDIA H100 80GB HBM3"}  # named by the card that ran it
+    assert ba.default_json_path(Path("out"), result) == Path("out/2026-12-04_h100_attention_0123456.json")
 
 
 def test_results_index_files_the_attention_records():

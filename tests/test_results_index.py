@@ -92,3 +92,17 @@ def test_check_fails_with_one_line_when_stale(tmp_path, capsys):
     assert ri.main(["--root", str(tmp_path), "--check"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "INDEX.md is stale" in err
+
+
+def test_each_card_keeps_its_own_current_record(tmp_path):
+    """A newer run on another card does not retire the H200's record: each card's newest is current."""
+    results = _fake_results(tmp_path, [
+        "2026-11-29_h200_fuzz_aaaaaaa.json",
+        "2026-11-30_h200_fuzz_bbbbbbb.json",
+        "2026-12-01_h100_fuzz_ccccccc.json",  # newest, on the H100
+    ])
+    text = ri.render(results, {"aaaaaaa": 1, "bbbbbbb": 2, "ccccccc": 3})
+    rows = [line for line in text.splitlines() if line.startswith("| Fuzzer")]
+    assert len(rows) == 2 and "| H200 | `bbbbbbb` |" in rows[0] and "| H100 | `ccccccc` |" in rows[1]
+    assert rows[0].endswith("| 1 |") and rows[1].endswith("| 0 |")
+    assert "- `fuzz` (1, H200): 2026-11-29: aaaaaaa" in text

@@ -444,3 +444,18 @@ def test_call_flag_needs_a_suite_and_no_autotune():
     assert r.returncode == 2 and "--autotune" in r.stderr and "Traceback" not in r.stderr
     with pytest.raises(ValueError, match="call must be"):
         suite.run_suite("squares", ["float16"], call="kernel_nt")
+
+
+def test_every_record_is_named_by_the_card_that_ran_it():
+    """The suite's, the API's, the decode chain's, fp8's and attention's records share one naming
+    (gpuinfo.record_path): an H100's run is never filed as an H200's."""
+    from gemm_ladder.measure import bench_api, bench_attention, bench_fp8, decode_chain
+    res = {"date": "2026-12-05T10:00:00+00:00", "commit": "0123456789ab", "suite": "all",
+           "gpu": {"torch_name": "NVIDIA H100 80GB HBM3"}}
+    names = [suite.suite_json_path("x", res).name] + [m.default_json_path("x", res).name for m in
+                                                      (bench_api, bench_attention, bench_fp8, decode_chain)]
+    assert names == ["2026-12-05_h100_suite_all_0123456.json", "2026-12-05_h100_api_0123456.json",
+                     "2026-12-05_h100_attention_0123456.json", "2026-12-05_h100_fp8_0123456.json",
+                     "2026-12-05_h100_decode_chain_0123456.json"]
+    res["gpu"] = {"name": "NVIDIA H200"}
+    assert decode_chain.default_json_path("x", res).name == "2026-12-05_h200_decode_chain_0123456.json"

@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 
 from ..cuda import jit
-from ..families import cost_model
 from ..families.keys import get_step
 from ..library import select
 

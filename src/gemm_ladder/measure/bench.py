@@ -16,7 +16,6 @@ import os
 import platform
 import statistics
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 

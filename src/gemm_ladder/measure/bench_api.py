@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import platform
-import re
 import statistics
 import time
 from pathlib import Path
 
 from ..library import api, fastpath, runner
 from . import bench
+from .gpuinfo import record_path
 
 CALLS = ("matmul_nt(a, b_nk, out=c)", "matmul(a, b_kn)", "matmul(a, b_nk.T)")
 HEADLINE_CALL = "matmul(a, b_kn)"  # b row-major (K, N): the layout most callers have
@@ -231,10 +231,7 @@ def run(sizes=None, dtypes=("float16", "bfloat16"), *, reps: int = 50, budget_s:
 
 def default_json_path(out_dir: Path, result: dict) -> Path:
     """benchmarks/results/<date>_<gpu>_api_<commit>.json, like the other records."""
-    gpu = result.get("gpu", {}).get("torch_name", "gpu")
-    m = re.search(r"\b([A-Za-z]+\d+[A-Za-z]*)\b", gpu)  # "NVIDIA H200" -> h200
-    slug = (m.group(1) if m else re.sub(r"\W+", "", gpu) or "gpu").lower()
-    return Path(out_dir) / f"{result['date'][:10]}_{slug}_api_{result['commit'][:7]}.json"
+    return record_path(out_dir, result, "api")
 
 
 def print_api(result: dict, console) -> None:

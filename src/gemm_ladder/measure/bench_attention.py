@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import attention_report as rep
 from . import bench
-from .gpuinfo import Sampler
+from .gpuinfo import Sampler, record_path
 
 BACKEND_ENUM = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
 
@@ -227,7 +227,7 @@ def run(*, dtypes=rep.DTYPES, head_dims=None, seqlens=rep.SEQLENS, steps: list[s
 
 
 def default_json_path(out_dir: Path, result: dict) -> Path:
-    return Path(out_dir) / f"{result['date'][:10]}_h200_attention_{result['commit'][:7]}.json"
+    return record_path(out_dir, result, "attention")
 
 
 def cli_main(args, console, out_dir: Path, json_path: Path | None = None) -> int:

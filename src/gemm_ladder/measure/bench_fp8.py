@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..library import fp8_api, fp8_runner
 from . import bench
-from .gpuinfo import Sampler
+from .gpuinfo import Sampler, record_path
 
 SQUARES = [(n, n, n) for n in (1024, 2048, 4096, 8192)]
 PROJECTIONS = [(m, n, k) for m in (64, 128, 512, 2048, 8192) for n, k in ((7168, 2048), (28672, 4096), (4096, 7168))]
@@ -248,7 +248,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def default_json_path(out_dir: Path, result: dict) -> Path:
-    return Path(out_dir) / f"{result['date'][:10]}_h200_fp8_{result['commit'][:7]}.json"
+    return record_path(out_dir, result, "fp8")
 
 
 def cli_main(args, console, out_dir: Path, json_path: Path | None = None) -> int:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from . import bench
 from .bandwidth import measure_copy
-from .gpuinfo import Sampler
+from .gpuinfo import Sampler, record_path
 
 HIDDEN, HEAD_DIM, Q_HEADS, KV_HEADS, MLP = 4096, 128, 32, 8, 14336
 QKV = (Q_HEADS + 2 * KV_HEADS) * HEAD_DIM  # 6144
@@ -196,7 +196,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def default_json_path(out_dir: Path, result: dict) -> Path:
-    return Path(out_dir) / f"{result['date'][:10]}_h200_decode_chain_{result['commit'][:7]}.json"
+    return record_path(out_dir, result, "decode_chain")
 
 
 def cli_main(args, console, out_dir: Path, json_path: Path | None = None) -> int:

@@ -1,6 +1,9 @@
 """GPU state beside every figure: name, clocks, power, temperature, throttle reasons (NVML)."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 _THROTTLE_BITS = {
     0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
     0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
@@ -113,3 +116,18 @@ class Sampler:
             out["temp_c_max"] = max(temps)
         out["throttle"] = sorted({r for s in self.samples for r in s.get("throttle", [])})
         return out
+
+
+def gpu_token(result: dict) -> str:
+    """The record's GPU as a file name's token: 'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100';
+    'gpu' when the record names none."""
+    gpu = result.get("gpu", {})
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", gpu.get("torch_name", "") or gpu.get("name", ""))
+    return m.group(1).lower() if m else "gpu"
+
+
+def record_path(out_dir, result: dict, kind: str) -> Path:
+    """benchmarks/results/<date>_<gpu>_<kind>_<commit>.json: every record named by the card that ran it."""
+    commit = result["commit"]
+    short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    return Path(out_dir) / f"{result['date'][:10]}_{gpu_token(result)}_{kind}_{short}.json"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import platform
-import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from ..families import cost_model
 from ..families.keys import get_step
 from ..library import select
 from . import suites as suites_mod
+from .gpuinfo import record_path
 from .bench import Bench, Measured, check_output, git_commit, percentile, tolerance
 
 REPS_FLOP = 5e13  # FLOPs of timed calls per shape and side: 8192^3 gets 46 reps
@@ -225,19 +225,9 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def gpu_token(result: dict) -> str:
-    """'NVIDIA H200' -> 'h200' for file names."""
-    name = result.get("gpu", {}).get("torch_name", "") or result.get("gpu", {}).get("name", "")
-    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", name)
-    return m.group(1).lower() if m else "gpu"
-
-
 def suite_json_path(out_dir: Path, result: dict) -> Path:
     """benchmarks/results/<date>_<gpu>_suite_<name>_<commit>.json"""
-    date = result["date"][:10]
-    commit = result["commit"]
-    short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
-    return Path(out_dir) / f"{date}_{gpu_token(result)}_suite_{result['suite']}_{short}.json"
+    return record_path(out_dir, result, f"suite_{result['suite']}")
 
 
 def run_suite(name: str, dtypes: list[str], *, shapes: list | None = None, device_index: int = 0,
