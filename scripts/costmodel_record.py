@@ -2,6 +2,10 @@
 a kernel-path suite record, beside the measured time (measure/costmodel.py).
 
     PYTHONPATH=src python scripts/costmodel_record.py benchmarks/results/<date>_h200_suite_all_<commit>.json
+
+A suite that ran on another card (the H100: cuda/device.CARDS) is predicted with that card's facts
+and the copy rate its own record measured; every constant was fitted on the H200, so each of its
+rows is held out (`<date>_<card>_costmodel_<commit>.json`).
 """
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ import json
 import sys
 from pathlib import Path
 
+from gemm_ladder.cuda.device import CARDS
 from gemm_ladder.families import cost_model
 from gemm_ladder.measure import costmodel
 from gemm_ladder.measure.bench import git_commit
+from gemm_ladder.measure.gpuinfo import gpu_token
 
 
 def main() -> int:
@@ -34,7 +40,18 @@ def main() -> int:
         print(f"costmodel_record: {suite_path} times the library's call; give a kernel-path suite record",
               file=sys.stderr)
         return 2
-    rows = costmodel.rows_from_suite(suite)
+    token = gpu_token(suite)
+    card = None
+    if token != "h200":  # another card's facts; its copy rate as its own suite run measured it
+        if token not in CARDS:
+            print(f"costmodel_record: {suite_path} ran on {token!r}, a card with no facts in cuda/device.CARDS",
+                  file=sys.stderr)
+            return 2
+        f = CARDS[token]
+        copy = suite.get("memory", {}).get("hbm_copy_gbs", f.copy_tbs * 1e3) / 1e3
+        card = cost_model.Device(sms=f.sms, peak_tflops=f.peak_tflops, hbm_tbs=f.hbm_tbs, source=f.source,
+                                 copy_tbs=copy)
+    rows = costmodel.rows_from_suite(suite, card)
     moved = []
     if args.current:
         current = json.loads(Path(args.current).read_text())
@@ -45,16 +62,20 @@ def main() -> int:
               "written": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               "model_commit": git_commit(), "fitted_on": costmodel.FITTED_ON,
               "constants": {"LAUNCH_US": cost_model.LAUNCH_US, "TENSOR_EFFICIENCY": cost_model.TENSOR_EFFICIENCY,
-                            "L2_SM_GBS": cost_model.L2_SM_GBS, "copy_tbs": cost_model.Device().copy_tbs,
+                            "L2_SM_GBS": cost_model.L2_SM_GBS, "copy_tbs": (card or cost_model.Device()).copy_tbs,
                             "L2_STREAM_BYTES": cost_model.L2_STREAM_BYTES,
                             "DSMEM_L2_SHARE": cost_model.DSMEM_L2_SHARE,
                             "CLUSTER_REDUCE_US_PER_KIB": cost_model.CLUSTER_REDUCE_US_PER_KIB,
                             "REDUCE_PASS_US": cost_model.REDUCE_PASS_US},
               "summary": costmodel.summary(rows), "rows": rows}
+    if card is not None:  # every constant was fitted on the H200: the card holds all of them out
+        record["card"] = {"token": token, "hbm_tbs": card.hbm_tbs, "copy_tbs": round(card.copy_tbs, 4),
+                          "peak_tflops": card.peak_tflops, "source": card.source,
+                          "rows_skipped": "rows whose kernel was not the H200 model's pick (padded or staged)"}
     if args.current:
         record["moved_picks"] = moved  # not in the summary: their candidates were not all timed
     date = suite_path.name[:10]
-    out = Path(args.out) if args.out else suite_path.with_name(f"{date}_h200_costmodel_{suite['commit'][:7]}.json")
+    out = Path(args.out) if args.out else suite_path.with_name(f"{date}_{token}_costmodel_{suite['commit'][:7]}.json")
     out.write_text(json.dumps(record, indent=1) + "\n")
     s = record["summary"]
     print(f"{out}: {s['all']['rows']} rows; held out: worst {s['held_out']['worst']:+.1%}, geomean |error| "

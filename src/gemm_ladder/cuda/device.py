@@ -29,6 +29,12 @@ class DeviceFacts:
 # (benchmarks/results/2026-12-03_h200_suite_all_e7560a9.json: 4.25 TB/s).
 H200 = DeviceFacts(sms=132, smem_per_block=232_448, peak_tflops=989.0, hbm_tbs=4.8, source="H200 SXM datasheet",
                    copy_tbs=4.25)
+# The H100 SXM (80 GB HBM3): the H200's SMs, shared memory and tensor cores on slower HBM. The models
+# never take it by default; it is the card a cost-model record is held to when the suite ran there
+# (scripts/costmodel_record.py: the copy rate then comes from the suite record, 3.0 TB/s at ec01370).
+H100 = DeviceFacts(sms=132, smem_per_block=232_448, peak_tflops=989.0, hbm_tbs=3.35, source="H100 SXM datasheet",
+                   copy_tbs=3.0, l2_bytes=50 * 2**20)
+CARDS = {"h200": H200, "h100": H100}  # by the token a record's file name carries (measure/gpuinfo.gpu_token)
 
 _SMS: dict[int, int] = {}
 _SMEM: dict[int, int] = {}

@@ -26,12 +26,14 @@ def half(shape: str) -> str:
     return "AB"[zlib.crc32(shape.encode()) % 2]
 
 
-def rows_from_suite(suite: dict) -> list[dict]:
+def rows_from_suite(suite: dict, card=None) -> list[dict]:
     """One row per shape and dtype of a kernel-path suite record: the model's pick and its
     predicted time, the measured kernel and time. From a suite run with --autotune (every
     accepted candidate timed, `autotune_ms`) the pick's time is its own among them, and the
     row also holds every candidate's predicted and measured time, the fastest one and what
-    the pick lost to it (`pick_loss`: the pick's time over the fastest's)."""
+    the pick lost to it (`pick_loss`: the pick's time over the fastest's). card: another GPU's
+    facts (a cost_model.Device): the library picked by the H200's, so each row predicts, with the
+    card's, the kernel the record ran, where the H200's pick is the one it ran."""
     out = []
     for r in suite["rows"]:
         if not r.get("ok"):
@@ -41,6 +43,11 @@ def rows_from_suite(suite: dict) -> list[dict]:
         tuned = {k: v * 1e3 for k, v in r.get("autotune_ms", {}).items() if v == v}
         if tuned and ch.pick.key not in tuned:
             continue  # the pick did not run in that record: nothing to compare
+        if card is not None:  # the same candidates scored with the card's facts
+            if tuned or r["kernel"].split()[0] != ch.pick.key:
+                continue  # only kernel-path rows that ran the H200's pick
+            on_card = select.choose(M, N, K, dtype, device=card, b_misaligned=cost_model.contiguous_b_misaligned(N, K))
+            ch.pick = next(s for s in on_card.scores if s.key == ch.pick.key)
         predicted = ch.pick.predicted_us
         measured = tuned[ch.pick.key] if tuned else r["ms"] * 1e3
         row = {"shape": f"{M}x{N}x{K}", "dtype": dtype, "group": r.get("group", ""),
@@ -92,7 +99,7 @@ def newest(kind: str) -> Path | None:
     """The newest record of a kind in this checkout's results: by the date in its name, then
     by the time it was written (`written`, in records that carry it; those that do not count
     as older on their date), or None."""
-    found = sorted(RESULTS.glob(f"*_h200_{kind}_*.json")) if RESULTS.is_dir() else []
+    found = sorted(RESULTS.glob(f"*_h200_{kind}_*.json")) if RESULTS.is_dir() else []  # the H200's records
 
     def written(p: Path) -> str:
         try:
