@@ -2,11 +2,14 @@
 entry's GL_TRACE build on whole tiles, its producer's and consumer's records put on one clock
 (the two slots of a CTA share its SM's clock64, so the headers' clk0 align them exactly), and the
 median over CTAs of each phase: the producer's start to its first load, the load's flight to the
-consumer finding the stage full, the k-loop, the last group's retirement, the staging and the TMA
+consumer finding the stage full, the k-loop, the last group's retirement (the epilogue's wait for
+every group: the k-tiles' records retire earlier groups), the staging and the TMA
 store's read, and the consumer's end. The traced and the plain build are timed in turns (the
 tracer's cost), and both outputs are checked against fp32.
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/trace_phases.py [--key smallm:n64s]
-       [--dtype float16] [--json F] [N or MxNxK ...]   (not yet run on a GPU)"""
+       [--dtype float16] [--json F] [N or MxNxK ...]
+The first run (the H100 at bd3f556) took the first retirement for the last one, so its "last issue
+to retired" and "retired to staging" are off; their sum with "data to last issue" stands."""
 import argparse
 import json
 import statistics
@@ -40,7 +43,7 @@ def cta_phases(slots: dict[int, dict], clk0: dict[int, int]) -> dict[str, float]
     def last(evs, kind):
         return max((t for t, k in evs if k == kind), default=None)
     marks = [0.0, first(pe, EV["EV_LOAD_ISSUE"]), first(ce, EV["EV_WAIT_END"]), last(ce, EV["EV_MMA_ISSUE"]),
-             first(ce, EV["EV_MMA_DONE"]), first(ce, EV["EV_EPI_BEGIN"]), first(ce, EV["EV_STORE_DONE"]),
+             last(ce, EV["EV_MMA_DONE"]), first(ce, EV["EV_EPI_BEGIN"]), first(ce, EV["EV_STORE_DONE"]),
              first(ce, EV["EV_EPI_END"]), (c["t1"] - c["t0"]) + shift]
     if any(m is None for m in marks):
         return None
