@@ -36,7 +36,8 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
                                         GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
                                         GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
                                         GL_B_EARLY=int(fam.b_early), GL_SHARE_A=fam.share_a,
-                                        GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH)
+                                        GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH,
+                                        GL_MMA_LAG=fam.mma_lag)
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
     # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
     assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
@@ -362,6 +363,10 @@ def test_sass_holds_claims(fam):
     assert not [c for c in fam.sass_absent if sass.count_class(ops, c)]
     assert sass.count_class(ops, "USETMAXREG") >= 2, "producer dec + consumer inc"
     assert sass.mma_loop_full_waits(text) == 0, "the k-loop keeps one wgmma group in flight"
+    if not fam.k_alternate:  # the k-loop waits for the group mma_lag back, not a nearer one
+        loop = sass.mma_loop_body(sass.function_text(text, fam.entry))
+        waits = {t.split()[-1] for t in loop if t.startswith("WARPGROUP.DEPBAR")}
+        assert waits == {hex(fam.mma_lag)}, (fam.key, waits)
     bars = [t for _, t in sass.instructions(text) if t.startswith("BAR.")]
     # after barrier init; the consumers' named barrier before a cluster reduction stages its
     # piece over the ring (and, with two consumers, before the staged epilogue writes into the
@@ -459,3 +464,15 @@ def test_second_pass_through_the_library(monkeypatch, key, shape):
     torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
     red = gpu.launches[-1]
     assert red.name == "gemm_smallm_reduce" and red.grid == fam.reduce_grid(M, N)
+
+
+def test_mma_lag_leaves_the_producer_a_stage():
+    """GL_MMA_LAG: 1 <= lag < depth (the groups held in flight keep their stages), and 1 with
+    alternating k-tiles (their own loop)."""
+    base = smallm.FAMILIES["smallm:n64s"]
+    assert smallm.with_fields(base, "lag5", mma_lag=5).mma_lag == 5
+    for bad in (0, 6):
+        with pytest.raises(ValueError, match="mma_lag"):
+            smallm.with_fields(base, f"lag{bad}", mma_lag=bad)
+    with pytest.raises(ValueError, match="mma_lag"):
+        smallm.with_fields(smallm.FAMILIES["smallm:n64alt"], "alt2", mma_lag=2)

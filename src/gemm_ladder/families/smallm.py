@@ -127,6 +127,9 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     # along M for B (GL_SHARE_B): a cluster of share_a x share_b CTAs
     share_a: int = 1
     share_b: int = 1
+    # wgmma groups a consumer keeps in flight before it retires one and releases its stage
+    # (GL_MMA_LAG; 1: the group before the one just issued). Not with alternating k-tiles
+    mma_lag: int = 1
 
     def __post_init__(self) -> None:
         if self.k_alternate and (self.consumers != 1 or self.bn != 64 or self.multicast > 1 or self.fixup
@@ -153,6 +156,8 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                              "needs b_mn_major=False")
         if self.depth < 2:
             raise ValueError(f"{self.key}: the ring needs depth >= 2")
+        if not 1 <= self.mma_lag < self.depth or self.mma_lag > 1 and self.k_alternate:
+            raise ValueError(f"{self.key}: 1 <= mma_lag < depth ({self.depth}), and 1 with alternating k-tiles")
 
     @property
     def bm(self) -> int:
@@ -227,7 +232,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
                     GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
                     GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a, GL_SHARE_B=self.share_b,
-                    GL_REDUCE_BATCH=REDUCE_BATCH)
+                    GL_REDUCE_BATCH=REDUCE_BATCH, GL_MMA_LAG=self.mma_lag)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:
@@ -397,6 +402,13 @@ FAMILIES: dict[str, SmallM] = {
                              b_mn_major=False),
     "smallm:n64a2b2": SmallM("smallm:n64a2b2", bn=64, depth=12, variant="n64a2b2", share_a=2, share_b=2,
                              b_mn_major=False),
+    # the small squares' picks with four wgmma groups in flight instead of one (mma_lag): there the
+    # ring holds the whole K and the consumer's chain of ~185 ns a k-tile, not the MMAs' ~70 or the
+    # loads, sets the pace (docs/perf-notes.md item 118). Experiments, not selection candidates:
+    # not yet measured
+    "smallm:n64sl4": SmallM("smallm:n64sl4", bn=64, depth=6, max_kt=8, variant="n64sl4", mma_lag=4),
+    "smallm:n64l4": SmallM("smallm:n64l4", bn=64, depth=12, variant="n64l4", cluster_reduce=True, mma_lag=4),
+    "smallm:n128l4": SmallM("smallm:n128l4", bn=128, depth=8, variant="n128l4", mma_lag=4),
 }
 
 

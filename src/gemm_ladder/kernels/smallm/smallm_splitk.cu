@@ -93,8 +93,8 @@
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
     !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A) || !defined(GL_SHARE_B) || \
-    !defined(GL_REDUCE_BATCH)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH"
+    !defined(GL_REDUCE_BATCH) || !defined(GL_MMA_LAG)
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH, GL_MMA_LAG"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -119,6 +119,12 @@ static_assert(!(B_MN && BN < MN_BLOCK), "an N-major B is loaded in 64-column blo
 static_assert(!B_MN || (BN / MB) % MN_BLOCK == 0, "a shared N-major B travels in 64-column blocks");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
+// wgmma groups a consumer keeps in flight (GL_MMA_LAG): each k-tile waits for the group MMA_LAG
+// back to retire before releasing its stage. On the small squares the ring holds the whole K and
+// the loop's wait-issue-retire-release chain, ~185 ns a k-tile against ~70 of MMAs, sets the
+// pace (docs/perf-notes.md item 118): more groups in flight let that chain overlap them.
+constexpr int MMA_LAG = GL_MMA_LAG;
+static_assert(MMA_LAG >= 1 && MMA_LAG < DEPTH, "the groups held in flight must leave the producer a stage");
 // A stage's bytes: the A box's rows (a_rows, from the host: BM, or M rounded up to 8 when the
 // problem has fewer rows than a tile) and B's BN rows of BK. Rows of the A stage past the box
 // keep whatever they held: wgmma computes garbage rows of C there, which no epilogue stores
@@ -138,8 +144,8 @@ using OperandPipe = Pipeline<DEPTH, SHARING>;  // multicast, shared loads: relea
 constexpr int C_CHUNKS = BN / 64;
 constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
-static_assert(!K_ALTERNATE || (CONSUMERS == 1 && SHARING == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1),
-              "alternating k-tiles: whole 64 x 64 tiles, one per CTA, with the staged epilogue");
+static_assert(!K_ALTERNATE || (CONSUMERS == 1 && SHARING == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1 && MMA_LAG == 1),
+              "alternating k-tiles: whole 64 x 64 tiles, one per CTA, with the staged epilogue, one group in flight");
 static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
@@ -432,10 +438,16 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM + 64 * cw, n0 = seg.n_block(m_tiles) * BN;
         const int count = seg.k1() - seg.k0();
         zero_acc(acc);
-        const auto last = mma_mainloop(ops, st, count, t, warp_leader,
-                                       [&](int stage) { issue_ktile(s, stage, cw, acc); });
+        auto last = mma_mainloop<MMA_LAG>(ops, st, count, t, warp_leader,
+                                          [&](int stage) { issue_ktile(s, stage, cw, acc); });
         if (STAGED_C && pieces == 1 && seg.whole()) {  // the staged epilogue in the last k-tile's stage
           wgmma_wait<0>();
+          if constexpr (MMA_LAG > 1) {  // the k-tiles still held but the last: retired now, their stages go back
+            for (int kt = max(count - MMA_LAG, 0); kt < count - 1; ++kt) {
+              if (warp_leader) ops.consumer_release(last, kt);
+              last.advance();
+            }
+          }
           fence_acc(acc);
           tr.event(EV_MMA_DONE, 0, last.stage, last.phase, count - 1, t);
           if (CONSUMERS > 1)  // the other consumer's last wgmma has read the stage too
@@ -448,7 +460,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
           tr.event(EV_EPI_END, 0, 0, 0, 0, t);
           continue;
         }
-        mma_drain(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
+        mma_drain<MMA_LAG>(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
         fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
         tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
         if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring

@@ -1,0 +1,68 @@
+"""Four wgmma groups in flight against one at the small squares (perf-notes item 118): each pick
+(`smallm:n64s`, `smallm:n64`, `smallm:n128`) beside its `…l4` twin (the same tile, ring and deal,
+`mma_lag` 4) and cuBLAS, interleaved in one process, each call after an L2 flush, medians; clock
+and power sampled during the timed loop. Outputs poisoned first, checked against fp32, and the
+twins' compared bit for bit (the MMAs accumulate in the same order: only the waits move).
+Usage: PYTHONPATH=src python benchmarks/probes/smallsq/lag_ab.py [--dtype float16] [--reps 60]
+       [--json F] [N or MxNxK ...]   (not yet run on a GPU)"""
+import argparse
+import json
+import statistics
+
+import torch
+
+from gemm_ladder.families import smallm
+from gemm_ladder.library import runner
+from gemm_ladder.library.select import pick
+from gemm_ladder.measure import bench
+from gemm_ladder.measure.gpuinfo import Sampler
+
+TWINS = {"smallm:n64s": "smallm:n64sl4", "smallm:n64": "smallm:n64l4", "smallm:n128": "smallm:n128l4"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--reps", type=int, default=60)
+    ap.add_argument("--json")
+    ap.add_argument("shapes", nargs="*", default=["256", "320", "384", "512", "640", "768", "896"])
+    args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
+    b = bench.Bench()
+    rows = []
+    for shape in args.shapes:
+        M, N, K = (int(shape),) * 3 if "x" not in shape else map(int, shape.split("x"))
+        key = pick(M, N, K, args.dtype)
+        if key not in TWINS:
+            print(f"{M}x{N}x{K}: the pick {key} has no twin here", flush=True)
+            continue
+        a, bb = b.inputs(M, N, K, dtype)
+        ref = a.float() @ bb.float().T
+        plans = [runner.plan_smallm(smallm.FAMILIES[k], a, bb) for k in (key, TWINS[key])]
+        for p in plans:
+            p.out.fill_(float("nan"))
+            p()
+        torch.cuda.synchronize()
+        errs = [float((p.out.float() - ref).abs().max() / ref.abs().max()) for p in plans]
+        same = bool(torch.equal(plans[0].out, plans[1].out))
+        c = torch.empty(M, N, dtype=dtype, device="cuda")
+        calls = plans + [lambda: torch.matmul(a, bb.T, out=c)]
+        b.time_interleaved(calls, 3)
+        with Sampler(b.nvml) as smp:
+            t = b.time_interleaved(calls, args.reps)
+        us = [1e3 * statistics.median(x) for x in t]
+        row = {"shape": [M, N, K], "dtype": args.dtype, "pick": key, "twin": TWINS[key], "pick_us": us[0],
+               "twin_us": us[1], "cublas_us": us[2], "pick_over_twin": us[0] / us[1], "identical": same,
+               "rel_err": errs, "gpu": smp.summary()}
+        rows.append(row)
+        print(f"{M}x{N}x{K} {args.dtype}: {key} {us[0]:6.2f} us  {TWINS[key]} {us[1]:6.2f} us ({us[0] / us[1]:.3f}x)  "
+              f"cuBLAS {us[2]:6.2f} us (pick x{us[2] / us[0]:.3f}, twin x{us[2] / us[1]:.3f})  identical {same}  "
+              f"err {max(errs):.1e}  {smp.summary()}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"probe": "smallsq lag_ab", "commit": bench.git_commit(), "reps": args.reps, "rows": rows}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
