@@ -1,0 +1,114 @@
+"""The decode chain's boundaries, kernel by kernel (perf-notes item 118): the two-card fit put our
+stream 10-20 % ahead of cuBLAS's and our fixed cost at 7-8.5 us a GEMM against its ~1-6.5. Here
+one card says it directly. Each form's graph (measure/decode_chain.py: `ours`, `cublas`) is
+replayed after an L2 flush under the torch profiler (CUPTI's kernel records: start and end of
+every kernel, programmatic launches' overlaps included); each GEMM's kernels (a second pass or
+cuBLAS's split-K reduction goes with the GEMM before it) give its span, the gap or overlap after
+the GEMM before, and its time beyond its bytes at the copy rate measured in the same process.
+Medians over the replays. The outputs are checked against fp32 first (decode_chain.Chain.check).
+Usage: PYTHONPATH=src python benchmarks/probes/chain/chain_boundaries.py [--rows 1,8,16]
+       [--dtype bfloat16] [--reps 30] [--json F]   (not yet run on a GPU)"""
+import argparse
+import json
+import statistics
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from gemm_ladder.measure import bench, decode_chain
+from gemm_ladder.measure.bandwidth import measure_copy
+
+FORMS = ("ours", "cublas")
+SECOND_PASS = ("reduce", "splitK")  # a kernel whose name holds one of these ends the GEMM before it
+
+
+def flush_kernel(b: bench.Bench) -> str:
+    """The name of the L2 flush's kernel: the marker between replays."""
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        b.flush_l2()
+        torch.cuda.synchronize()
+    return next(e.name for e in prof.events() if e.device_type.name == "CUDA")
+
+
+def replays(b: bench.Bench, graph, reps: int, flush: str) -> list[list[tuple[float, float, str]]]:
+    """Each replay's kernels (start, end in us, name), in start order; the flush's kernel splits them."""
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            b.flush_l2()
+            graph.replay()
+        torch.cuda.synchronize()
+    ev = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                if e.device_type.name == "CUDA" and not e.name.startswith(("Memset", "Memcpy")))
+    out, cur = [], None
+    for s, e, name in ev:
+        if name == flush:
+            if cur:
+                out.append(cur)
+            cur = []
+        elif cur is not None:
+            cur.append((s, e, name))
+    if cur:
+        out.append(cur)
+    return out
+
+
+def gemms_of(kernels: list[tuple[float, float, str]]) -> list[list[tuple[float, float, str]]]:
+    """A replay's kernels grouped per GEMM: a second pass joins the GEMM it sums."""
+    groups = []
+    for k in kernels:
+        if groups and any(tag in k[2] for tag in SECOND_PASS):
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    return groups
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="1,8,16")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
+    b = bench.Bench()
+    copy_tbs = measure_copy(b)["hbm_copy_gbs"] / 1e3
+    flush = flush_kernel(b)
+    out = {"probe": "chain boundaries", "commit": bench.git_commit(), "dtype": args.dtype, "copy_tbs": copy_tbs,
+           "rows": []}
+    print(f"copy rate {copy_tbs:.2f} TB/s (read + written)", flush=True)
+    for M in map(int, args.rows.split(",")):
+        chain = decode_chain.Chain(b, M, dtype)
+        for form in FORMS:
+            ok, rel, err = chain.check(form, args.dtype)
+            runs = [gemms_of(r) for r in replays(b, chain.graphs[form], args.reps, flush)]
+            runs = [r for r in runs if len(r) == len(decode_chain.GEMMS)]
+            if not runs:
+                print(f"M={M} {form}: no replay split into {len(decode_chain.GEMMS)} GEMMs; kernels seen: "
+                      f"{sorted({k[2][:60] for r in replays(b, chain.graphs[form], 1, flush) for k in r})}", flush=True)
+                continue
+            per = []
+            for i, (name, N, K, _) in enumerate(decode_chain.GEMMS):
+                gbytes = 2 * (M * K + N * K + M * N)
+                span = statistics.median(r[i][-1][1] - r[i][0][0] for r in runs)
+                after = statistics.median(r[i][0][0] - r[i - 1][-1][1] for r in runs) if i else 0.0
+                stream = gbytes / copy_tbs / 1e6
+                per.append({"gemm": name, "kernels": sorted({k[2][:80] for r in runs for k in r[i]}),
+                            "span_us": span, "start_after_previous_end_us": after, "at_copy_rate_us": stream,
+                            "beyond_copy_rate_us": span - stream})
+            total = statistics.median(r[-1][-1][1] - r[0][0][0] for r in runs)
+            row = {"M": M, "form": form, "correct": ok, "rel_err": rel, "error": err, "replays": len(runs),
+                   "chain_span_us": total, "gemms": per}
+            out["rows"].append(row)
+            print(f"M={M} {form:6} correct {ok} ({rel:.1e}); {len(runs)} replays; chain {total:.1f} us", flush=True)
+            for g in per:
+                print(f"    {g['gemm']:8} span {g['span_us']:6.1f} us  after the previous "
+                      f"{g['start_after_previous_end_us']:+6.2f}  at the copy rate {g['at_copy_rate_us']:6.1f}  "
+                      f"beyond it {g['beyond_copy_rate_us']:+6.1f}  {', '.join(g['kernels'])[:100]}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
