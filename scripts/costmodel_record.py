@@ -47,10 +47,8 @@ def main() -> int:
             print(f"costmodel_record: {suite_path} ran on {token!r}, a card with no facts in cuda/device.CARDS",
                   file=sys.stderr)
             return 2
-        f = CARDS[token]
-        copy = suite.get("memory", {}).get("hbm_copy_gbs", f.copy_tbs * 1e3) / 1e3
-        card = cost_model.Device(sms=f.sms, peak_tflops=f.peak_tflops, hbm_tbs=f.hbm_tbs, source=f.source,
-                                 copy_tbs=copy)
+        copy = suite.get("memory", {}).get("hbm_copy_gbs")
+        card = costmodel.card_device(token, copy / 1e3 if copy else None)
     rows = costmodel.rows_from_suite(suite, card)
     moved = []
     if args.current:
@@ -71,7 +69,8 @@ def main() -> int:
     if card is not None:  # every constant was fitted on the H200: the card holds all of them out
         record["card"] = {"token": token, "hbm_tbs": card.hbm_tbs, "copy_tbs": round(card.copy_tbs, 4),
                           "peak_tflops": card.peak_tflops, "source": card.source,
-                          "rows_skipped": "rows whose kernel was not the H200 model's pick (padded or staged)"}
+                          # rows whose kernel was not the H200 model's pick: nothing to predict with the card's facts
+                          "rows_left_out": sum(bool(r.get("ok")) for r in suite["rows"]) - len(rows)}
     if args.current:
         record["moved_picks"] = moved  # not in the summary: their candidates were not all timed
     date = suite_path.name[:10]

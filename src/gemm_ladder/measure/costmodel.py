@@ -13,6 +13,7 @@ import math
 import zlib
 from pathlib import Path
 
+from ..cuda.device import CARDS
 from ..families import cost_model
 from ..library import select
 
@@ -24,6 +25,14 @@ def half(shape: str) -> str:
     """"A" or "B": the half of the suite's shapes ("MxNxK", both dtypes alike, by crc32) a row
     falls in. The constants of docs/perf-notes.md item 85 were fitted on half A."""
     return "AB"[zlib.crc32(shape.encode()) % 2]
+
+
+def card_device(token: str, copy_tbs: float | None = None) -> cost_model.Device:
+    """The model's Device for a card of cuda/device.CARDS ("h100"): its datasheet facts, and the copy
+    rate `copy_tbs` (TB/s) where a record measured it (else the card's own figure)."""
+    f = CARDS[token]
+    return cost_model.Device(sms=f.sms, peak_tflops=f.peak_tflops, hbm_tbs=f.hbm_tbs, source=f.source,
+                             copy_tbs=f.copy_tbs if copy_tbs is None else copy_tbs)
 
 
 def rows_from_suite(suite: dict, card=None) -> list[dict]:
