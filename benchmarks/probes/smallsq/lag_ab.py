@@ -17,7 +17,11 @@ from gemm_ladder.library.select import pick
 from gemm_ladder.measure import bench
 from gemm_ladder.measure.gpuinfo import Sampler
 
-TWINS = {"smallm:n64s": "smallm:n64sl4", "smallm:n64": "smallm:n64l4", "smallm:n128": "smallm:n128l4"}
+TWINS = {"smallm:n64s": "smallm:n64sl4", "smallm:n64": "smallm:n64l4", "smallm:n128": "smallm:n128l4",
+         "smallm:c2n64": "smallm:c2n64l4"}
+# the small squares, then long-K rows whose picks have a twin (n64, c2n64, n128: 16-64 k-tiles per CTA)
+SHAPES = ["256", "320", "384", "512", "640", "768", "896", "256x1024x4096", "128x1024x16384", "64x2048x8192",
+          "128x512x16384", "256x512x8192", "128x1024x8192", "128x2048x16384"]
 
 
 def main() -> None:
@@ -25,7 +29,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--json")
-    ap.add_argument("shapes", nargs="*", default=["256", "320", "384", "512", "640", "768", "896"])
+    ap.add_argument("shapes", nargs="*", default=SHAPES)
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     b = bench.Bench()
