@@ -1,10 +1,11 @@
-"""Four wgmma groups in flight against one at the small squares (perf-notes item 118): each pick
-(`smallm:n64s`, `smallm:n64`, `smallm:n128`) beside its `…l4` twin (the same tile, ring and deal,
-`mma_lag` 4) and cuBLAS, interleaved in one process, each call after an L2 flush, medians; clock
-and power sampled during the timed loop. Outputs poisoned first, checked against fp32, and the
-twins' compared bit for bit (the MMAs accumulate in the same order: only the waits move).
+"""Four wgmma groups in flight against one at the small squares and the long-K rows (perf-notes
+item 118): each pick (`smallm:n64s`, `smallm:n64`, `smallm:n128`, `smallm:c2n64`) beside its `…l4`
+twin (the same tile, ring and deal, `mma_lag` 4), a lag-2 build of the pick, and cuBLAS,
+interleaved in one process, each call after an L2 flush, medians; clock and power sampled during
+the timed loop. Outputs poisoned first, checked against fp32, and the builds compared bit for bit
+(the MMAs accumulate in the same order: only the waits move).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/lag_ab.py [--dtype float16] [--reps 60]
-       [--json F] [N or MxNxK ...]   (not yet run on a GPU)"""
+       [--json F] [N or MxNxK ...]"""
 import argparse
 import json
 import statistics
@@ -42,13 +43,15 @@ def main() -> None:
             continue
         a, bb = b.inputs(M, N, K, dtype)
         ref = a.float() @ bb.float().T
-        plans = [runner.plan_smallm(smallm.FAMILIES[k], a, bb) for k in (key, TWINS[key])]
+        fams = [smallm.FAMILIES[key], smallm.FAMILIES[TWINS[key]]]
+        fams.append(smallm.with_fields(fams[0], "lag2", mma_lag=2))  # between the two: is one more group enough?
+        plans = [runner.plan_smallm(f, a, bb) for f in fams]
         for p in plans:
             p.out.fill_(float("nan"))
             p()
         torch.cuda.synchronize()
         errs = [float((p.out.float() - ref).abs().max() / ref.abs().max()) for p in plans]
-        same = bool(torch.equal(plans[0].out, plans[1].out))
+        same = all(bool(torch.equal(plans[0].out, p.out)) for p in plans[1:])
         c = torch.empty(M, N, dtype=dtype, device="cuda")
         calls = plans + [lambda: torch.matmul(a, bb.T, out=c)]
         b.time_interleaved(calls, 3)
@@ -56,12 +59,12 @@ def main() -> None:
             t = b.time_interleaved(calls, args.reps)
         us = [1e3 * statistics.median(x) for x in t]
         row = {"shape": [M, N, K], "dtype": args.dtype, "pick": key, "twin": TWINS[key], "pick_us": us[0],
-               "twin_us": us[1], "cublas_us": us[2], "pick_over_twin": us[0] / us[1], "identical": same,
-               "rel_err": errs, "gpu": smp.summary()}
+               "twin_us": us[1], "lag2_us": us[2], "cublas_us": us[3], "pick_over_twin": us[0] / us[1],
+               "pick_over_lag2": us[0] / us[2], "identical": same, "rel_err": errs, "gpu": smp.summary()}
         rows.append(row)
-        print(f"{M}x{N}x{K} {args.dtype}: {key} {us[0]:6.2f} us  {TWINS[key]} {us[1]:6.2f} us ({us[0] / us[1]:.3f}x)  "
-              f"cuBLAS {us[2]:6.2f} us (pick x{us[2] / us[0]:.3f}, twin x{us[2] / us[1]:.3f})  identical {same}  "
-              f"err {max(errs):.1e}  {smp.summary()}", flush=True)
+        print(f"{M}x{N}x{K} {args.dtype}: {key} {us[0]:6.2f} us  lag 4 {us[1]:6.2f} ({us[0] / us[1]:.3f}x)  lag 2 "
+              f"{us[2]:6.2f} ({us[0] / us[2]:.3f}x)  cuBLAS {us[3]:6.2f} (pick x{us[3] / us[0]:.3f}, lag 4 "
+              f"x{us[3] / us[1]:.3f})  identical {same}  err {max(errs):.1e}  {smp.summary()}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"probe": "smallsq lag_ab", "commit": bench.git_commit(), "reps": args.reps, "rows": rows}, f,
