@@ -1,13 +1,15 @@
-"""The decode chain's boundaries, kernel by kernel (perf-notes item 118): the two-card fit put our
-stream 10-20 % ahead of cuBLAS's and our fixed cost at 7-8.5 us a GEMM against its ~1-6.5. Here
-one card says it directly. Each form's graph (measure/decode_chain.py: `ours`, `cublas`) is
+"""The decode chain's boundaries, kernel by kernel (perf-notes items 118-119): the two-card fit put
+our stream 10-20 % ahead of cuBLAS's and our fixed cost at 7-8.5 us a GEMM against its ~1-6.5.
+Here one card says it directly. Each form's graph (measure/decode_chain.py: `ours`, `cublas`) is
 replayed after an L2 flush under the torch profiler (CUPTI's kernel records: start and end of
-every kernel, programmatic launches' overlaps included); each GEMM's kernels (a second pass or
-cuBLAS's split-K reduction goes with the GEMM before it) give its span, the gap or overlap after
-the GEMM before, and its time beyond its bytes at the copy rate measured in the same process.
-Medians over the replays. The outputs are checked against fp32 first (decode_chain.Chain.check).
+every kernel); each GEMM's kernels (a second pass, ours or cuBLAS's split-K reduction, goes with
+the GEMM before it) give its marginal time: its last kernel's end after the GEMM before's (the
+first GEMM's after the flush's end), against its bytes at the copy rate measured in the same
+process. A programmatically launched kernel starts while the one before runs, so a GEMM's span
+(its first start to its last end) overlaps the one before; the marginal times add up to the
+chain. Medians over the replays. The outputs are checked against fp32 first (Chain.check).
 Usage: PYTHONPATH=src python benchmarks/probes/chain/chain_boundaries.py [--rows 1,8,16]
-       [--dtype bfloat16] [--reps 30] [--json F]   (not yet run on a GPU)"""
+       [--dtype bfloat16] [--reps 30] [--json F]"""
 import argparse
 import json
 import statistics
@@ -19,7 +21,9 @@ from gemm_ladder.measure import bench, decode_chain
 from gemm_ladder.measure.bandwidth import measure_copy
 
 FORMS = ("ours", "cublas")
-SECOND_PASS = ("reduce", "splitK")  # a kernel whose name holds one of these ends the GEMM before it
+# a second pass: ours (gemm_smallm_reduce), cuBLAS's (cublasLt::splitKreduce_kernel); cuBLAS's split-K
+# GEMM kernels' names hold "splitK" too, so that alone marks none
+SECOND_PASS = ("reduce",)
 
 
 def flush_kernel(b: bench.Bench) -> str:
@@ -31,7 +35,8 @@ def flush_kernel(b: bench.Bench) -> str:
 
 
 def replays(b: bench.Bench, graph, reps: int, flush: str) -> list[list[tuple[float, float, str]]]:
-    """Each replay's kernels (start, end in us, name), in start order; the flush's kernel splits them."""
+    """Each replay's kernels (start, end in us, name), in start order, after its flush's kernel
+    (the first entry: the flush itself, whose end is the replay's origin)."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             b.flush_l2()
@@ -44,7 +49,7 @@ def replays(b: bench.Bench, graph, reps: int, flush: str) -> list[list[tuple[flo
         if name == flush:
             if cur:
                 out.append(cur)
-            cur = []
+            cur = [(s, e, name)]
         elif cur is not None:
             cur.append((s, e, name))
     if cur:
@@ -81,28 +86,32 @@ def main() -> None:
         chain = decode_chain.Chain(b, M, dtype)
         for form in FORMS:
             ok, rel, err = chain.check(form, args.dtype)
-            runs = [gemms_of(r) for r in replays(b, chain.graphs[form], args.reps, flush)]
-            runs = [r for r in runs if len(r) == len(decode_chain.GEMMS)]
+            seen = replays(b, chain.graphs[form], args.reps, flush)
+            origin = [r[0][1] for r in seen]  # each replay's flush's end
+            runs = [(t0, gemms_of(r[1:])) for t0, r in zip(origin, seen)]
+            runs = [(t0, r) for t0, r in runs if len(r) == len(decode_chain.GEMMS)]
             if not runs:
                 print(f"M={M} {form}: no replay split into {len(decode_chain.GEMMS)} GEMMs; kernels seen: "
-                      f"{sorted({k[2][:60] for r in replays(b, chain.graphs[form], 1, flush) for k in r})}", flush=True)
+                      f"{sorted({k[2][:60] for r in seen for k in r[1:]})}", flush=True)
                 continue
             per = []
             for i, (name, N, K, _) in enumerate(decode_chain.GEMMS):
                 gbytes = 2 * (M * K + N * K + M * N)
-                span = statistics.median(r[i][-1][1] - r[i][0][0] for r in runs)
-                after = statistics.median(r[i][0][0] - r[i - 1][-1][1] for r in runs) if i else 0.0
+                before = [r[i - 1][-1][1] if i else t0 for t0, r in runs]  # the GEMM before's end, or the flush's
+                marginal = statistics.median(r[i][-1][1] - t for t, (_, r) in zip(before, runs))
+                start = statistics.median(r[i][0][0] - t for t, (_, r) in zip(before, runs))
                 stream = gbytes / copy_tbs / 1e6
-                per.append({"gemm": name, "kernels": sorted({k[2][:80] for r in runs for k in r[i]}),
-                            "span_us": span, "start_after_previous_end_us": after, "at_copy_rate_us": stream,
-                            "beyond_copy_rate_us": span - stream})
-            total = statistics.median(r[-1][-1][1] - r[0][0][0] for r in runs)
+                per.append({"gemm": name, "kernels": sorted({k[2][:80] for _, r in runs for k in r[i]}),
+                            "marginal_us": marginal, "start_after_previous_end_us": start,
+                            "at_copy_rate_us": stream, "beyond_copy_rate_us": marginal - stream})
+            total = statistics.median(r[-1][-1][1] - t0 for t0, r in runs)
             row = {"M": M, "form": form, "correct": ok, "rel_err": rel, "error": err, "replays": len(runs),
-                   "chain_span_us": total, "gemms": per}
+                   "chain_after_flush_us": total, "gemms": per}
             out["rows"].append(row)
-            print(f"M={M} {form:6} correct {ok} ({rel:.1e}); {len(runs)} replays; chain {total:.1f} us", flush=True)
+            print(f"M={M} {form:6} correct {ok} ({rel:.1e}); {len(runs)} replays; chain {total:.1f} us after the "
+                  f"flush", flush=True)
             for g in per:
-                print(f"    {g['gemm']:8} span {g['span_us']:6.1f} us  after the previous "
+                print(f"    {g['gemm']:8} marginal {g['marginal_us']:6.1f} us  starts after the previous end "
                       f"{g['start_after_previous_end_us']:+6.2f}  at the copy rate {g['at_copy_rate_us']:6.1f}  "
                       f"beyond it {g['beyond_copy_rate_us']:+6.1f}  {', '.join(g['kernels'])[:100]}", flush=True)
     if args.json:
