@@ -1,6 +1,6 @@
 """Four wgmma groups in flight against one at the small squares and the long-K rows (perf-notes
 item 118): each pick (`smallm:n64s`, `smallm:n64`, `smallm:n128`, `smallm:c2n64`) beside its `…l4`
-twin (the same tile, ring and deal, `mma_lag` 4), a lag-2 build of the pick, and cuBLAS,
+twin (the same tile, ring and deal, `mma_lag` 4), a lag-2 build, and cuBLAS (`smallm.with_fields`),
 interleaved in one process, each call after an L2 flush, medians; clock and power sampled during
 the timed loop. Outputs poisoned first, checked against fp32, and the builds compared bit for bit
 (the MMAs accumulate in the same order: only the waits move).
@@ -18,8 +18,7 @@ from gemm_ladder.library.select import pick
 from gemm_ladder.measure import bench
 from gemm_ladder.measure.gpuinfo import Sampler
 
-TWINS = {"smallm:n64s": "smallm:n64sl4", "smallm:n64": "smallm:n64l4", "smallm:n128": "smallm:n128l4",
-         "smallm:c2n64": "smallm:c2n64l4"}
+TWINS = ("smallm:n64s", "smallm:n64", "smallm:n128", "smallm:c2n64")  # the picks given lag-4 and lag-2 builds
 # the small squares, then long-K rows whose picks have a twin (n64, c2n64, n128: 16-64 k-tiles per CTA)
 SHAPES = ["256", "320", "384", "512", "640", "768", "896", "256x1024x4096", "128x1024x16384", "64x2048x8192",
           "128x512x16384", "256x512x8192", "128x1024x8192", "128x2048x16384"]
@@ -43,8 +42,8 @@ def main() -> None:
             continue
         a, bb = b.inputs(M, N, K, dtype)
         ref = a.float() @ bb.float().T
-        fams = [smallm.FAMILIES[key], smallm.FAMILIES[TWINS[key]]]
-        fams.append(smallm.with_fields(fams[0], "lag2", mma_lag=2))  # between the two: is one more group enough?
+        base = smallm.FAMILIES[key]
+        fams = [base, smallm.with_fields(base, "lag4", mma_lag=4), smallm.with_fields(base, "lag2", mma_lag=2)]
         plans = [runner.plan_smallm(f, a, bb) for f in fams]
         for p in plans:
             p.out.fill_(float("nan"))
@@ -58,7 +57,7 @@ def main() -> None:
         with Sampler(b.nvml) as smp:
             t = b.time_interleaved(calls, args.reps)
         us = [1e3 * statistics.median(x) for x in t]
-        row = {"shape": [M, N, K], "dtype": args.dtype, "pick": key, "twin": TWINS[key], "pick_us": us[0],
+        row = {"shape": [M, N, K], "dtype": args.dtype, "pick": key, "twin": fams[1].key, "pick_us": us[0],
                "twin_us": us[1], "lag2_us": us[2], "cublas_us": us[3], "pick_over_twin": us[0] / us[1],
                "pick_over_lag2": us[0] / us[2], "identical": same, "rel_err": errs, "gpu": smp.summary()}
         rows.append(row)

@@ -128,7 +128,8 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     share_a: int = 1
     share_b: int = 1
     # wgmma groups a consumer keeps in flight before it retires one and releases its stage
-    # (GL_MMA_LAG; 1: the group before the one just issued). Not with alternating k-tiles
+    # (GL_MMA_LAG; 1: the group before the one just issued). Not with alternating k-tiles. Two or
+    # four measured no faster than one (docs/perf-notes.md item 119)
     mma_lag: int = 1
 
     def __post_init__(self) -> None:
@@ -402,16 +403,6 @@ FAMILIES: dict[str, SmallM] = {
                              b_mn_major=False),
     "smallm:n64a2b2": SmallM("smallm:n64a2b2", bn=64, depth=12, variant="n64a2b2", share_a=2, share_b=2,
                              b_mn_major=False),
-    # the small squares' picks with four wgmma groups in flight instead of one (mma_lag): there the
-    # ring holds the whole K and the consumer's chain of ~185 ns a k-tile, not the MMAs' ~70 or the
-    # loads, sets the pace (docs/perf-notes.md item 118). Experiments, not selection candidates:
-    # not yet measured. The long-K rows' two-consumer tile too: there each CTA runs 16-64 k-tiles
-    # of one ring, and the loop, not the bytes, may set the pace as well
-    "smallm:n64sl4": SmallM("smallm:n64sl4", bn=64, depth=6, max_kt=8, variant="n64sl4", mma_lag=4),
-    "smallm:n64l4": SmallM("smallm:n64l4", bn=64, depth=12, variant="n64l4", cluster_reduce=True, mma_lag=4),
-    "smallm:n128l4": SmallM("smallm:n128l4", bn=128, depth=8, variant="n128l4", mma_lag=4),
-    "smallm:c2n64l4": SmallM("smallm:c2n64l4", bn=64, consumers=2, depth=8, min_m=65, variant="c2n64l4", mma_lag=4,
-                             **TWO_CONSUMER_DEAL),
 }
 
 

@@ -120,9 +120,8 @@ static_assert(!B_MN || (BN / MB) % MN_BLOCK == 0, "a shared N-major B travels in
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(DEPTH >= 2, "the consumer keeps one k-tile in flight while the producer fills the next");
 // wgmma groups a consumer keeps in flight (GL_MMA_LAG): each k-tile waits for the group MMA_LAG
-// back to retire before releasing its stage. On the small squares the ring holds the whole K and
-// the loop's wait-issue-retire-release chain, ~185 ns a k-tile against ~70 of MMAs, sets the
-// pace (docs/perf-notes.md item 118): more groups in flight let that chain overlap them.
+// back to retire before releasing its stage. 1 in every entry: four measured 0.92-1.02x as fast
+// as one, two 0.96-1.04x, at the small squares and the long-K rows (docs/perf-notes.md item 119).
 constexpr int MMA_LAG = GL_MMA_LAG;
 static_assert(MMA_LAG >= 1 && MMA_LAG < DEPTH, "the groups held in flight must leave the producer a stage");
 // A stage's bytes: the A box's rows (a_rows, from the host: BM, or M rounded up to 8 when the
