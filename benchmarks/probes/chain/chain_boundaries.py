@@ -9,7 +9,7 @@ process. A programmatically launched kernel starts while the one before runs, so
 (its first start to its last end) overlaps the one before; the marginal times add up to the
 chain. Medians over the replays. The outputs are checked against fp32 first (Chain.check).
 Usage: PYTHONPATH=src python benchmarks/probes/chain/chain_boundaries.py [--rows 1,8,16]
-       [--dtype bfloat16] [--reps 30] [--json F]"""
+       [--dtype bfloat16] [--reps 30] [--flush zero|read] [--json F]"""
 import argparse
 import json
 import statistics
@@ -17,7 +17,7 @@ import statistics
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from gemm_ladder.measure import bench, decode_chain
+from gemm_ladder.measure import bench, decode_chain, probe
 from gemm_ladder.measure.bandwidth import measure_copy
 
 FORMS = ("ours", "cublas")
@@ -26,17 +26,17 @@ FORMS = ("ours", "cublas")
 SECOND_PASS = ("reduce",)
 
 
-def flush_kernel(b: bench.Bench) -> str:
-    """The name of the L2 flush's kernel: the marker between replays."""
+def flush_kernels(b: bench.Bench) -> set[str]:
+    """The names of the L2 flush's kernels: the markers between replays."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         b.flush_l2()
         torch.cuda.synchronize()
-    return next(e.name for e in prof.events() if e.device_type.name == "CUDA")
+    return {e.name for e in prof.events() if e.device_type.name == "CUDA"}
 
 
-def replays(b: bench.Bench, graph, reps: int, flush: str) -> list[list[tuple[float, float, str]]]:
-    """Each replay's kernels (start, end in us, name), in start order, after its flush's kernel
-    (the first entry: the flush itself, whose end is the replay's origin)."""
+def replays(b: bench.Bench, graph, reps: int, flush: set[str]) -> list[list[tuple[float, float, str]]]:
+    """Each replay's kernels (start, end in us, name), in start order, after its flush's last
+    kernel (the first entry: that kernel, whose end is the replay's origin)."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             b.flush_l2()
@@ -46,13 +46,13 @@ def replays(b: bench.Bench, graph, reps: int, flush: str) -> list[list[tuple[flo
                 if e.device_type.name == "CUDA" and not e.name.startswith(("Memset", "Memcpy")))
     out, cur = [], None
     for s, e, name in ev:
-        if name == flush:
-            if cur:
+        if name in flush:
+            if cur and len(cur) > 1:  # a replay's kernels after a flush (not a flush's first kernel)
                 out.append(cur)
             cur = [(s, e, name)]
         elif cur is not None:
             cur.append((s, e, name))
-    if cur:
+    if cur and len(cur) > 1:
         out.append(cur)
     return out
 
@@ -74,13 +74,16 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--flush", choices=("zero", "read"), default="zero",
+                    help="zero: the suite's flush, L2 left full of dirty lines; read: L2 left clean")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     b = bench.Bench()
-    copy_tbs = measure_copy(b)["hbm_copy_gbs"] / 1e3
-    flush = flush_kernel(b)
-    out = {"probe": "chain boundaries", "commit": bench.git_commit(), "dtype": args.dtype, "copy_tbs": copy_tbs,
-           "rows": []}
+    copy_tbs = measure_copy(b)["hbm_copy_gbs"] / 1e3  # after the suite's flush, as every record's
+    b.flush_l2 = probe.flushes(b)[args.flush]
+    flush = flush_kernels(b)
+    out = {"probe": "chain boundaries", "commit": bench.git_commit(), "dtype": args.dtype, "flush": args.flush,
+           "copy_tbs": copy_tbs, "rows": []}
     print(f"copy rate {copy_tbs:.2f} TB/s (read + written)", flush=True)
     for M in map(int, args.rows.split(",")):
         chain = decode_chain.Chain(b, M, dtype)
