@@ -38,6 +38,8 @@ SWITCHES: dict[str, str] = {
     # measurements
     "GL_ABLATE_NO_PREFETCH": "no prefetch of the tensor maps' descriptors at entry (perf-notes item 64)",
     "GL_ABLATE_NO_MULTICAST": "a cluster's CTAs each load the whole B tile, nothing multicast (perf-notes item 65)",
+    "GL_ABLATE_NO_MMA": "the warp-specialized k-loop's consumers hand each stage back without its MMAs: the loads' "
+                        "own pace, a wrong result (perf-notes item 120)",
     "GL_ABLATE_FP8_UNIT_SA": "the fp8 family reads no block scales of A, each row's is 1 (what their loads cost)",
     "GL_ABLATE_FP8_UNIT_SB": "the fp8 family reads no block scales of B, each n-block's is 1 (what their loads cost)",
     "GL_ABLATE_FP8_NO_SCALE_PREFETCH": "the fp8 family fetches no tile's row-wise column scales and bias into L2 as "

@@ -105,6 +105,11 @@
 #ifndef GL_ABLATE_NO_MULTICAST
 #define GL_ABLATE_NO_MULTICAST 0
 #endif
+// The warp-specialized k-loop's consumers wait for each stage and hand it back without its MMAs
+// (gl_warpspec.cuh, mma_mainloop): the loads' own pace. A wrong result (item 120).
+#ifndef GL_ABLATE_NO_MMA
+#define GL_ABLATE_NO_MMA 0
+#endif
 // The production kernel's borrowed stage written without waiting for the partner consumer
 // (gemm/gemm_epilogue.cuh; a race: item 62).
 #ifndef GL_ABLATE_BORROW_NO_SYNC

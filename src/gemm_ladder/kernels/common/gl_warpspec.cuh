@@ -93,7 +93,7 @@ GL_DEVICE State mma_mainloop(const Port& ops, State& st, int k_tiles, int tile, 
     ts.wait_end = ops.tr.stamp();
     ablation_skew();
     wgmma_fence();
-    issue(st.stage);
+    if constexpr (!GL_ABLATE_NO_MMA) issue(st.stage);  // the switch: the loads' own pace
     wgmma_commit();
     ts.issued = ops.tr.stamp();
     ops.record_ktile_head(ts, st, oldest, kt, tile);
