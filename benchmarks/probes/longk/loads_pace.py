@@ -9,7 +9,7 @@ uses), multicast pairs (n128m2) and two consumers on 128 x 64 (c2n64), beside cu
 builds' outputs checked against fp32 (poisoned first), the ablated ones' not (they are wrong by
 design). Interleaved in one process, each call after the suite's L2 flush, medians.
 Usage: PYTHONPATH=src python benchmarks/probes/longk/loads_pace.py [--dtype float16] [--reps 40]
-       [--mn 256x2048] [--ks 4096,8192] [--builds n64,n64alt,...] [--json F]"""
+       [--mn 256x2048] [--ks 4096,8192] [--builds n64,n64alt,...] [--switch NAME=V] [--json F]"""
 import argparse
 import json
 import statistics
@@ -33,8 +33,11 @@ def main() -> None:
     ap.add_argument("--mn", default="256x2048")
     ap.add_argument("--ks", default="4096,8192")
     ap.add_argument("--builds", default=BUILDS)
+    ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
+                    help="another build switch for the loads-only builds too (e.g. GL_ABLATE_LOCAL_EMPTY=1)")
     ap.add_argument("--json")
     args = ap.parse_args()
+    no_mma = dict(NO_MMA, **{k: int(v) for k, v in (s.split("=") for s in args.switch)})
     dtype = getattr(torch, args.dtype)
     M, N = map(int, args.mn.split("x"))
     ks = [int(k) for k in args.ks.split(",")]
@@ -47,7 +50,7 @@ def main() -> None:
         names, calls = [], []
         for fam in fams:
             for ablated in (False, True):
-                p = runner.plan_smallm(fam, a, bb, splits=1, extra_defines=NO_MMA if ablated else None)
+                p = runner.plan_smallm(fam, a, bb, splits=1, extra_defines=no_mma if ablated else None)
                 p.out.fill_(float("nan"))
                 p()
                 torch.cuda.synchronize()
@@ -75,6 +78,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"probe": "longk loads_pace", "commit": bench.git_commit(), "shape": [M, N], "ks": ks,
+                       "loads_only_switches": no_mma,
                        "dtype": args.dtype, "reps": args.reps, "rows": rows}, f, indent=1)
 
 
