@@ -6,7 +6,7 @@ timed in turns first (the tracer's cost); the output is checked against fp32; th
 records are written for `gemm_ladder.choreography.ring_stats` (and the timeline tools) to read
 again without a GPU.
 Usage: PYTHONPATH=src python benchmarks/probes/longk/trace_smallm.py [--key smallm:n64]
-       [--splits S] [--dtype bfloat16] [--out DIR] [MxNxK ...]   (not yet run on the H200)"""
+       [--splits S] [--dtype bfloat16] [--switch NAME=V] [--out DIR] [MxNxK ...]   (not yet run on the H200)"""
 import argparse
 import json
 import os
@@ -30,8 +30,12 @@ ap.add_argument("--splits", type=int, default=1,
 ap.add_argument("--dtype", default="bfloat16")
 ap.add_argument("--reps", type=int, default=20)
 ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
+                help="a build switch for both builds (e.g. GL_ABLATE_NO_MMA=1: the loads alone; the error then "
+                     "is the switch's, by design)")
 ap.add_argument("shapes", nargs="*", default=["256x2048x4096", "64x4096x4096"])
 args = ap.parse_args()
+switches = {k: int(v) for k, v in (s.split("=") for s in args.switch)} or None
 fam = smallm.FAMILIES[args.key]
 dtype = getattr(torch, args.dtype)
 b = bench.Bench()
@@ -46,8 +50,9 @@ for shape in args.shapes:
     a, bb = b.inputs(M, N, K, dtype)
     ref = a.float() @ bb.float().T
     buf = torch.zeros(blocks * trace.SLOTS_PER_CTA * (trace.HEADER_WORDS + 2 * cap), dtype=torch.int64, device="cuda")
-    traced = runner.plan_smallm(fam, a, bb, splits=splits, trace_buffer=buf, trace_events=cap)
-    plain = runner.plan_smallm(fam, a, bb, splits=splits)
+    traced = runner.plan_smallm(fam, a, bb, splits=splits, trace_buffer=buf, trace_events=cap,
+                                extra_defines=switches)
+    plain = runner.plan_smallm(fam, a, bb, splits=splits, extra_defines=switches)
     for p in (traced, plain):
         p.out.fill_(float("nan"))
         p()
@@ -60,8 +65,9 @@ for shape in args.shapes:
     torch.cuda.synchronize()
     records = trace.decode(buf.cpu().tolist(), blocks, cap)
     stats = ring_stats.ring_stats(records)
-    row = {"key": args.key, "shape": [M, N, K], "dtype": args.dtype, "deal": {"units": d.units, "ctas": blocks,
-           "cluster": list(d.cluster)}, "rel_err": errs, "us_plain": 1e3 * statistics.median(t_plain),
+    row = {"key": args.key, "switches": switches, "shape": [M, N, K], "dtype": args.dtype,
+           "deal": {"units": d.units, "ctas": blocks, "cluster": list(d.cluster)}, "rel_err": errs,
+           "us_plain": 1e3 * statistics.median(t_plain),
            "us_traced": 1e3 * statistics.median(t_traced), "ring": stats}
     summary.append(row)
     path = saved.write_records(Path(args.out) / f"trace_{args.key.replace(':', '_')}_{shape}_records.json.gz",
