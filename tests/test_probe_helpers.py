@@ -1,6 +1,7 @@
 """The probes' shared check-and-time loop (measure/probe.py), on the CPU with stand-in plans."""
 import types
 
+import pytest
 import torch
 
 from gemm_ladder.measure import probe
@@ -109,3 +110,12 @@ def test_kernels_from_builds_the_other_tree_inside_the_block_only(monkeypatch, t
         jit.compile_kernel("a.cu", "plain", {"X": 1})
         jit.compile_kernel("a.cu", "exp", defines={"EXP": 1})
     assert seen == [("k", tmp_path), ("k", None), ("plain", None), ("exp", tmp_path)]
+
+
+def test_parse_switches():
+    assert probe.parse_switches([]) is None
+    assert probe.parse_switches(["GL_ABLATE_NO_MMA=1", "GL_ABLATE_SKEW_NS=-5"]) == {"GL_ABLATE_NO_MMA": 1,
+                                                                                   "GL_ABLATE_SKEW_NS": -5}
+    for bad in ("GL_ABLATE_NO_MMA", "NO_MMA=1", "GL_X=one"):
+        with pytest.raises(SystemExit, match="GL_NAME=INTEGER"):
+            probe.parse_switches([bad])

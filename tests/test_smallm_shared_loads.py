@@ -130,3 +130,19 @@ def test_library_call_launches_the_clusters_and_sums_the_pieces(gpu, fam, shape,
     assert main.maps[0].box[0] == fam.bm // fam.share_a
     assert main.maps[1].box == ((64, 64) if b_mn and fam.b_mn_major else (fam.bn // fam.share_b, 64))
     assert (gpu.launches[-1].name == "gemm_smallm_reduce") == (d.planes > 0)
+
+
+def test_parse_build_names_entries_and_experiments():
+    assert smallm.parse_build("n64") is smallm.FAMILIES["smallm:n64"]
+    assert smallm.parse_build("smallm") is smallm.FAMILIES["smallm"]
+    pair = smallm.parse_build("n64+share_b=2+cluster_reduce=0+b_mn_major=0")
+    assert (pair.share_a, pair.share_b, pair.cluster_reduce, pair.b_mn_major) == (1, 2, False, False)
+    assert pair.key == "smallm:n64:share_b=2+cluster_reduce=0+b_mn_major=0" and pair.depth == 12
+    assert pair.kernel_defines()["GL_SHARE_B"] == 2
+    for bad in ("n64+share_a", "n64+nope=1", "n64+variant=1"):
+        with pytest.raises(ValueError, match="NAME=INTEGER"):
+            smallm.parse_build(bad)
+    with pytest.raises(ValueError, match="shared by clusters"):  # the entry's own checks still hold
+        smallm.parse_build("n64+share_a=2")  # n64 sums pieces in clusters: not with shared loads
+    with pytest.raises(KeyError, match="unknown small-M"):
+        smallm.parse_build("n65")

@@ -18,7 +18,7 @@ import torch
 
 from gemm_ladder.families import smallm
 from gemm_ladder.library import runner
-from gemm_ladder.measure import bench
+from gemm_ladder.measure import bench, probe
 from gemm_ladder.measure.accuracy import check_output
 from gemm_ladder.measure.gpuinfo import Sampler
 
@@ -32,17 +32,17 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--mn", default="256x2048")
     ap.add_argument("--ks", default="4096,8192")
-    ap.add_argument("--builds", default=BUILDS)
+    ap.add_argument("--builds", default=BUILDS, help="entries, or entries with fields changed (n64+share_a=2+...)")
     ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
                     help="another build switch for the loads-only builds too (e.g. GL_ABLATE_LOCAL_EMPTY=1)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    no_mma = dict(NO_MMA, **{k: int(v) for k, v in (s.split("=") for s in args.switch)})
+    no_mma = dict(NO_MMA, **(probe.parse_switches(args.switch) or {}))
     dtype = getattr(torch, args.dtype)
     M, N = map(int, args.mn.split("x"))
     ks = [int(k) for k in args.ks.split(",")]
     b = bench.Bench()
-    fams = [smallm.FAMILIES[f"smallm:{k}"] for k in args.builds.split(",")]
+    fams = [smallm.parse_build(k) for k in args.builds.split(",")]
     times, deals = {}, {}
     for K in ks:
         a, bb = b.inputs(M, N, K, dtype)

@@ -19,10 +19,10 @@ from gemm_ladder.choreography import ring_stats, saved, trace
 from gemm_ladder.cuda import device as cuda_device
 from gemm_ladder.families import smallm
 from gemm_ladder.library import runner
-from gemm_ladder.measure import bench
+from gemm_ladder.measure import bench, probe
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--key", default="smallm:n64")
+ap.add_argument("--key", default="smallm:n64", help="an entry, or one with fields changed: n64+share_b=2+...")
 ap.add_argument("--splits", type=int, default=1,
                 help="K split that many ways (default 1: whole tiles; 0: the entry's deal). The producer "
                      "records a split piece's k-tiles from the piece's first, the consumer from 0, so "
@@ -35,8 +35,8 @@ ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
                      "is the switch's, by design)")
 ap.add_argument("shapes", nargs="*", default=["256x2048x4096", "64x4096x4096"])
 args = ap.parse_args()
-switches = {k: int(v) for k, v in (s.split("=") for s in args.switch)} or None
-fam = smallm.FAMILIES[args.key]
+switches = probe.parse_switches(args.switch)
+fam = smallm.parse_build(args.key.removeprefix("smallm:") or "smallm")
 dtype = getattr(torch, args.dtype)
 b = bench.Bench()
 sms = cuda_device.num_sms(torch.cuda.current_device())

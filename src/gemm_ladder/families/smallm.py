@@ -143,12 +143,11 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
             raise ValueError(f"{self.key}: multicast pairs run whole tiles with the staged epilogue (no fixup, "
                              "no cluster reduction), and an N-major B's half must be whole 64-column blocks")
         if self.share_a not in (1, 2, 4) or self.share_b not in (1, 2, 4) or self.shared_loads > 8 or (
-                self.shared_loads > 1 and (self.multicast > 1 or self.fixup or self.cluster_reduce or self.k_alternate
+                self.shared_loads > 1 and (self.multicast > 1 or self.fixup or self.cluster_reduce
                                            or self.b_early or self.b_mn_major and self.bn // self.share_b % MN_BLOCK
                                            or self.share_b > 1 and self.prefetch_kt)):
             raise ValueError(f"{self.key}: A and B are shared by clusters of 1, 2 or 4 CTAs along N and M (8 at "
-                             "most), without multicast pairs, fixup, cluster reduction, alternating k-tiles or B "
-                             "issued early, an N-major B's slices whole 64-column blocks, a shared B not prefetched")
+                             "most), without multicast pairs, fixup, cluster reduction or B issued early, an N-major B's slices whole 64-column blocks, a shared B not prefetched")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
@@ -416,3 +415,20 @@ def get_family(key: str = "smallm") -> SmallM:
 def with_fields(fam: SmallM, name: str, **fields) -> SmallM:
     """An ad-hoc configuration (e.g. another depth) named `name`, for experiments."""
     return dataclasses.replace(fam, key=f"{fam.key}:{name}", variant=name, **fields)
+
+
+def parse_build(spec: str) -> SmallM:
+    """An entry by its short key ("n64"; "smallm" is the base entry), or, for experiments, one with
+    integer or boolean fields changed: "n64+share_b=2+cluster_reduce=0"."""
+    base, *changes = spec.split("+")
+    fam = get_family("smallm" if base == "smallm" else f"smallm:{base}")
+    if not changes:
+        return fam
+    names = {f.name: f.type for f in dataclasses.fields(SmallM)}
+    fields = {}
+    for change in changes:
+        name, _, value = change.partition("=")
+        if names.get(name) not in ("int", "bool") or not value.lstrip("-").isdigit():
+            raise ValueError(f"{spec!r}: {change!r} is not NAME=INTEGER for an integer or boolean field of SmallM")
+        fields[name] = bool(int(value)) if names[name] == "bool" else int(value)
+    return with_fields(fam, "+".join(changes), **fields)

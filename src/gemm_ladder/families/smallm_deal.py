@@ -117,7 +117,9 @@ class SmallMDeal:
         if self.multicast > 1:  # whole tiles, a cluster per group, as many clusters as fit at once
             p = self.multicast
             return Deal.multicast(m_tiles, n_tiles, kt, p, max(1, CLUSTER_SLOTS[p] * num_sms // H200.sms))
-        if self.k_alternate:  # whole tiles, one per CTA
+        if self.k_alternate:  # whole tiles, one per CTA (shared loads: in clusters)
+            if self.shared_loads > 1:
+                return Deal.shared(m_tiles * n_tiles, kt, 1, self.share_a, self.share_b)
             return Deal(m_tiles * n_tiles, kt, kt)
         if self.shared_loads > 1:  # every tile in P pieces, one per CTA: the cheapest P up to MAX_WAVES waves
             deals = [Deal.shared(m_tiles * n_tiles, kt, p, self.share_a, self.share_b) for p in range(1, kt + 1)

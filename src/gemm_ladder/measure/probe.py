@@ -26,6 +26,17 @@ def add_sweep_args(ap, *, shapes: str, dtypes: str = "float16,bfloat16", reps: i
     ap.add_argument("--json", default=None)
 
 
+def parse_switches(specs: list[str]) -> dict[str, int] | None:
+    """Build switches given as NAME=V (a probe's repeated --switch): {NAME: V}, None if none."""
+    out = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not name.startswith("GL_") or not value.lstrip("-").isdigit():
+            raise SystemExit(f"--switch {spec!r}: expected GL_NAME=INTEGER")
+        out[name] = int(value)
+    return out or None
+
+
 def deal_text(plan) -> str | None:
     """A plan's deal of work in a few characters (None: the kernel has no deal)."""
     d = getattr(plan, "deal", None)

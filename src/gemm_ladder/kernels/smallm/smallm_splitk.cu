@@ -66,7 +66,9 @@
 // adds it and stores C. A lone consumer of a 64 x 64 tile issues a k-tile every ~150 ns with no
 // loads at all (4 wgmmas of ~16 ns at peak: its wait, issue, retire and release set the pace);
 // two alternating ones ~112 ns, so the loads, not the consumer, set the pace (256 x 2048 x 4096:
-// 17.2 -> 15.8 us at depth 14, cuBLAS 14.8; docs/perf-notes.md item 104).
+// 17.2 -> 15.8 us at depth 14, cuBLAS 14.8; docs/perf-notes.md item 104). With shared loads too:
+// the cluster's CTAs run the same k-tiles, so every multicast into this CTA has landed once its
+// consumers are done, and the drained ring is as free as without a cluster.
 //
 // Organisation as step 7 (the operand loads of gemm_mainloop.cuh, the consumer's k-loop of gl_warpspec.cuh), without
 // its writeback role (the epilogue is a register -> global store): warpgroup 0 gives
@@ -143,7 +145,7 @@ using OperandPipe = Pipeline<DEPTH, SHARING>;  // multicast, shared loads: relea
 constexpr int C_CHUNKS = BN / 64;
 constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
-static_assert(!K_ALTERNATE || (CONSUMERS == 1 && SHARING == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1 && MMA_LAG == 1),
+static_assert(!K_ALTERNATE || (CONSUMERS == 1 && MC == 1 && !FIXUP && STAGED_C && C_CHUNKS == 1 && MMA_LAG == 1),
               "alternating k-tiles: whole 64 x 64 tiles, one per CTA, with the staged epilogue, one group in flight");
 static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
