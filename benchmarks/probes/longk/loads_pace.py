@@ -9,7 +9,7 @@ uses), multicast pairs (n128m2) and two consumers on 128 x 64 (c2n64), beside cu
 builds' outputs checked against fp32 (poisoned first), the ablated ones' not (they are wrong by
 design). Interleaved in one process, each call after the suite's L2 flush, medians.
 Usage: PYTHONPATH=src python benchmarks/probes/longk/loads_pace.py [--dtype float16] [--reps 40]
-       [--mn 256x2048] [--ks 4096,8192] [--builds n64,n64alt,...] [--switch NAME=V] [--json F]"""
+       [--mn 256x2048] [--ks 4096,8192] [--builds n64,n64alt,...] [--switch NAME=V] [--flush read] [--json F]"""
 import argparse
 import json
 import statistics
@@ -35,6 +35,8 @@ def main() -> None:
     ap.add_argument("--builds", default=BUILDS, help="entries, or entries with fields changed (n64+share_a=2+...)")
     ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
                     help="another build switch for the loads-only builds too (e.g. GL_ABLATE_LOCAL_EMPTY=1)")
+    ap.add_argument("--flush", choices=("zero", "read"), default="zero",
+                    help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read (left clean)")
     ap.add_argument("--json")
     args = ap.parse_args()
     no_mma = dict(NO_MMA, **(probe.parse_switches(args.switch) or {}))
@@ -42,6 +44,7 @@ def main() -> None:
     M, N = map(int, args.mn.split("x"))
     ks = [int(k) for k in args.ks.split(",")]
     b = bench.Bench()
+    b.flush_l2 = probe.flushes(b)[args.flush]
     fams = [smallm.parse_build(k) for k in args.builds.split(",")]
     times, deals = {}, {}
     for K in ks:
@@ -78,7 +81,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"probe": "longk loads_pace", "commit": bench.git_commit(), "shape": [M, N], "ks": ks,
-                       "loads_only_switches": no_mma,
+                       "loads_only_switches": no_mma, "flush": args.flush,
                        "dtype": args.dtype, "reps": args.reps, "rows": rows}, f, indent=1)
 
 

@@ -6,7 +6,7 @@ timed in turns first (the tracer's cost); the output is checked against fp32; th
 records are written for `gemm_ladder.choreography.ring_stats` (and the timeline tools) to read
 again without a GPU.
 Usage: PYTHONPATH=src python benchmarks/probes/longk/trace_smallm.py [--key smallm:n64]
-       [--splits S] [--dtype bfloat16] [--switch NAME=V] [--out DIR] [MxNxK ...]   (not yet run on the H200)"""
+       [--splits S] [--dtype bfloat16] [--switch NAME=V] [--flush read] [--out DIR] [MxNxK ...]   (not yet run on the H200)"""
 import argparse
 import json
 import os
@@ -29,6 +29,8 @@ ap.add_argument("--splits", type=int, default=1,
                      "ring_stats matches loads to k-tiles on whole tiles only")
 ap.add_argument("--dtype", default="bfloat16")
 ap.add_argument("--reps", type=int, default=20)
+ap.add_argument("--flush", choices=("zero", "read"), default="zero",
+                help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read (left clean)")
 ap.add_argument("--out", default=os.environ.get("OUT", "out"))
 ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
                 help="a build switch for both builds (e.g. GL_ABLATE_NO_MMA=1: the loads alone; the error then "
@@ -39,6 +41,7 @@ switches = probe.parse_switches(args.switch)
 fam = smallm.parse_build(args.key.removeprefix("smallm:") or "smallm")
 dtype = getattr(torch, args.dtype)
 b = bench.Bench()
+b.flush_l2 = probe.flushes(b)[args.flush]
 sms = cuda_device.num_sms(torch.cuda.current_device())
 summary = []
 for shape in args.shapes:
@@ -65,7 +68,7 @@ for shape in args.shapes:
     torch.cuda.synchronize()
     records = trace.decode(buf.cpu().tolist(), blocks, cap)
     stats = ring_stats.ring_stats(records)
-    row = {"key": args.key, "switches": switches, "shape": [M, N, K], "dtype": args.dtype,
+    row = {"key": args.key, "switches": switches, "flush": args.flush, "shape": [M, N, K], "dtype": args.dtype,
            "deal": {"units": d.units, "ctas": blocks, "cluster": list(d.cluster)}, "rel_err": errs,
            "us_plain": 1e3 * statistics.median(t_plain),
            "us_traced": 1e3 * statistics.median(t_traced), "ring": stats}
