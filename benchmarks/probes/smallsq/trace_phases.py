@@ -26,9 +26,12 @@ from gemm_ladder.measure import bench, probe
 from gemm_ladder.measure.gpuinfo import Sampler
 
 EV = trace.EVENTS
+BAR_CLUSTER = {name: i for i, name in trace.BARRIERS.items()}["cluster"]
 # the marks of a CTA's timeline, in order; a mark its kernel path does not record (a split piece
 # summed in a cluster stores nothing through TMA) is left out and its neighbours' phase joins them
-MARKS = ("start", "first load", "data", "last issue", "retired", "staging", "store read", "epilogue end", "exit")
+# (a cluster's sum: "peers met" after its first barrier, "sum stored" at its second)
+MARKS = ("start", "first load", "data", "last issue", "retired", "staging", "store read", "epilogue end",
+         "peers met", "sum stored", "exit")
 
 
 def cta_phases(slots: dict[int, dict], clk0: dict[int, int]) -> dict[str, float] | None:
@@ -41,6 +44,7 @@ def cta_phases(slots: dict[int, dict], clk0: dict[int, int]) -> dict[str, float]
     shift = (clk0[1] - clk0[0]) * c["ns_per_clock"]  # the consumer's times on the producer's axis
     pe = [(t, k) for t, k, *_ in p["events"]]
     ce = [(t + shift, k) for t, k, *_ in c["events"]]
+    cluster = [(t + shift, k, stage) for t, k, bar, stage, *_ in c["events"] if bar == BAR_CLUSTER]
 
     def first(evs, kind):
         return min((t for t, k in evs if k == kind), default=None)
@@ -49,7 +53,10 @@ def cta_phases(slots: dict[int, dict], clk0: dict[int, int]) -> dict[str, float]
         return max((t for t, k in evs if k == kind), default=None)
     values = [0.0, first(pe, EV["EV_LOAD_ISSUE"]), first(ce, EV["EV_WAIT_END"]), last(ce, EV["EV_MMA_ISSUE"]),
               last(ce, EV["EV_MMA_DONE"]), first(ce, EV["EV_EPI_BEGIN"]), first(ce, EV["EV_STORE_DONE"]),
-              first(ce, EV["EV_EPI_END"]), (c["t1"] - c["t0"]) + shift]
+              first(ce, EV["EV_EPI_END"]),
+              min((t for t, k, st in cluster if k == EV["EV_WAIT_END"] and st == 0), default=None),
+              min((t for t, k, st in cluster if k == EV["EV_WAIT_BEGIN"] and st == 1), default=None),
+              (c["t1"] - c["t0"]) + shift]
     marks = [(name, v) for name, v in zip(MARKS, values) if v is not None]
     if len(marks) < 2 or marks[0][0] != "start" or marks[-1][0] != "exit":
         return None

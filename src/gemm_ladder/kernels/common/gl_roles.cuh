@@ -24,4 +24,5 @@ enum GlBarrier : unsigned {
   BAR_V_FULL = 12,  // attention V ring: a value block landed, PV may read it
   BAR_V_EMPTY = 13, // attention V ring: PV done with the block, TMA may refill it
   BAR_Q_EMPTY = 14, // attention: the consumers' last Q K^T of a tile retired, the next tile's Q may land
+  BAR_CLUSTER = 15, // a cluster barrier: every thread of every CTA of the cluster (stage: which meeting)
 };

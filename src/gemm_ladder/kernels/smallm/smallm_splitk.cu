@@ -475,10 +475,14 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         tr.event(EV_EPI_END, 0, 0, 0, 0, t);
       }
       if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
+        tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 0, 0, 0);
         cluster_sync();  // all pieces staged and visible cluster-wide
+        tr.event(EV_WAIT_END, BAR_CLUSTER, 0, 0, 0);
         const int t = blockIdx.x / (int)pieces;  // clustered: a tile's pieces are consecutive blocks
         reduce_slice_into_c(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
+        tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 1, 0, 0);
         cluster_sync();  // the peers have read this CTA's piece: it may exit
+        tr.event(EV_WAIT_END, BAR_CLUSTER, 1, 0, 0);
       }
     }
     tr.finish();
