@@ -49,15 +49,18 @@ for shape in args.shapes.split(","):
     a, b = bn.inputs(M, N, K, dtype)
     ref = a.float() @ b.float().T
     keys = args.keys.split(",") if args.keys else [pick(M, N, K, args.dtype)]
-    fns, names, err = [], [], {}
+    fns, names, err, same = [], [], {}, {}
     for key in keys:
+        outs = []
         for side, p in (("new", runner.plan(key, a, b)), ("old", old_plan(key, a, b))):
             p.out.fill_(float("nan"))
             p()
             torch.cuda.synchronize()
             err[f"{key} {side}"] = float((p.out.float() - ref).abs().max() / ref.abs().max())
+            outs.append(p.out.clone())
             fns.append(p)
             names.append(f"{key} {side}")
+        same[key] = bool(torch.equal(*outs))  # the two trees' outputs bit for bit
     fns.append(lambda: a @ b.T)
     names.append("cublas")
     bn.time_interleaved(fns, 3)
@@ -67,9 +70,11 @@ for shape in args.shapes.split(","):
     us = {n: 1e3 * statistics.median(x) for n, x in zip(names, t)}
     for n in names[:-1]:
         rows.append({"M": M, "N": N, "K": K, "dtype": args.dtype, "build": n, "us": us[n], "cublas_us": us["cublas"],
-                     "ratio_to_cublas": us["cublas"] / us[n], "rel_err": err[n], "gpu": gpu})
+                     "ratio_to_cublas": us["cublas"] / us[n], "rel_err": err[n],
+                     "identical_to_other_tree": same[n.rsplit(" ", 1)[0]], "gpu": gpu})
     print(f"{M}x{N}x{K} {args.dtype}: " + "  ".join(f"{n} {us[n]:8.2f} us ({us['cublas'] / us[n]:.3f})" for n in names[:-1])
-          + f"  cublas {us['cublas']:8.2f} | err {max(err.values()):.1e} | {gpu.get('sm_clock_mhz')} MHz "
+          + f"  cublas {us['cublas']:8.2f} | err {max(err.values()):.1e} | trees identical {all(same.values())} | "
+          f"{gpu.get('sm_clock_mhz')} MHz "
           f"{gpu.get('power_w')} W", flush=True)
 if args.json:
     with open(args.json, "w") as f:

@@ -42,28 +42,43 @@ GL_DEVICE void stage_piece(const float (&acc)[BN / 2], float* piece, int r0, int
 // Step 2 (after a cluster barrier that follows every CTA's step 1): this CTA's column slice of
 // the tile's first `rows` rows, columns < `cols` only, summed over the `pieces` CTAs' pieces in
 // rank order; store(row, col, sum) takes each 4 columns (cols is a multiple of 4). Threads
-// `tid` of `nthreads` share the work; each has all its pieces' loads in flight at once (DSMEM
-// latency), then adds in order.
+// `tid` of `nthreads` share the work, element tid, tid + nthreads, ... each. A thread keeps
+// CLUSTER_REDUCE_MAX_PIECES loads in flight (its next 8 / P elements' pieces: one DSMEM round trip
+// where there were 8 / P), then adds each element's pieces in order.
+template <int BN, int P, class Store>
+GL_DEVICE void reduce_slice_of(const float* piece, int rows, int cols, u32 rank, int tid, int nthreads, Store store) {
+  constexpr int E = (int)CLUSTER_REDUCE_MAX_PIECES / P;  // elements per batch
+  const int width = BN / P, c0 = (int)rank * width, per_row = width / 4, total = rows * per_row;
+  for (int e0 = tid; e0 < total; e0 += E * nthreads) {
+    float4 part[E][P];
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const int e = e0 + i * nthreads;
+      if (e >= total) break;
+      const float* mine = piece + e / per_row * piece_ld<BN>() + c0 + 4 * (e % per_row);
+#pragma unroll
+      for (int q = 0; q < P; ++q) part[i][q] = ld_cluster_f4(map_to_cta(mine, (u32)q));
+    }
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      const int e = e0 + i * nthreads, row = e / per_row, col = c0 + 4 * (e % per_row);
+      if (e >= total) break;
+      if (col >= cols) continue;
+      float4 sum = part[i][0];
+#pragma unroll
+      for (int q = 1; q < P; ++q) {
+        sum.x += part[i][q].x; sum.y += part[i][q].y; sum.z += part[i][q].z; sum.w += part[i][q].w;
+      }
+      store(row, col, sum);
+    }
+  }
+}
 template <int BN, class Store>
 GL_DEVICE void reduce_slice(const float* piece, int rows, int cols, u32 rank, u32 pieces, int tid, int nthreads,
                             Store store) {
-  const int width = BN / (int)pieces, c0 = (int)rank * width, per_row = width / 4;
-  for (int e = tid; e < rows * per_row; e += nthreads) {
-    const int row = e / per_row, col = c0 + 4 * (e % per_row);
-    if (col >= cols) continue;
-    const float* mine = piece + row * piece_ld<BN>() + col;
-    float4 part[CLUSTER_REDUCE_MAX_PIECES];
-#pragma unroll
-    for (u32 q = 0; q < CLUSTER_REDUCE_MAX_PIECES; ++q)
-      if (q < pieces) part[q] = ld_cluster_f4(map_to_cta(mine, q));
-    float4 sum = part[0];
-#pragma unroll
-    for (u32 q = 1; q < CLUSTER_REDUCE_MAX_PIECES; ++q)
-      if (q < pieces) {
-        sum.x += part[q].x; sum.y += part[q].y; sum.z += part[q].z; sum.w += part[q].w;
-      }
-    store(row, col, sum);
-  }
+  if (pieces == 2) reduce_slice_of<BN, 2>(piece, rows, cols, rank, tid, nthreads, store);
+  else if (pieces == 4) reduce_slice_of<BN, 4>(piece, rows, cols, rank, tid, nthreads, store);
+  else reduce_slice_of<BN, 8>(piece, rows, cols, rank, tid, nthreads, store);  // the host deals 2, 4 or 8
 }
 
 // The push form. A consumer thread (tid of nthreads, all consumer warpgroups) holds, per 8-column
