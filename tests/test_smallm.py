@@ -37,12 +37,10 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
                                         GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
                                         GL_B_EARLY=int(fam.b_early), GL_SHARE_A=fam.share_a,
                                         GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH,
-                                        GL_MMA_LAG=fam.mma_lag, GL_REDUCE_INBOX=int(fam.reduce_inbox))
+                                        GL_MMA_LAG=fam.mma_lag)
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
-    # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment;
-    # the push form's inbox: 7/8 of an fp32 tile
-    inbox = fam.bm * fam.bn * 4 * 7 // 8 if fam.reduce_inbox else 0
-    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth + inbox
+    # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
+    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
     assert not fam.smem_problem() and fam.dynamic_smem <= ladder_step.MAX_SMEM_PER_BLOCK
     assert fam.barriers == 2 * fam.depth
     assert f"HGMMA.64x{fam.bn}x16" in fam.claims
@@ -478,14 +476,3 @@ def test_mma_lag_leaves_the_producer_a_stage():
             smallm.with_fields(base, f"lag{bad}", mma_lag=bad)
     with pytest.raises(ValueError, match="mma_lag"):
         smallm.with_fields(smallm.FAMILIES["smallm:n64alt"], "alt2", mma_lag=2)
-
-
-def test_the_push_form_takes_a_cluster_reduction_and_fits_where_an_entry_has_it():
-    with pytest.raises(ValueError, match="push form"):
-        smallm.with_fields(smallm.FAMILIES["smallm:n128"], "inbox", reduce_inbox=True)  # no cluster reduction
-    for key in ("smallm:n64", "smallm:c2n64d"):
-        twin = smallm.with_fields(smallm.FAMILIES[key], "inbox", reduce_inbox=True)
-        assert twin.kernel_defines()["GL_REDUCE_INBOX"] == 1 and not twin.smem_problem()
-        assert twin.dynamic_smem - smallm.FAMILIES[key].dynamic_smem == twin.bm * twin.bn * 4 * 7 // 8
-    # the 128-wide two-consumer tile has no room for it
-    assert smallm.with_fields(smallm.FAMILIES["smallm:c2n128d"], "inbox", reduce_inbox=True).smem_problem()

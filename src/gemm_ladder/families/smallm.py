@@ -96,9 +96,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     # decode chain
     b_early: bool = False
     cluster_reduce: bool = False  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
-    # ... in the push form (GL_REDUCE_INBOX): each CTA writes the others' column slices into their
-    # inboxes (shared memory outside the ring), one cluster barrier, no remote loads
-    reduce_inbox: bool = False
     # the deal model's constants for this entry (None: the module's). Two consumers re-read a
     # 128-row A from L2 for every tile, so more of their SMs are needed before HBM saturates.
     hbm_saturation: float | None = None
@@ -151,9 +148,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                                            or self.share_b > 1 and self.prefetch_kt)):
             raise ValueError(f"{self.key}: A and B are shared by clusters of 1, 2 or 4 CTAs along N and M (8 at "
                              "most), without multicast pairs, fixup, cluster reduction or B issued early, an N-major B's slices whole 64-column blocks, a shared B not prefetched")
-        if self.reduce_inbox and (not self.cluster_reduce or self.bn < 64):
-            raise ValueError(f"{self.key}: the push form's inbox is a cluster reduction's (cluster_reduce), "
-                             "on tiles of 64 columns or more")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
@@ -222,13 +216,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     def dynamic_smem(self) -> int:
         """Operand stages + barriers + 1 KB to align the tiles to 1024 bytes (the kernel
         static_asserts that its SharedStorage fits)."""
-        return 1024 + self.depth * self.stage_bytes + self.inbox_bytes + 8 * self.barriers
-
-    @property
-    def inbox_bytes(self) -> int:
-        """The push form's inbox: the other ranks' slices of a cluster of up to 8, 7/8 of an fp32 tile."""
-        most = max(CLUSTER_PIECES)
-        return self.bm * self.bn * 4 * (most - 1) // most if self.reduce_inbox else 0
+        return 1024 + self.depth * self.stage_bytes + 8 * self.barriers
 
     def smem_problem(self, static_smem: int = 0) -> str:
         total = self.dynamic_smem + static_smem
@@ -244,7 +232,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
                     GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
                     GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a, GL_SHARE_B=self.share_b,
-                    GL_REDUCE_BATCH=REDUCE_BATCH, GL_MMA_LAG=self.mma_lag, GL_REDUCE_INBOX=int(self.reduce_inbox))
+                    GL_REDUCE_BATCH=REDUCE_BATCH, GL_MMA_LAG=self.mma_lag)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:

@@ -53,12 +53,6 @@ GL_DEVICE float4 ld_cluster_f4(u32 cluster_addr) {
   return v;
 }
 
-// Write 8 bytes into a peer CTA's shared memory (address from map_to_cta): distributed shared
-// memory, one way (no round trip); visible to the peer after a cluster barrier in between.
-GL_DEVICE void st_cluster_f2(u32 cluster_addr, float x, float y) {
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(cluster_addr), "f"(x), "f"(y) : "memory");
-}
-
 // Arrive on an mbarrier anywhere in the cluster (address from map_to_cta). Default semantics
 // (release at CTA scope): the stage's readers here are wgmma and TMA, whose reads have
 // completed when wgmma.wait_group returned, so no cluster-scope fence is needed — with

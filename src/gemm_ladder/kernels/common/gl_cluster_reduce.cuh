@@ -5,12 +5,6 @@
 // (the same inputs give bit-identical outputs), and hands each 4 columns to the family's store.
 // No workspace in global memory, no second launch.
 //
-// The push form (a family's inbox, below) takes the round trips out: each CTA writes the
-// fragments of the other ranks' column slices straight into their inboxes (one-way DSMEM
-// stores, issued as soon as its k-loop ends), meets the cluster once, and sums its own slice
-// from its registers and its inbox in the same rank order: the same bits, one barrier instead
-// of two, no remote loads (they cost ~1.2 us and a barrier ~0.75 us at 64 x 64, item 121).
-//
 // Accumulator fragment (gl_epilogue.cuh): thread (warp w, lane l) of a consumer warpgroup holds,
 // per 8-column block j, row 16w + l/4 (d[4j], d[4j+1]) and the row 8 below (d[4j+2], d[4j+3]),
 // columns 8j + 2(l%4) + {0, 1}.
@@ -79,61 +73,4 @@ GL_DEVICE void reduce_slice(const float* piece, int rows, int cols, u32 rank, u3
   if (pieces == 2) reduce_slice_of<BN, 2>(piece, rows, cols, rank, tid, nthreads, store);
   else if (pieces == 4) reduce_slice_of<BN, 4>(piece, rows, cols, rank, tid, nthreads, store);
   else reduce_slice_of<BN, 8>(piece, rows, cols, rank, tid, nthreads, store);  // the host deals 2, 4 or 8
-}
-
-// The push form. A consumer thread (tid of nthreads, all consumer warpgroups) holds, per 8-column
-// block j and half h, the float2 acc[4j + 2h ..]; rank q owns the blocks [q JB, (q + 1) JB),
-// JB = BN / 8 / pieces. Its inbox holds, per sender slot (the other ranks in rank order), per
-// owned block and half, one float2 per thread: the sender's thread tid writes where the owner's
-// thread tid reads. Floats: (pieces - 1) / pieces of a BM x BN tile, at most 7/8 of it.
-template <int BM, int BN>
-constexpr int inbox_floats() { return (int)(CLUSTER_REDUCE_MAX_PIECES - 1) * BM * BN / (int)CLUSTER_REDUCE_MAX_PIECES; }
-
-GL_DEVICE int inbox_index(int slot, int jj, int h, int jb, int tid, int nthreads) {
-  return ((slot * jb + jj) * 2 + h) * nthreads + tid;  // in float2
-}
-
-// Step 1 (after every CTA of the cluster has started): the fragments of the other ranks'
-// slices into their inboxes. The block loop is unrolled, so the accumulator stays in registers.
-template <int BN>
-GL_DEVICE void push_slices(const float (&acc)[BN / 2], float* inbox, u32 rank, u32 pieces, int tid, int nthreads) {
-  const int jb = BN / 8 / (int)pieces;
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const int q = j / jb;
-    if (q == (int)rank) continue;
-    const int slot = (int)rank < q ? (int)rank : (int)rank - 1;  // this rank among q's senders
-    const u32 base = map_to_cta(inbox, (u32)q);
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      st_cluster_f2(base + 8 * inbox_index(slot, j - q * jb, h, jb, tid, nthreads), acc[4 * j + 2 * h],
-                    acc[4 * j + 2 * h + 1]);
-  }
-}
-
-// Step 2 (after the cluster barrier that follows every CTA's step 1): this rank's blocks summed
-// over every piece in rank order, into acc (the other blocks keep this piece only).
-template <int BN>
-GL_DEVICE void sum_own_slice(float (&acc)[BN / 2], const float* inbox, u32 rank, u32 pieces, int tid, int nthreads) {
-  const int jb = BN / 8 / (int)pieces;
-  const float2* in = reinterpret_cast<const float2*>(inbox);
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    if (j / jb != (int)rank) continue;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float2 own = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-      float2 sum = own;
-#pragma unroll
-      for (u32 q = 0; q < CLUSTER_REDUCE_MAX_PIECES; ++q) {
-        if (q >= pieces) break;
-        const float2 v = q == rank ? own : in[inbox_index(q < rank ? (int)q : (int)q - 1, j - (int)rank * jb, h, jb,
-                                                          tid, nthreads)];
-        if (q == 0) sum = v;
-        else { sum.x += v.x; sum.y += v.y; }
-      }
-      acc[4 * j + 2 * h] = sum.x;
-      acc[4 * j + 2 * h + 1] = sum.y;
-    }
-  }
 }

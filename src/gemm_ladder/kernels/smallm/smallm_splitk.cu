@@ -95,9 +95,8 @@
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
     !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A) || !defined(GL_SHARE_B) || \
-    !defined(GL_REDUCE_INBOX) || \
     !defined(GL_REDUCE_BATCH) || !defined(GL_MMA_LAG)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH, GL_MMA_LAG, GL_REDUCE_INBOX"
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH, GL_MMA_LAG"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -151,20 +150,11 @@ static_assert(!K_ALTERNATE || (CONSUMERS == 1 && MC == 1 && !FIXUP && STAGED_C &
 static_assert(MC == 1 || !B_MN || (BN / MC) % MN_BLOCK == 0, "an N-major B's half travels in 64-column blocks");
 constexpr u32 BAR_BOTH_CONSUMERS = 1, BAR_CONSUMER = 2;  // named barriers: all consumers; consumer cw's own (+cw)
 
-// GL_REDUCE_INBOX: a cluster reduction in the push form (gl_cluster_reduce.cuh): the peers write
-// this CTA's slice of their pieces into its inbox, outside the ring, while its k-loop may still run.
-constexpr bool REDUCE_INBOX = GL_REDUCE_INBOX;
-static_assert(!REDUCE_INBOX || (BN >= 64 && !FIXUP && SHARING == 1), "the inbox: slices of whole 8-column blocks, no "
-              "fixup, no other cluster");
-constexpr int INBOX_BYTES = REDUCE_INBOX ? inbox_floats<BM, BN>() * 4 : 0;
-
 struct SharedStorage {
   u16 A[DEPTH][BM * BK];
   u16 B[DEPTH][BN * BK];
   OperandPipe ops;  // tma2mma / mma2tma per stage
 };
-// The push form's inbox lies just past the storage (8-byte aligned, as its float2 stores need).
-GL_DEVICE float* inbox_of(SharedStorage& s) { return reinterpret_cast<float*>(&s + 1); }
 // Chunk q of the staged epilogue in stage `stage`: the stage's A chunks first, then B's.
 GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
   return q < CONSUMERS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - CONSUMERS) * 64 * BK;
@@ -172,7 +162,7 @@ GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
 
 // Cluster reduction (gl_cluster_reduce.cuh): the piece, BM x BN fp32 over the drained ring.
 static_assert(BM * piece_ld<BN>() * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
-static_assert(sizeof(SharedStorage) + INBOX_BYTES + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
 // Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
 // may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
@@ -247,23 +237,6 @@ GL_DEVICE void reduce_slice_into_c(const float* piece, u16* c, int M, int N, int
     u16* dst = c + (long long)(m0 + row) * N + n0 + col;
     asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
   });
-}
-
-// Cluster reduction, push form: this consumer's fragment of the rank's column slice (summed by
-// sum_own_slice) rounded to 16 bits into C, rows m0.. (this consumer's) and columns n0.. of the tile.
-GL_DEVICE void store_own_slice(const float (&acc)[BN / 2], u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32, jb = BN / 8 / (int)pieces;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = m0 + 16 * w + l / 4 + 8 * half;
-    if (row >= M) continue;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = n0 + 8 * j + 2 * (l % 4);
-      if (j / jb != (int)rank || col >= N) continue;  // N is even: col < N means col + 1 < N
-      *reinterpret_cast<u32*>(c + (long long)row * N + col) = pack2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
-    }
-  }
 }
 
 // Fixup (GL_FIXUP): slots and flags as gl_fixup.cuh lays them out.
@@ -374,9 +347,6 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   // barriers are initialised before any load lands in them or any release arrives)
   if constexpr (SHARING > 1) cluster_sync();
   else __syncthreads();
-  // the push form: no peer writes into this CTA's inbox before this CTA has started (every thread
-  // waits on this phase before its first push; by then it has long completed)
-  if (REDUCE_INBOX && pieces > 1) cluster_arrive();
   if (threadIdx.x == 0) pdl_launch_dependents();  // the reduction may be scheduled (it waits for us)
 
   if (warpgroup_idx() == 0) {
@@ -434,8 +404,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     // below). In their own branch: code after the roles join would be held to this
     // warpgroup's 40 registers.
     if (pieces > 1) {
-      if constexpr (REDUCE_INBOX) cluster_wait();  // the start's phase (the push form meets once more)
-      else cluster_sync();
+      cluster_sync();
       cluster_sync();
     }
   } else {  // ── MMA CONSUMERS (warpgroups 1 .. CONSUMERS) ────────────────────────────
@@ -495,10 +464,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         mma_drain<MMA_LAG>(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
         fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
         tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
-        if (pieces > 1 && REDUCE_INBOX) {  // cluster reduction, push form: the others' slices into their inboxes
-          cluster_wait();  // the start's phase: every CTA of the cluster has started
-          push_slices<BN>(acc, inbox_of(s), cluster_ctarank(), pieces, threadIdx.x - 128, 128 * CONSUMERS);
-        } else if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
+        if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
           named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
           stage_piece<BN>(acc, piece, 64 * cw, M - m0);
         } else if (seg.whole()) {
@@ -510,19 +476,13 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
       }
       if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
         tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 0, 0, 0);
-        cluster_sync();  // all pieces staged (pushed) and visible cluster-wide
+        cluster_sync();  // all pieces staged and visible cluster-wide
         tr.event(EV_WAIT_END, BAR_CLUSTER, 0, 0, 0);
         const int t = blockIdx.x / (int)pieces;  // clustered: a tile's pieces are consecutive blocks
-        if constexpr (REDUCE_INBOX) {  // no peer touches this CTA's memory any more: no second meeting
-          sum_own_slice<BN>(acc, inbox_of(s), cluster_ctarank(), pieces, threadIdx.x - 128, 128 * CONSUMERS);
-          store_own_slice(acc, c, M, N, t % m_tiles * BM + 64 * cw, t / m_tiles * BN, cluster_ctarank(), pieces);
-          tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 1, 0, 0);  // (the trace's "sum stored" mark)
-        } else {
-          reduce_slice_into_c(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
-          tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 1, 0, 0);
-          cluster_sync();  // the peers have read this CTA's piece: it may exit
-          tr.event(EV_WAIT_END, BAR_CLUSTER, 1, 0, 0);
-        }
+        reduce_slice_into_c(piece, c, M, N, t % m_tiles * BM, t / m_tiles * BN, cluster_ctarank(), pieces);
+        tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 1, 0, 0);
+        cluster_sync();  // the peers have read this CTA's piece: it may exit
+        tr.event(EV_WAIT_END, BAR_CLUSTER, 1, 0, 0);
       }
     }
     tr.finish();
