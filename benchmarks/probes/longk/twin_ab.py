@@ -16,6 +16,7 @@ from gemm_ladder.library.select import pick
 from gemm_ladder.measure import bench, probe
 
 # the suite's rows whose picks sum pieces in pairs (and one in eights, where the twins should tie)
+BUILDS = "n64/s0"
 SHAPES = ("256x1024x4096,128x2048x4096,64x4096x4096,64x2048x8192,16x2048x4096,16x4096x11008,16x4096x14336,"
           "1x4096x14336,64x4096x11008,64x512x4096")
 
