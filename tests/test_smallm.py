@@ -37,12 +37,10 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
                                         GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
                                         GL_B_EARLY=int(fam.b_early), GL_SHARE_A=fam.share_a,
                                         GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH,
-                                        GL_MMA_LAG=fam.mma_lag, GL_PAIR_SEND=int(fam.pair_send))
+                                        GL_MMA_LAG=fam.mma_lag)
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
-    # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment;
-    # a pair's sum sent one way: the mailbox (an fp32 piece, rows padded by 8 floats, and two barriers)
-    mailbox = fam.bm * (fam.bn + 8) * 4 + 16 if fam.pair_send else 0
-    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth + mailbox
+    # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
+    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
     assert not fam.smem_problem() and fam.dynamic_smem <= ladder_step.MAX_SMEM_PER_BLOCK
     assert fam.barriers == 2 * fam.depth
     assert f"HGMMA.64x{fam.bn}x16" in fam.claims
@@ -478,12 +476,3 @@ def test_mma_lag_leaves_the_producer_a_stage():
             smallm.with_fields(base, f"lag{bad}", mma_lag=bad)
     with pytest.raises(ValueError, match="mma_lag"):
         smallm.with_fields(smallm.FAMILIES["smallm:n64alt"], "alt2", mma_lag=2)
-
-
-def test_a_pair_sent_one_way_takes_one_consumers_cluster_reduction():
-    twin = smallm.parse_build("n64+pair_send=1")
-    assert twin.kernel_defines()["GL_PAIR_SEND"] == 1 and not twin.smem_problem()
-    assert twin.dynamic_smem - smallm.FAMILIES["smallm:n64"].dynamic_smem == 64 * 72 * 4 + 16
-    for spec in ("n128+pair_send=1", "c2n64d+pair_send=1"):  # no cluster reduction; two consumers
-        with pytest.raises(ValueError, match="sent one way"):
-            smallm.parse_build(spec)

@@ -1,9 +1,10 @@
-"""Each small-M entry beside its twin with fields changed (`--change pair_send=1`; perf-notes item
-121: a cluster pair's sum sent one way against the pull form), on the same deal (the rule's, or K
+"""Each small-M entry beside its twin with fields changed (`--change NAME=V+...`; perf-notes item
+121 ran `pair_send=1`, a cluster pair's sum sent one way, against the pull form: the field is gone,
+its code is in 62dcb61), on the same deal (the rule's, or K
 split S ways), at the shapes where the entry's deal sums its pieces in a cluster. The twins' outputs
 are compared bit for bit (the same sums in the same order), both checked against fp32 on poisoned
 outputs and repeated; then timed interleaved with cuBLAS after each L2 flush, medians.
-Usage: PYTHONPATH=src python benchmarks/probes/longk/twin_ab.py [--change pair_send=1] [--shapes MxNxK,...]
+Usage: PYTHONPATH=src python benchmarks/probes/longk/twin_ab.py --change NAME=V[+NAME=V] [--shapes MxNxK,...]
        [--dtypes float16,bfloat16] [--builds n64/s0,n64/s4] [--reps 60] [--passes 1] [--json F]"""
 import argparse
 import json
@@ -25,7 +26,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     probe.add_sweep_args(ap, shapes=SHAPES, passes=1)
     ap.add_argument("--builds", default=BUILDS, help="entry/sSPLITS (s0: the rule's deal), each beside its twin")
-    ap.add_argument("--change", default="pair_send=1", help="the twin's fields: NAME=V[+NAME=V...] (smallm.parse_build)")
+    ap.add_argument("--change", required=True, help="the twin's fields: NAME=V[+NAME=V...] (smallm.parse_build)")
     args = ap.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     b = bench.Bench()

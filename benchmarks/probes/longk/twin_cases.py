@@ -1,9 +1,9 @@
-"""A small-M entry with fields changed, case by case, for compute-sanitizer to watch (perf-notes item
-121): by default n64 with a pair's sum sent one way (`pair_send`), K split 2, 4 and 8 ways (pairs
-send; fours and eights keep the pull form), at tile edges in M and N, both dtypes. Inputs made on
+"""Small-M entries, or entries with fields changed, case by case, for compute-sanitizer to watch (perf-notes
+item 121 ran `n64+pair_send=1`, a field since removed): K split 2, 4 and 8 ways (where the entry's
+deal allows, summed in a cluster), at tile edges in M and N, both dtypes. Inputs made on
 the host, the output poisoned (NaN), each case synchronized and checked against an fp32 host
 product; one line per case, then a count. Exit status 1 if any case is wrong.
-Usage: compute-sanitizer --tool racecheck python benchmarks/probes/longk/twin_cases.py [n64+pair_send=1 ...]"""
+Usage: compute-sanitizer --tool racecheck python benchmarks/probes/longk/twin_cases.py [n64 c2n64d+depth=6 ...]"""
 import sys
 
 import torch
@@ -17,7 +17,7 @@ SHAPES = [(128, 256, 1024), (72, 200, 2048), (200, 136, 2048), (16, 512, 4096)]
 
 def main() -> None:
     bad, cases = 0, 0
-    for spec, (M, N, K) in ((spec, shape) for spec in (sys.argv[1:] or ["n64+pair_send=1"]) for shape in SHAPES):
+    for spec, (M, N, K) in ((spec, shape) for spec in (sys.argv[1:] or ["n64"]) for shape in SHAPES):
         fam = smallm.parse_build(spec)
         for dtype in ("float16", "bfloat16"):
             g = torch.Generator().manual_seed(M * N + K)

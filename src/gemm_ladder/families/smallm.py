@@ -96,9 +96,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     # decode chain
     b_early: bool = False
     cluster_reduce: bool = False  # deals may sum a tile's pieces in a cluster (DSMEM) instead of a workspace
-    # ... a pair's in one send (GL_PAIR_SEND): rank 1's piece copied into rank 0's mailbox, rank 0
-    # stores the tile; no cluster barrier after the k-loop (clusters of 4 and 8 keep the pull form)
-    pair_send: bool = False
     # the deal model's constants for this entry (None: the module's). Two consumers re-read a
     # 128-row A from L2 for every tile, so more of their SMs are needed before HBM saturates.
     hbm_saturation: float | None = None
@@ -151,9 +148,6 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                                            or self.share_b > 1 and self.prefetch_kt)):
             raise ValueError(f"{self.key}: A and B are shared by clusters of 1, 2 or 4 CTAs along N and M (8 at "
                              "most), without multicast pairs, fixup, cluster reduction or B issued early, an N-major B's slices whole 64-column blocks, a shared B not prefetched")
-        if self.pair_send and (not self.cluster_reduce or self.consumers != 1 or self.k_alternate or not self.staged_c):
-            raise ValueError(f"{self.key}: a pair's sum sent one way is a cluster reduction's (cluster_reduce) of "
-                             "one consumer's tile with the staged epilogue")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
@@ -222,12 +216,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     def dynamic_smem(self) -> int:
         """Operand stages + barriers + 1 KB to align the tiles to 1024 bytes (the kernel
         static_asserts that its SharedStorage fits)."""
-        return 1024 + self.depth * self.stage_bytes + self.mailbox_bytes + 8 * self.barriers
-
-    @property
-    def mailbox_bytes(self) -> int:
-        """A pair's sum sent one way: the fp32 piece (rows padded by 8 floats) and two barriers."""
-        return self.bm * (self.bn + 8) * 4 + 16 if self.pair_send else 0
+        return 1024 + self.depth * self.stage_bytes + 8 * self.barriers
 
     def smem_problem(self, static_smem: int = 0) -> str:
         total = self.dynamic_smem + static_smem
@@ -243,7 +232,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                     GL_DYNAMIC_SMEM=self.dynamic_smem, GL_FIXUP=int(self.fixup), GL_MULTICAST=self.multicast,
                     GL_PREFETCH_KT=self.prefetch_kt, GL_K_ALTERNATE=int(self.k_alternate),
                     GL_B_EARLY=int(self.b_early), GL_SHARE_A=self.share_a, GL_SHARE_B=self.share_b,
-                    GL_REDUCE_BATCH=REDUCE_BATCH, GL_MMA_LAG=self.mma_lag, GL_PAIR_SEND=int(self.pair_send))
+                    GL_REDUCE_BATCH=REDUCE_BATCH, GL_MMA_LAG=self.mma_lag)
 
     def compile(self, *, bf16: bool = False, extra_defines: dict | None = None,
                 use_cache: bool = True, strict: bool = True) -> jit.CompiledKernel:

@@ -53,15 +53,6 @@ GL_DEVICE float4 ld_cluster_f4(u32 cluster_addr) {
   return v;
 }
 
-// Copy `bytes` (a multiple of 16, 16-byte aligned) of this CTA's shared memory into a peer CTA's
-// (dst and its barrier from map_to_cta) with the copy engine; the bytes are credited to the
-// peer's barrier (complete_tx) once they have landed there. The source must stay (this CTA must
-// not exit) until the peer says so: nothing here tells when the engine has read it.
-GL_DEVICE void bulk_copy_to_cta(u32 dst_cluster, const void* src, u32 bytes, u32 bar_cluster) {
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               ::"r"(dst_cluster), "r"(smem_u32(src)), "r"(bytes), "r"(bar_cluster) : "memory");
-}
-
 // Arrive on an mbarrier anywhere in the cluster (address from map_to_cta). Default semantics
 // (release at CTA scope): the stage's readers here are wgmma and TMA, whose reads have
 // completed when wgmma.wait_group returned, so no cluster-scope fence is needed — with

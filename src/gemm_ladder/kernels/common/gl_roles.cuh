@@ -25,6 +25,4 @@ enum GlBarrier : unsigned {
   BAR_V_EMPTY = 13, // attention V ring: PV done with the block, TMA may refill it
   BAR_Q_EMPTY = 14, // attention: the consumers' last Q K^T of a tile retired, the next tile's Q may land
   BAR_CLUSTER = 15, // a cluster barrier: every thread of every CTA of the cluster (stage: which meeting)
-  BAR_PAIR_FULL = 16, // a cluster pair's sum: rank 1's fp32 piece landed in rank 0's mailbox
-  BAR_PAIR_ACK = 17,  // ... rank 0 has it: rank 1's copy source may go (its CTA may exit)
 };

@@ -95,9 +95,8 @@
 #if !defined(GL_BM) || !defined(GL_BN) || !defined(GL_BK) || !defined(GL_DEPTH) || !defined(GL_CONSUMERS) || \
     !defined(GL_DYNAMIC_SMEM) || !defined(GL_FIXUP) || !defined(GL_MULTICAST) || !defined(GL_PREFETCH_KT) || \
     !defined(GL_K_ALTERNATE) || !defined(GL_B_EARLY) || !defined(GL_SHARE_A) || !defined(GL_SHARE_B) || \
-    !defined(GL_PAIR_SEND) || \
     !defined(GL_REDUCE_BATCH) || !defined(GL_MMA_LAG)
-#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH, GL_MMA_LAG, GL_PAIR_SEND"
+#error "smallm_splitk takes its configuration from its family entry (families/smallm.py): GL_BM, GL_BN, GL_BK, GL_DEPTH, GL_CONSUMERS, GL_DYNAMIC_SMEM, GL_FIXUP, GL_MULTICAST, GL_PREFETCH_KT, GL_K_ALTERNATE, GL_B_EARLY, GL_SHARE_A, GL_SHARE_B, GL_REDUCE_BATCH, GL_MMA_LAG"
 #endif
 constexpr int BM = GL_BM, BN = GL_BN, BK = GL_BK, DEPTH = GL_DEPTH, CONSUMERS = GL_CONSUMERS;
 constexpr bool FIXUP = GL_FIXUP;
@@ -156,25 +155,6 @@ struct SharedStorage {
   u16 B[DEPTH][BN * BK];
   OperandPipe ops;  // tma2mma / mma2tma per stage
 };
-// GL_PAIR_SEND: a cluster pair's sum sent one way. Rank 1 stages its fp32 piece in its mailbox and
-// the copy engine carries it into rank 0's (one bulk copy, its bytes credited to rank 0's `full`);
-// rank 0 adds it to its registers (its own piece first: the pull form's order, the same bits),
-// says so on rank 1's `ack` and stores the tile as a whole tile (the staged epilogue). No cluster
-// barrier after the k-loop and no remote loads: the pull form spends ~0.8 us in each of its two
-// barriers and ~0.7 us in its remote loads at 64 x 64 (docs/perf-notes.md, item 121). Clusters of
-// 4 and 8 keep the pull form. The mailbox lies just past the storage (16-byte aligned).
-constexpr bool PAIR_SEND = GL_PAIR_SEND;
-static_assert(!PAIR_SEND || (CONSUMERS == 1 && STAGED_C && SHARING == 1 && !FIXUP && !K_ALTERNATE),
-              "a pair's sum sent one way: one consumer's whole-tile staged epilogue, no other cluster");
-struct PairMailbox {
-  float piece[BM * piece_ld<BN>()];  // rank 1: its piece (the copy's source); rank 0: the copy's destination
-  u64 full;                          // rank 0: the piece landed
-  u64 ack;                           // rank 1: rank 0 has it
-};
-constexpr u32 PAIR_PIECE_BYTES = BM * piece_ld<BN>() * 4;
-constexpr int MAILBOX_BYTES = PAIR_SEND ? (int)sizeof(PairMailbox) : 0;
-GL_DEVICE PairMailbox& mailbox_of(SharedStorage& s) { return *reinterpret_cast<PairMailbox*>(&s + 1); }
-
 // Chunk q of the staged epilogue in stage `stage`: the stage's A chunks first, then B's.
 GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
   return q < CONSUMERS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - CONSUMERS) * 64 * BK;
@@ -182,7 +162,7 @@ GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
 
 // Cluster reduction (gl_cluster_reduce.cuh): the piece, BM x BN fp32 over the drained ring.
 static_assert(BM * piece_ld<BN>() * 4 <= DEPTH * (BM + BN) * BK * 2, "the ring must hold a tile's fp32 piece");
-static_assert(sizeof(SharedStorage) + MAILBOX_BYTES + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
+static_assert(sizeof(SharedStorage) + 1024 <= GL_DYNAMIC_SMEM, "the family's dynamic_smem is too small");
 
 // Programmatic dependent launch (sm_90): with the launch attribute set on the reduction, it
 // may be scheduled once every CTA of the split-K grid has signalled, and it parks its CTAs
@@ -257,44 +237,6 @@ GL_DEVICE void reduce_slice_into_c(const float* piece, u16* c, int M, int N, int
     u16* dst = c + (long long)(m0 + row) * N + n0 + col;
     asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
   });
-}
-
-// GL_PAIR_SEND (the header above PairMailbox): rank 1 sends its piece and waits until rank 0 has it;
-// rank 0 adds it to its accumulators and stores the tile through the staged epilogue (stage 0 of
-// its drained ring: every wgmma group has retired). Rows >= M of the piece are never staged;
-// rank 0 adds whatever they hold to rows the store clips.
-GL_DEVICE void send_or_sum_pair(SharedStorage& s, float (&acc)[BN / 2], const CUtensorMap* tmap_c, int M, int m0,
-                                int n0, Tracer& tr) {
-  PairMailbox& mb = mailbox_of(s);
-  cluster_wait();  // the start's phase: both mailboxes exist, rank 0's bytes are announced
-  if (cluster_ctarank() == 1) {
-    stage_piece<BN>(acc, mb.piece, 0, M - m0);
-    fence_proxy_async_smem();  // each writer, before the copy engine reads
-    named_barrier_sync(BAR_CONSUMER, 128);
-    tr.event(EV_WAIT_END, BAR_CLUSTER, 0, 0, 0);
-    if (threadIdx.x % 128 == 0) {
-      bulk_copy_to_cta(map_to_cta(mb.piece, 0), mb.piece, PAIR_PIECE_BYTES, map_to_cta(&mb.full, 0));
-      mbar_wait(&mb.ack, 0, ROLE_CONSUMER, BAR_PAIR_ACK, 0);  // the source stays until rank 0 has it
-    }
-    tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 1, 0, 0);
-    return;
-  }
-  mbar_wait(&mb.full, 0, ROLE_CONSUMER, BAR_PAIR_FULL, 0);  // every thread reads the piece
-  tr.event(EV_WAIT_END, BAR_CLUSTER, 0, 0, 0);
-  if (threadIdx.x % 128 == 0) mbar_arrive_cluster(map_to_cta(&mb.ack, 1));
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {  // rank 0's piece + rank 1's, as reduce_slice adds them
-    const float* src = mb.piece + (16 * w + l / 4 + 8 * half) * piece_ld<BN>() + 2 * (l % 4);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const float2 v = *reinterpret_cast<const float2*>(src + 8 * j);
-      acc[4 * j + 2 * half] += v.x;
-      acc[4 * j + 2 * half + 1] += v.y;
-    }
-  }
-  store_staged_tile(s, acc, tmap_c, 0, 0, M, m0, n0);
-  tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 1, 0, 0);
 }
 
 // Fixup (GL_FIXUP): slots and flags as gl_fixup.cuh lays them out.
@@ -399,21 +341,12 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
   if (threadIdx.x == 32) tma_prefetch_descriptors(&tmap_a, &tmap_b, &tmap_c);  // overlaps the set-up (gl_tma.cuh)
   if (threadIdx.x == 0) {
     s.ops.init(1, CONSUMER_WARPS * CONSUMERS);  // the producer's arrive.expect_tx; every consumer warp (of every CTA)
-    if (PAIR_SEND && pieces == 2) {
-      mbar_init(&mailbox_of(s).full, 1);
-      mbar_init(&mailbox_of(s).ack, 1);
-    }
     fence_barrier_init();
-    if (PAIR_SEND && pieces == 2 && cluster_ctarank() == 0)  // the piece's bytes, announced before any can land
-      mbar_arrive_expect_tx(&mailbox_of(s).full, PAIR_PIECE_BYTES);
   }
   // the only CTA-wide barrier: from here on the roles run apart (multicast: the peer's
   // barriers are initialised before any load lands in them or any release arrives)
   if constexpr (SHARING > 1) cluster_sync();
   else __syncthreads();
-  // a pair's sum sent one way: the peer's mailbox is initialised (and its bytes announced) before this
-  // CTA sends (every thread waits on this phase after its k-loop: by then it has long completed)
-  if (PAIR_SEND && pieces == 2) cluster_arrive();
   if (threadIdx.x == 0) pdl_launch_dependents();  // the reduction may be scheduled (it waits for us)
 
   if (warpgroup_idx() == 0) {
@@ -470,9 +403,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
     // Cluster reduction: this warpgroup only meets the cluster barriers (the consumers' two
     // below). In their own branch: code after the roles join would be held to this
     // warpgroup's 40 registers.
-    if (PAIR_SEND && pieces == 2) {
-      cluster_wait();  // the start's phase
-    } else if (pieces > 1) {
+    if (pieces > 1) {
       cluster_sync();
       cluster_sync();
     }
@@ -533,8 +464,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         mma_drain<MMA_LAG>(ops, last, count, t, warp_leader);  // a segment has >= 1 k-tile
         fence_acc(acc);  // the epilogue reads the accumulators only after the last group retired
         tr.event(EV_EPI_BEGIN, 0, 0, 0, 0, t);
-        if (PAIR_SEND && pieces == 2) {  // a pair's sum sent one way: below, after the loop
-        } else if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
+        if (pieces > 1) {  // cluster reduction (one segment per CTA): the piece over the drained ring
           named_barrier_sync(BAR_BOTH_CONSUMERS, 128 * CONSUMERS);  // every consumer's wgmma has read its last stage
           stage_piece<BN>(acc, piece, 64 * cw, M - m0);
         } else if (seg.whole()) {
@@ -544,10 +474,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         }
         tr.event(EV_EPI_END, 0, 0, 0, 0, t);
       }
-      if (PAIR_SEND && pieces == 2) {  // one segment per CTA: its tile's two pieces
-        const int t = blockIdx.x / 2;
-        send_or_sum_pair(s, acc, &tmap_c, M, t % m_tiles * BM, t / m_tiles * BN, tr);
-      } else if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
+      if (pieces > 1) {  // every thread of every CTA of the cluster takes part in both barriers
         tr.event(EV_WAIT_BEGIN, BAR_CLUSTER, 0, 0, 0);
         cluster_sync();  // all pieces staged and visible cluster-wide
         tr.event(EV_WAIT_END, BAR_CLUSTER, 0, 0, 0);
