@@ -70,7 +70,10 @@ GL_DEVICE void reduce_slice_of(const float* piece, int rows, int cols, u32 rank,
 template <int BN, class Store>
 GL_DEVICE void reduce_slice(const float* piece, int rows, int cols, u32 rank, u32 pieces, int tid, int nthreads,
                             Store store) {
-  if (pieces == 2) reduce_slice_of<BN, 2>(piece, rows, cols, rank, tid, nthreads, store);
+  // the hosts deal 1 (fp8's on-chip split of one: its consumers' halves), 2, 4 or 8 pieces
+  if (pieces == 1) reduce_slice_of<BN, 1>(piece, rows, cols, rank, tid, nthreads, store);
+  else if (pieces == 2) reduce_slice_of<BN, 2>(piece, rows, cols, rank, tid, nthreads, store);
   else if (pieces == 4) reduce_slice_of<BN, 4>(piece, rows, cols, rank, tid, nthreads, store);
-  else reduce_slice_of<BN, 8>(piece, rows, cols, rank, tid, nthreads, store);  // the host deals 2, 4 or 8
+  else if (pieces == 8) reduce_slice_of<BN, 8>(piece, rows, cols, rank, tid, nthreads, store);
+  else asm volatile("trap;");  // a cluster no host deals: stop rather than read past it
 }
