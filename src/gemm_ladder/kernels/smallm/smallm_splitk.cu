@@ -230,7 +230,10 @@ GL_DEVICE bool store_staged_tile(SharedStorage& s, const float (&acc)[BN / 2], c
 }
 
 // Cluster reduction, step 2's store: 4 summed columns rounded to 16 bits into C.
-GL_DEVICE void reduce_slice_into_c(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank, u32 pieces) {
+// Not inlined: the batched sum's code inlined into the kernel cost its whole-tile deals 1-3 % (640^3:
+// 7.92 -> 8.10 us bf16, docs/perf-notes.md item 121), though they never run it.
+__device__ __noinline__ void reduce_slice_into_c(const float* piece, u16* c, int M, int N, int m0, int n0, u32 rank,
+                                                 u32 pieces) {
   reduce_slice<BN>(piece, min(BM, M - m0), N - n0, rank, pieces, threadIdx.x - 128, 128 * CONSUMERS,
                    [=](int row, int col, float4 sum) {  // N is a multiple of 8: col < N means col + 3 < N
     const u32 lo = pack2(sum.x, sum.y), hi = pack2(sum.z, sum.w);
