@@ -6,7 +6,7 @@ timed in turns first (the tracer's cost); the output is checked against fp32; th
 records are written for `gemm_ladder.choreography.ring_stats` (and the timeline tools) to read
 again without a GPU.
 Usage: PYTHONPATH=src python benchmarks/probes/longk/trace_smallm.py [--key smallm:n64]
-       [--splits S] [--dtype bfloat16] [--switch NAME=V] [--flush read] [--out DIR] [MxNxK ...]   (not yet run on the H200)"""
+       [--splits S] [--dtype bfloat16] [--switch NAME=V] [--flush read] [--out DIR] [MxNxK ...]"""
 import argparse
 import json
 import os

@@ -58,7 +58,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"probe": "longk twin_ab", "commit": bench.git_commit(), "reps": args.reps,
-                       "builds": args.builds, "change": args.change, "twins_identical": not mismatches, "rows": rows}, f, indent=1)
+                       "builds": args.builds, "change": args.change, "twins_identical": not mismatches,
+                       "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

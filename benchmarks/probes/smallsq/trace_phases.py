@@ -81,7 +81,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--splits", type=int, default=1, help="K split that many ways (0: the entry's deal)")
     ap.add_argument("--flush", choices=("zero", "read"), default="zero",
-                    help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read (left clean)")
+                    help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read "
+                         "(left clean)")
     ap.add_argument("--json")
     ap.add_argument("shapes", nargs="*", default=["64", "256", "512"])
     args = ap.parse_args()

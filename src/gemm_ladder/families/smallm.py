@@ -147,7 +147,8 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
                                            or self.b_early or self.b_mn_major and self.bn // self.share_b % MN_BLOCK
                                            or self.share_b > 1 and self.prefetch_kt)):
             raise ValueError(f"{self.key}: A and B are shared by clusters of 1, 2 or 4 CTAs along N and M (8 at "
-                             "most), without multicast pairs, fixup, cluster reduction or B issued early, an N-major B's slices whole 64-column blocks, a shared B not prefetched")
+                             "most), without multicast pairs, fixup, cluster reduction or B issued early, an "
+                             "N-major B's slices whole 64-column blocks, a shared B not prefetched")
         if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
                              "64 x 256, k-tile 64")
