@@ -119,3 +119,14 @@ def test_parse_switches():
     for bad in ("GL_ABLATE_NO_MMA", "NO_MMA=1", "GL_X=one"):
         with pytest.raises(SystemExit, match="GL_NAME=INTEGER"):
             probe.parse_switches([bad])
+
+
+def test_add_flush_arg_names_the_two_flushes():
+    import argparse
+    ap = argparse.ArgumentParser()
+    probe.add_flush_arg(ap)
+    assert ap.parse_args([]).flush == "zero" and ap.parse_args(["--flush", "read"]).flush == "read"
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--flush", "none"])
+    bench = types.SimpleNamespace(flush_buf=torch.ones(4))
+    assert set(probe.flushes(bench)) == {"zero", "read"}  # the choices are the flushes there are

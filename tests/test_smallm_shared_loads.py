@@ -135,6 +135,7 @@ def test_library_call_launches_the_clusters_and_sums_the_pieces(gpu, fam, shape,
 def test_parse_build_names_entries_and_experiments():
     assert smallm.parse_build("n64") is smallm.FAMILIES["smallm:n64"]
     assert smallm.parse_build("smallm") is smallm.FAMILIES["smallm"]
+    assert smallm.parse_build("smallm:n64") is smallm.FAMILIES["smallm:n64"]
     pair = smallm.parse_build("n64+share_b=2+cluster_reduce=0+b_mn_major=0")
     assert (pair.share_a, pair.share_b, pair.cluster_reduce, pair.b_mn_major) == (1, 2, False, False)
     assert pair.key == "smallm:n64:share_b=2+cluster_reduce=0+b_mn_major=0" and pair.depth == 12

@@ -74,8 +74,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")
-    ap.add_argument("--flush", choices=("zero", "read"), default="zero",
-                    help="zero: the suite's flush, L2 left full of dirty lines; read: L2 left clean")
+    probe.add_flush_arg(ap)
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     b = bench.Bench()

@@ -35,9 +35,7 @@ def main() -> None:
     ap.add_argument("--builds", default=BUILDS, help="entries, or entries with fields changed (n64+share_a=2+...)")
     ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
                     help="another build switch for the loads-only builds too (e.g. GL_ABLATE_LOCAL_EMPTY=1)")
-    ap.add_argument("--flush", choices=("zero", "read"), default="zero",
-                    help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read "
-                         "(left clean)")
+    probe.add_flush_arg(ap)
     ap.add_argument("--json")
     args = ap.parse_args()
     no_mma = dict(NO_MMA, **(probe.parse_switches(args.switch) or {}))

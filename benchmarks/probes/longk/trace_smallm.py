@@ -29,8 +29,7 @@ ap.add_argument("--splits", type=int, default=1,
                      "ring_stats matches loads to k-tiles on whole tiles only")
 ap.add_argument("--dtype", default="bfloat16")
 ap.add_argument("--reps", type=int, default=20)
-ap.add_argument("--flush", choices=("zero", "read"), default="zero",
-                help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read (left clean)")
+probe.add_flush_arg(ap)
 ap.add_argument("--out", default=os.environ.get("OUT", "out"))
 ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
                 help="a build switch for both builds (e.g. GL_ABLATE_NO_MMA=1: the loads alone; the error then "
@@ -38,7 +37,7 @@ ap.add_argument("--switch", action="append", default=[], metavar="NAME=V",
 ap.add_argument("shapes", nargs="*", default=["256x2048x4096", "64x4096x4096"])
 args = ap.parse_args()
 switches = probe.parse_switches(args.switch)
-fam = smallm.parse_build(args.key.removeprefix("smallm:") or "smallm")
+fam = smallm.parse_build(args.key)
 dtype = getattr(torch, args.dtype)
 b = bench.Bench()
 b.flush_l2 = probe.flushes(b)[args.flush]

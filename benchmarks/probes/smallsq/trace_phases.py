@@ -80,13 +80,11 @@ def main() -> None:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--splits", type=int, default=1, help="K split that many ways (0: the entry's deal)")
-    ap.add_argument("--flush", choices=("zero", "read"), default="zero",
-                    help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read "
-                         "(left clean)")
+    probe.add_flush_arg(ap)
     ap.add_argument("--json")
     ap.add_argument("shapes", nargs="*", default=["64", "256", "512"])
     args = ap.parse_args()
-    fam = smallm.parse_build(args.key.removeprefix("smallm:") or "smallm")
+    fam = smallm.parse_build(args.key)
     splits = args.splits or None
     dtype = getattr(torch, args.dtype)
     b = bench.Bench()

@@ -419,10 +419,11 @@ def with_fields(fam: SmallM, name: str, **fields) -> SmallM:
 
 
 def parse_build(spec: str) -> SmallM:
-    """An entry by its short key ("n64"; "smallm" is the base entry), or, for experiments, one with
-    integer or boolean fields changed: "n64+share_b=2+cluster_reduce=0"."""
+    """An entry by its key ("smallm:n64", or short: "n64"; "smallm" is the base entry), or, for
+    experiments, one with integer or boolean fields changed: "n64+share_b=2+cluster_reduce=0"."""
     base, *changes = spec.split("+")
-    fam = get_family("smallm" if base == "smallm" else f"smallm:{base}")
+    base = base.removeprefix("smallm:")
+    fam = get_family("smallm" if base in ("smallm", "") else f"smallm:{base}")
     if not changes:
         return fam
     names = {f.name: f.type for f in dataclasses.fields(SmallM)}

@@ -26,6 +26,13 @@ def add_sweep_args(ap, *, shapes: str, dtypes: str = "float16,bfloat16", reps: i
     ap.add_argument("--json", default=None)
 
 
+def add_flush_arg(ap) -> None:
+    """--flush: which of `flushes` comes before each timed call (default the suite's zeroing one)."""
+    ap.add_argument("--flush", choices=("zero", "read"), default="zero",
+                    help="the L2 flush before each call: the suite's zeroing one (L2 left dirty) or a read "
+                         "(left clean)")
+
+
 def parse_switches(specs: list[str]) -> dict[str, int] | None:
     """Build switches given as NAME=V (a probe's repeated --switch): {NAME: V}, None if none."""
     out = {}
