@@ -193,12 +193,12 @@ class FakeGpu:
 
     def _prepare(self, st, dev, bf16, defines=None):
         self.prepared.append((st.key, dev, bf16, dict(defines or {})))
-        return SimpleNamespace(kernel=self._kernel(st.entry, st.key, dict(defines or {})))
+        return SimpleNamespace(kernel=self._kernel(st.entry, st.key, dict(defines or {}), st))
 
-    def _kernel(self, name, key, defines):
-        fn = SimpleNamespace(name=name, defines=defines, key=key)
+    def _kernel(self, name, key, defines, family=None):
+        fn = SimpleNamespace(name=name, defines=defines, key=key, family=family)
         return SimpleNamespace(function=fn, device_index=0, compiled=SimpleNamespace(name=name, key=key),
-                               sibling=lambda entry: self._kernel(entry, key, defines))
+                               sibling=lambda entry: self._kernel(entry, key, defines, family))
 
     def _run_checked(self, st, a, b):  # the strict path, for teaching steps
         return (a.float() @ b.float().T).to(a.dtype)
@@ -210,7 +210,8 @@ class FakeGpu:
         grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
         rec = SimpleNamespace(name=function.name, stream=int(config.hStream), defines=function.defines, grid=grid,
                               block=(config.blockDimX, config.blockDimY, config.blockDimZ),
-                              attrs=config.numAttrs, cluster=_cluster_of(config), key=function.key)
+                              attrs=config.numAttrs, cluster=_cluster_of(config), key=function.key,
+                              family=getattr(function, "family", None))
         self.launches.append(rec)
         if function.name == staging.STAGE_COPY_ENTRY:
             return self._stage_copy(rec, args_ptr)
@@ -318,10 +319,13 @@ class FakeGpu:
         _assert_writes_apart(mc, ma, mb)
         ws, c = (ctypes.c_uint64.from_address(slots[i]).value for i in (3, 4))
         rec.M, rec.N, rec.K, units, a_rows = (ctypes.c_int32.from_address(slots[i]).value for i in range(5, 10))
-        fam = keys.get_step(rec.key.split("~")[0])  # a variant (e.g. ~b_early) deals as its entry
-        # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread);
-        # shared A: each CTA of a cluster loads a slice of the tile's rows
-        assert ma.box == (a_rows // fam.share_a, smallm.SmallM.bk), (ma.box, a_rows)
+        # the prepared entry (an experiment's twin too: smallm.with_fields); a variant (e.g. ~b_early)
+        # deals as its entry
+        fam = keys.get_step(rec.key.split("~")[0]) if rec.family is None or "~" in rec.key else rec.family
+        bk = fam.bk
+        # A's box: the tile's rows, or M rounded up to 8 when M is smaller (the rows past it unread),
+        # one 64-wide block of K; shared A: each CTA of a cluster loads a slice of the tile's rows
+        assert ma.box == (a_rows // fam.share_a, smallm.K_BLOCK), (ma.box, a_rows)
         assert a_rows == min(fam.bm, -(-rec.M // 8) * 8), a_rows
         # C's map (the staged epilogue's TMA stores) and its pointer are the same packed matrix
         assert (mc.ptr, mc.rows, mc.cols, mc.ld, mc.box) == (c, rec.M, rec.N, rec.N, (64, 64)), vars(mc)
@@ -333,13 +337,13 @@ class FakeGpu:
         assert B.shape[0] == rec.N or rec.N % 8 == 0
         if B.shape[0] < rec.N:
             B = torch.cat([B, B.new_zeros((rec.N - B.shape[0], rec.K))])
-        assert not b_mn or mb.box == (smallm.SmallM.bk, 64), mb.box
+        assert not b_mn or mb.box == (smallm.K_BLOCK, 64), mb.box
         # a multicast pair's CTAs (a shared-B cluster's) each load a slice of a K-major B tile (the map's box)
-        bm, bn, bk = fam.bm, (fam.bn if b_mn else mb.box[0] * fam.cluster_m), smallm.SmallM.bk
+        bm, bn = fam.bm, (fam.bn if b_mn else mb.box[0] * fam.cluster_m)
         M, N = rec.M, rec.N
         m_tiles, kt = -(-M // bm), -(-rec.K // bk)
         total = m_tiles * -(-N // bn) * kt
-        rec.dtype, rec.bm, rec.bn = ma.dtype, bm, bn
+        rec.dtype, rec.bm, rec.bn, rec.bk = ma.dtype, bm, bn, bk
         if fam.multicast > 1:  # the kernel's PairWalk: clusters of mc along M, whole tiles
             mc = fam.multicast
             assert rec.cluster == (mc, 1, 1) and rec.grid[0] % mc == 0 and units == kt, (rec.cluster, rec.grid)
@@ -413,7 +417,7 @@ class FakeGpu:
         rec.ws, rec.c, rec.M, rec.N, rec.K, rec.units = ws, c, M, N, K, units
         assert rec.grid[1] == M and rec.grid[0] * rec.block[0] * 2 >= N, (rec.grid, M, N)  # 2 elements a thread
         main = next(r for r in reversed(self.launches) if r.name == smallm.SmallM.entry)
-        bm, bn, kt = main.bm, main.bn, -(-K // smallm.SmallM.bk)
+        bm, bn, kt = main.bm, main.bn, -(-K // main.bk)
         m_tiles = -(-M // bm)
         for t in range(m_tiles * -(-N // bn)):
             first = t * kt // units

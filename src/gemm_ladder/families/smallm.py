@@ -34,7 +34,7 @@ from ..cuda.device import H200
 from .common import CLUSTER_CLAIMS, MN_BLOCK, ConfigError, build
 from .protocol import Facts, KernelFamily
 # the family's names, read from here (smallm.Deal, smallm.REDUCE_THREADS, smallm.WORKSPACE_COST, ...)
-from .smallm_args import C_BOX, REDUCE_BATCH, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
+from .smallm_args import C_BOX, K_BLOCK, REDUCE_BATCH, REDUCE_MAX_REGS, REDUCE_THREADS, SmallMArgs  # noqa: F401
 from .smallm_deal import (CLUSTER_SLOTS, CTA_OVERHEAD_KT, DSMEM_EXCHANGE_KT, FIXUP_SLOT_READS,  # noqa: F401
                           LADDER_WAVE_TILES, MAX_FIXUP_CTAS, MAX_WAVES, MIN_KT_PER_SPLIT, REDUCE_OVERHEAD_BYTES,
                           SEGMENT_OVERHEAD_KT, WORKSPACE_COST, SmallMDeal)
@@ -75,6 +75,8 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     source: str = "smallm/smallm_splitk.cu"
     entry: str = "gemm_smallm_splitk"
     consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)
+    # k-columns per stage: 64, or 128 (two 64-wide blocks under one full barrier and one release:
+    # half the round trips per byte, stages twice as large; an experiment field)
     bk: int = 64
     max_m: int = 128  # decode-like shapes; above, only problems under one ladder wave (large_m_problems)
     min_m: int = 1  # two consumers: M > 64 (below, one consumer's 64 rows hold all of M)
@@ -149,9 +151,9 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
             raise ValueError(f"{self.key}: A and B are shared by clusters of 1, 2 or 4 CTAs along N and M (8 at "
                              "most), without multicast pairs, fixup, cluster reduction or B issued early, an "
                              "N-major B's slices whole 64-column blocks, a shared B not prefetched")
-        if self.consumers not in (1, 2) or self.bk != 64 or self.bn not in (32, 64, 128, 256):
+        if self.consumers not in (1, 2) or self.bk not in (64, 128) or self.bn not in (32, 64, 128, 256):
             raise ValueError(f"{self.key}: the kernel takes one or two consumers of 64 x 32, 64 x 64, 64 x 128 or "
-                             "64 x 256, k-tile 64")
+                             "64 x 256, k-tile 64 or 128")
         if self.b_mn_major and self.bn < MN_BLOCK:
             raise ValueError(f"{self.key}: an N-major B is loaded in {MN_BLOCK}-column blocks; BN {self.bn} "
                              "needs b_mn_major=False")
@@ -416,6 +418,14 @@ def get_family(key: str = "smallm") -> SmallM:
 def with_fields(fam: SmallM, name: str, **fields) -> SmallM:
     """An ad-hoc configuration (e.g. another depth) named `name`, for experiments."""
     return dataclasses.replace(fam, key=f"{fam.key}:{name}", variant=name, **fields)
+
+
+def k128_twin(fam: SmallM) -> SmallM:
+    """`fam` with 128-wide k-tiles (bk 128) in the same ring bytes: half the stages, each covering
+    two 64-wide k-tiles under one full barrier and one release, and its K limits (in k-tiles)
+    halved. An experiment (docs/perf-notes.md item 122); its MMAs are the entry's in the same order."""
+    return with_fields(fam, "k128", bk=128, depth=fam.depth // 2, max_kt=fam.max_kt // 2, min_kt=fam.min_kt // 2,
+                       one_wave_max_kt=fam.one_wave_max_kt // 2)
 
 
 def parse_build(spec: str) -> SmallM:

@@ -16,6 +16,9 @@ from ..cuda import driver
 from .common import MN_BLOCK, ConfigError, short_box_rows
 from .splitk_deal import Deal, cdiv, fixup_flag_floats
 
+# A k-tile's block: 64 k-columns, one 128-byte row of 16-bit elements (the widest swizzled box).
+# Every box of A and B is one block deep in K; a 128-wide k-tile (bk 128) is two of them.
+K_BLOCK = 64
 C_BOX = 64  # C's TMA box: 64 x 64, one consumer's rows of one 128-byte chunk (the staged epilogue)
 REDUCE_THREADS = 128  # second pass: threads per block (the kernel's launch bounds), 2 elements each
 REDUCE_BATCH = 8  # second pass: planes read per batch, all loads before the first add (the kernel's REDUCE_BATCH)
@@ -60,13 +63,13 @@ class SmallMArgs:
         n_out = ldc or N
         if not N <= n_out < N + 8 or n_out % 8 and n_out != N:
             raise ConfigError(f"{self.key}: C's row stride {n_out} must be N={N} or N rounded up to 8")
-        # an N-major B travels as 64-wide blocks of bk k-rows (128-byte rows), as in step 9; a
-        # multicast pair's CTAs (or a shared-B cluster's) each load BN / cluster_m rows of a
+        # an N-major B travels as 64-wide blocks of K_BLOCK k-rows (128-byte rows), as in step 9;
+        # a multicast pair's CTAs (or a shared-B cluster's) each load BN / cluster_m rows of a
         # K-major B (the box is that tall)
-        b_map = (make_map(b_ptr, K, N, ldb or N, self.bk, MN_BLOCK, bf16) if b_mn
-                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.cluster_m, self.bk, bf16))
+        b_map = (make_map(b_ptr, K, N, ldb or N, K_BLOCK, MN_BLOCK, bf16) if b_mn
+                 else make_map(b_ptr, N, K, ldb or K, self.bn // self.cluster_m, K_BLOCK, bf16))
         a_rows = self.a_box_rows(M)  # shared A: each CTA of a cluster row loads a slice of them
-        return [make_map(a_ptr, M, K, lda or K, a_rows // self.share_a, self.bk, bf16), b_map,
+        return [make_map(a_ptr, M, K, lda or K, a_rows // self.share_a, K_BLOCK, bf16), b_map,
                 make_map(c_ptr, M, n_out, n_out, C_BOX, C_BOX, bf16),
                 ctypes.c_uint64(ws_ptr), ctypes.c_uint64(c_ptr), M, n_out, K, units, a_rows]
 

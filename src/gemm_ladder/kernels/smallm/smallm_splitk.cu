@@ -113,10 +113,14 @@ constexpr int SHARING = MC * NA * MB;  // CTAs whose consumers release each stag
 // (the activations, M <= a few hundred rows) is always K-major.
 constexpr bool B_MN = GL_B_MN;
 constexpr int MN_BLOCK = 64;                        // an N-major B: 64-element blocks (128 B rows)
-constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * BK * 2;  // one block of k-rows
+// A k-tile (one stage, one full barrier, one release) is BK = 64 or 128 wide: K_BLOCKS blocks of
+// KB = 64, each loaded and read as a 64-wide k-tile's stage (smallm_loads.cuh). 128: half the
+// barrier round trips per byte, in stages twice as large.
+constexpr int KB = 64, K_BLOCKS = BK / KB;
+constexpr u32 MN_BLOCK_BYTES = MN_BLOCK * KB * 2;  // one block of k-rows
 static_assert(!GL_A_MN, "the small-M family reads A K-major");
-static_assert(BM == 64 * CONSUMERS && BK == 64 && (BN == 32 || BN == 64 || BN == 128 || BN == 256),
-              "small M: one m64 row block per consumer, BN 32, 64, 128 or 256, BK 64");
+static_assert(BM == 64 * CONSUMERS && (BK == 64 || BK == 128) && (BN == 32 || BN == 64 || BN == 128 || BN == 256),
+              "small M: one m64 row block per consumer, BN 32, 64, 128 or 256, BK 64 or 128");
 static_assert(!(B_MN && BN < MN_BLOCK), "an N-major B is loaded in 64-column blocks: BN >= 64");
 static_assert(!B_MN || (BN / MB) % MN_BLOCK == 0, "a shared N-major B travels in 64-column blocks");
 static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
@@ -155,9 +159,9 @@ struct SharedStorage {
   u16 B[DEPTH][BN * BK];
   OperandPipe ops;  // tma2mma / mma2tma per stage
 };
-// Chunk q of the staged epilogue in stage `stage`: the stage's A chunks first, then B's.
+// Chunk q of the staged epilogue in stage `stage`: its first k-block's A chunks, then B's.
 GL_DEVICE u16* c_chunk(SharedStorage& s, int stage, int q) {
-  return q < CONSUMERS ? s.A[stage] + q * 64 * BK : s.B[stage] + (q - CONSUMERS) * 64 * BK;
+  return q < CONSUMERS ? s.A[stage] + q * 64 * KB : s.B[stage] + (q - CONSUMERS) * 64 * KB;
 }
 
 // Cluster reduction (gl_cluster_reduce.cuh): the piece, BM x BN fp32 over the drained ring.
@@ -246,15 +250,20 @@ __device__ __noinline__ void reduce_slice_into_c(const float* piece, u16* c, int
 using Fixup = FixupSlots<BM, BN, CONSUMERS>;
 
 #include "smallm_walks.cuh"  // Segments, PairWalk, make_walk: which work this CTA runs
+#include "smallm_loads.cuh"  // load_ktile and its parts: how the producer fills a stage
 
-// A consumer's wgmma group for one k-tile: rows 64 * row_block .. of the staged A, all of B.
+// A consumer's wgmma group for one k-tile: rows 64 * row_block .. of the staged A, all of B,
+// block after block (the same MMAs in the same order as 64-wide k-tiles: the same sums).
 GL_DEVICE void issue_ktile(SharedStorage& s, int stage, int row_block, float (&acc)[BN / 2]) {
-  const u16* a = s.A[stage] + row_block * 64 * BK;
 #pragma unroll
-  for (int kk = 0; kk < BK / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows N-major
-    const u64 db = B_MN ? desc_sw128_mn(s.B[stage] + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES)
-                        : desc_sw128(s.B[stage] + kk * 16);
-    wgmma_m64k16<BN, false, B_MN>(acc, desc_sw128(a + kk * 16), db, 1);
+  for (int j = 0; j < K_BLOCKS; ++j) {  // block j: BM x KB of A, BN x KB of B (smallm_loads.cuh)
+    const u16* a = s.A[stage] + row_block * 64 * KB + j * BM * KB;
+    const u16* b = s.B[stage] + j * BN * KB;
+#pragma unroll
+    for (int kk = 0; kk < KB / 16; ++kk) {  // a 16-wide k slice: +32 bytes K-major, +16 rows N-major
+      const u64 db = B_MN ? desc_sw128_mn(b + kk * 16 * MN_BLOCK, MN_BLOCK_BYTES) : desc_sw128(b + kk * 16);
+      wgmma_m64k16<BN, false, B_MN>(acc, desc_sw128(a + kk * 16), db, 1);
+    }
   }
 }
 
@@ -291,36 +300,6 @@ GL_DEVICE void alternate_tile(SharedStorage& s, const Port& ops, State st, const
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] += handover[i * 128 + t];  // one order: the same bits every run
   store_staged_tile(s, acc, tmap_c, 0, 0, M, m0, n0);
-}
-
-// Shared loads (NA x MB > 1): cluster rank r is column block r % NA, row block r / NA of the
-// cluster's tiles. This CTA loads its slice of A (BM / NA rows) into the CTAs of its row and its
-// slice of B (BN / MB rows, or 64-column blocks of an N-major B) into those of its column; an
-// operand that is not shared it loads whole, for itself.
-GL_DEVICE void load_shared_stage(SharedStorage& s, int stage, const CUtensorMap* ta, const CUtensorMap* tb, u64* full,
-                                 int kt, int m0, int n0) {
-  const u32 r = cluster_ctarank(), rn = r % NA, rm = r / NA;
-  if constexpr (NA > 1) {
-    constexpr int SLICE = BM / NA;
-    tma_load_2d_multicast(s.A[stage] + rn * SLICE * BK, ta, full, kt * BK, m0 + (int)rn * SLICE,
-                          (u16)(((1u << NA) - 1) << (rm * NA)));
-  } else {
-    tma_load_2d(s.A[stage], ta, full, kt * BK, m0);
-  }
-  if constexpr (MB > 1) {
-    constexpr int SLICE = BN / MB;
-    u16 column = 0;
-#pragma unroll
-    for (int i = 0; i < MB; ++i) column |= (u16)(1u << (i * NA + rn));
-#pragma unroll
-    for (int j = 0; j < (B_MN ? SLICE / MN_BLOCK : 1); ++j) {
-      const int n = n0 + (int)rm * SLICE + j * MN_BLOCK;
-      tma_load_2d_multicast(s.B[stage] + (rm * SLICE + j * MN_BLOCK) * BK, tb, full, B_MN ? n : kt * BK,
-                            B_MN ? kt * BK : n, column);
-    }
-  } else {
-    load_b_only<BN, BK, B_MN>(s.B[stage], tb, full, kt, n0);
-  }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -365,7 +344,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         const auto first = make_walk(m_tiles, n_tiles, k_tiles, units, pieces > 1);
         if (first.more())
           for (int kt = first.k0(); kt < min(first.k1(), first.k0() + PREFETCH_KT); ++kt)
-            prefetch_b_l2<BN, BK, MC, B_MN>(&tmap_b, kt, first.n_block(m_tiles) * BN, rank);
+            prefetch_ktile_b(&tmap_b, kt, first.n_block(m_tiles) * BN, rank);
       }
       int early = 0;  // B_EARLY: k-tiles of the first segment whose B is on its way before the wait
       if constexpr (B_EARLY) {
@@ -373,8 +352,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         if (first.more()) early = min(first.k1() - first.k0(), DEPTH);
         for (int i = 0; i < early; ++i) {  // the ring's first pass: every stage is free
           ops.producer_acquire(st, first.k0() + i);
-          load_b_only<BN, BK, B_MN>(s.B[st.stage], &tmap_b, ops.producer_barrier(st), first.k0() + i,
-                                    first.n_block(m_tiles) * BN);
+          load_ktile_b(s.B[st.stage], &tmap_b, ops.producer_barrier(st), first.k0() + i, first.n_block(m_tiles) * BN);
           st.advance();
         }
       }
@@ -384,7 +362,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
         const int t = seg.tile(), m0 = seg.m_block(m_tiles) * BM, n0 = seg.n_block(m_tiles) * BN;
         for (int kt = seg.k0(); kt < seg.k1(); ++kt) {
           if (B_EARLY && early > 0) {  // acquired and announced before the wait
-            tma_load_2d(s.A[sa.stage], &tmap_a, ops.producer_barrier(sa), kt * BK, m0);
+            load_ktile_a(s.A[sa.stage], &tmap_a, ops.producer_barrier(sa), kt, m0);
             tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, sa.stage, sa.phase, kt, t);
             sa.advance();
             --early;
@@ -394,8 +372,7 @@ gemm_smallm_splitk(const __grid_constant__ CUtensorMap tmap_a, const __grid_cons
           if constexpr (NA * MB > 1) {  // slices into the CTAs of its row (A) and column (B)
             load_shared_stage(s, st.stage, &tmap_a, &tmap_b, ops.producer_barrier(st), kt, m0, n0);
           } else {
-            load_operands<BM, BN, BK, MC, false, B_MN>(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b,
-                                                       ops.producer_barrier(st), kt, m0, n0, rank);
+            load_ktile(s.A[st.stage], s.B[st.stage], &tmap_a, &tmap_b, ops.producer_barrier(st), kt, m0, n0, rank);
           }
           tr.event(EV_LOAD_ISSUE, BAR_TMA2MMA, st.stage, st.phase, kt, t);
           st.advance();

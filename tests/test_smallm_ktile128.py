@@ -1,0 +1,87 @@
+"""128-wide k-tiles in the small-M kernel (`smallm.k128_twin`, perf-notes item 122), on the CPU:
+the twin of every entry is a valid configuration with the entry's ring bytes; its builds compile
+without spills and issue twice the entry's wgmmas per k-tile from two 64-wide boxes per operand;
+forced through the library its launches (the emulator in tests/fake_gpu.py) carry 64-wide boxes,
+a deal counted in 128-wide k-tiles, and the right product, for every way the family deals.
+tests/test_gpu_smallm_ktile128.py runs the kernels."""
+import re
+
+import pytest
+
+from gemm_ladder.families import smallm
+from gemm_ladder.library import select
+from sass_util import sass_or_skip
+
+H200_SMS = 132
+TWINS = {key: smallm.k128_twin(fam) for key, fam in smallm.FAMILIES.items()}
+
+
+@pytest.mark.parametrize("key", list(TWINS))
+def test_twin_keeps_the_ring_bytes_and_is_no_candidate(key):
+    fam, twin = smallm.FAMILIES[key], TWINS[key]
+    assert twin.bk == 128 and twin.stage_bytes == 2 * fam.stage_bytes and twin.depth == fam.depth // 2
+    assert twin.depth * twin.stage_bytes <= fam.depth * fam.stage_bytes and not twin.smem_problem()
+    assert twin.key not in smallm.FAMILIES and all(twin.key not in keys for keys in (select.CANDIDATES, select.ONE_WAVE_CANDIDATES,
+                                                                     select.MISALIGNED_B_CANDIDATES))
+    # K limits in 128-wide k-tiles: the same K
+    assert twin.max_kt * 128 == fam.max_kt * 64 and twin.min_kt * 128 == fam.min_kt * 64
+    assert twin.k_tiles(1000) == 8 and fam.k_tiles(1000) == 16
+
+
+def test_bk_other_than_64_or_128_is_refused():
+    with pytest.raises(ValueError, match="k-tile 64 or 128"):
+        smallm.with_fields(smallm.FAMILIES["smallm:n64"], "k192", bk=192)
+
+
+def _hgmma_and_loads(cubin) -> tuple[int, int]:
+    text = sass_or_skip(cubin)
+    main = re.split(r"\n\s*\.(?:text|section)", text)
+    body = next((t for t in main if "gemm_smallm_splitk" in t and "HGMMA" in t), text)
+    return body.count("HGMMA"), body.count("UTMALDG")
+
+
+@pytest.mark.parametrize("key", ["smallm:n64s", "smallm:n64", "smallm:n128", "smallm:n128m2", "smallm:c2n64d",
+                                 "smallm:n64alt", "smallm:n64a2b2", "smallm:n32"])
+def test_twin_compiles_with_twice_the_mmas_per_k_tile(key):
+    """No spill (the JIT refuses one), and each k-tile's group issues the entry's wgmmas twice,
+    from two boxes of A and of B (one k-loop: the counts of the whole kernel double)."""
+    fam, twin = smallm.FAMILIES[key], TWINS[key]
+    for bf16 in (False, True):
+        base, wide = fam.compile(bf16=bf16), twin.compile(bf16=bf16)
+        assert wide.report.spill_store_bytes == 0 and wide.report.registers <= 232
+        (h0, l0), (h1, l1) = _hgmma_and_loads(base.cubin), _hgmma_and_loads(wide.cubin)
+        assert h1 == 2 * h0, (h0, h1)
+        assert l1 == 2 * l0 or fam.b_early, (l0, l1)
+
+
+# -- the launches, emulated on the CPU (tests/fake_gpu.py) -------------------------------------
+torch = pytest.importorskip("torch")
+
+# (entry, M, N, K, b given (K, N)): whole tiles, K not a multiple of 128, workspace planes,
+# a cluster sum, fixup, multicast pairs, shared loads, alternating k-tiles, a one-wave narrow tile
+LAUNCHES = [("smallm:n64s", 256, 256, 256, False), ("smallm:n64s", 320, 320, 320, True),
+            ("smallm:n64s", 64, 72, 200, False), ("smallm:n64", 16, 4096, 4096, False),
+            ("smallm:n64", 256, 1024, 4096, False), ("smallm:n64", 7, 264, 1000, True),
+            ("smallm:n128", 16, 2048, 16384, False), ("smallm:c2n128", 128, 4096, 4096, False),
+            ("smallm:n128m2", 1000, 1000, 1000, False), ("smallm:n128m2", 512, 1000, 1024, True),
+            ("smallm:n64a2b2", 256, 2048, 4096, False), ("smallm:c2n64a2", 128, 512, 4096, True),
+            ("smallm:n64alt", 128, 4096, 4096, False), ("smallm:n32", 16, 4096, 4096, False),
+            ("smallm:c2n64d", 128, 1024, 8192, False)]
+
+
+@pytest.mark.parametrize("key,M,N,K,b_mn", LAUNCHES, ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}{'-kn' if c[4] else ''}"
+                                                          for c in LAUNCHES])
+def test_twin_through_the_library(gpu, key, M, N, K, b_mn):
+    import gemm_ladder
+    from fake_gpu import rnd
+    twin = TWINS[key]
+    assert not twin.shape_problems(M, N, K, b_mn=b_mn), twin.shape_problems(M, N, K, b_mn=b_mn)
+    x = rnd(M, K)
+    w = rnd(K, N, seed=1) if b_mn else rnd(N, K, seed=1)
+    c = gemm_ladder.matmul(x, w, step=twin) if b_mn else gemm_ladder.matmul_nt(x, w, step=twin)
+    ref = x.float() @ (w.float() if b_mn else w.float().T)
+    torch.testing.assert_close(c.float(), ref, atol=2e-2 * ref.abs().max().item(), rtol=1e-2)
+    main = next(r for r in reversed(gpu.launches) if r.name == "gemm_smallm_splitk")
+    assert main.bk == 128 and main.maps[0].box[1] == 64  # 64-wide boxes, 128-wide k-tiles
+    d = twin.deal(M, N, K, H200_SMS)
+    assert main.grid == d.grid and d.k_tiles == -(-K // 128)
