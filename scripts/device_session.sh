@@ -271,9 +271,36 @@ for n in attention_gpu_what_ifs(): print(ATTN_WHAT_IFS[n].default_step, n)" | wh
     note "what-if $w on step $step: rc=$?"
   done
 }
+# Every GPU test file: four groups side by side (each file one pytest, per-file logs), then the
+# concurrency and fault files, which want the GPU to themselves; ~4 minutes on the H200's host.
+# TESTS_FILES: those files in one pytest instead.
+GPU_TEST_GROUPS=("test_gpu_fp8.py test_gpu_fp8_api.py"
+                 "test_gpu_smallm.py test_gpu_smallm_shared_loads.py test_gpu_smallm_ktile128.py test_gpu_suite.py"
+                 "test_gpu_attention.py test_gpu_pipeline.py test_gpu_api.py"
+                 "test_gpu_library.py test_gpu_fuzz.py test_gpu_decode_chain.py test_gpu_streamk.py test_gpu_steps.py")
+GPU_TEST_LAST="test_gpu_concurrency.py test_gpu_faults.py"
+test_group() {
+  for f in $1; do
+    timeout "${TESTS_TIMEOUT:-420}" $PY -m pytest "tests/$f" -m gpu -q -p no:cacheprovider > "$W/gpu-tests_$f.log" 2>&1
+    echo "tests/$f rc=$? $(tail -1 "$W/gpu-tests_$f.log")" >> "$W/gpu-tests.log"
+  done
+}
 run_tests() {
-  timeout "${TESTS_TIMEOUT:-540}" $PY -m pytest ${TESTS_FILES:-tests} -m gpu -q -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
-  note "gpu tests: $(tail -1 "$W/gpu-tests.log")"
+  if [ -n "${TESTS_FILES:-}" ]; then
+    timeout "${TESTS_TIMEOUT:-540}" $PY -m pytest $TESTS_FILES -m gpu -q -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
+    note "gpu tests: $(tail -1 "$W/gpu-tests.log")"
+    return
+  fi
+  : > "$W/gpu-tests.log"
+  local listed=" ${GPU_TEST_GROUPS[*]} $GPU_TEST_LAST " rest="" g gp=()
+  for f in $(grep -l -E "needs_gpu|mark\.gpu" tests/test_*.py); do  # every file with GPU tests
+    [[ "$listed" == *" $(basename "$f") "* ]] || rest+=" $(basename "$f")"
+  done
+  for g in "${GPU_TEST_GROUPS[@]}"; do test_group "$g" & gp+=($!); done
+  for g in "${gp[@]}"; do wait "$g"; done
+  test_group "$GPU_TEST_LAST$rest"  # a file no group names runs here, alone
+  note "gpu tests: $(grep -c ' rc=0 ' "$W/gpu-tests.log") of $(wc -l < "$W/gpu-tests.log") files passed"
+  grep -v ' rc=0 ' "$W/gpu-tests.log" >> "$SUMMARY"
 }
 run_fuzz() {
   timeout "${FUZZ_TIMEOUT:-480}" $PY scripts/fuzz.py --cases "${FUZZ_CASES:-2000}" --json "$W/fuzz.json" > "$W/fuzz.log" 2>&1

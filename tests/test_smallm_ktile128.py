@@ -85,3 +85,27 @@ def test_twin_through_the_library(gpu, key, M, N, K, b_mn):
     assert main.bk == 128 and main.maps[0].box[1] == 64  # 64-wide boxes, 128-wide k-tiles
     d = twin.deal(M, N, K, H200_SMS)
     assert main.grid == d.grid and d.k_tiles == -(-K // 128)
+
+
+def test_the_probe_gives_the_twin_the_picks_deal():
+    """k128_ab.py's same_deal: the twin runs the pick's CTAs and pieces where 128-wide k-tiles can
+    cut them (whole tiles, cluster sums, workspace runs of an even count), else its own rule."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "probes" / "smallsq" / "k128_ab.py"
+    spec = importlib.util.spec_from_file_location("k128_ab", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    for key, shape, expect in [("smallm:n64s", (512, 512, 512), {"splits": 1}),
+                               ("smallm:n64", (256, 1024, 4096), {"splits": 2}),
+                               ("smallm:c2n64", (128, 512, 16384), {"units": 10}),
+                               ("smallm:n64", (7, 264, 1000), {"splits": 4}),
+                               ("smallm:n64s", (320, 320, 320), None),  # 5 k-tiles: no 128-wide cut
+                               ("smallm:n64alt", (128, 4096, 4096), None)]:  # whole tiles by its own rule
+        fam = smallm.FAMILIES[key]
+        twin = TWINS[key]
+        got = probe.same_deal(fam, twin, *shape, H200_SMS)
+        assert got == expect, (key, shape, got)
+        if got is not None:
+            d, t = fam.deal(*shape, H200_SMS), twin.plan_deal(*shape, H200_SMS, **got)
+            assert (t.ctas, t.dsmem, t.planes, 2 * t.units) == (d.ctas, d.dsmem, d.planes, d.units)

@@ -1,23 +1,19 @@
 """128-wide k-tiles against 64-wide (perf-notes item 122): each small-M pick beside its twin
 `smallm.k128_twin` (the same tile and ring bytes, half the stages, each stage two 64-wide k-tiles
 under one full barrier and one release) and cuBLAS, interleaved in one process, each call after
-an L2 flush, medians; clock and power sampled during the timed loop. Outputs poisoned first and
-checked against fp32; the twin's bits compared with the pick's (equal where both run whole tiles
-in one warpgroup: the same MMAs in the same order).
-With --check, each pair runs once and is checked, untimed (the run for compute-sanitizer).
+an L2 flush, medians; clock and power sampled during the timed loop. The twin runs the pick's
+deal where one exists in 128-wide k-tiles (the same CTAs and pieces: `same_deal`), and, where its
+own rule deals otherwise, that deal too (`twin_rule`). Outputs poisoned first and checked against
+fp32; the twin's bits compared with the pick's (equal where both run whole tiles in one
+warpgroup: the same MMAs in the same order). With --check each build runs once, untimed (the
+run for compute-sanitizer).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py [--dtypes float16,bfloat16] [--reps 60]
        [--passes 2] [--check] [--json F] [N or MxNxK ...]"""
 import argparse
 import json
 import statistics
 
-import torch
-
 from gemm_ladder.families import smallm
-from gemm_ladder.library import runner
-from gemm_ladder.library.select import pick
-from gemm_ladder.measure import bench
-from gemm_ladder.measure.gpuinfo import Sampler
 
 # the small squares (and the odd 1000^3), the long-K rows, decode and prefill rows of the suite
 SHAPES = ["256", "320", "384", "512", "640", "768", "896", "1000", "1024", "256x1024x4096", "128x512x16384",
@@ -25,16 +21,44 @@ SHAPES = ["256", "320", "384", "512", "640", "768", "896", "1000", "1024", "256x
           "64x4096x4096", "128x4096x4096"]
 
 
+def same_deal(fam: smallm.SmallM, twin: smallm.SmallM, M: int, N: int, K: int, sms: int) -> dict | None:
+    """plan_smallm's arguments that give `twin` the deal `fam`'s rule gives (the same CTAs, each
+    tile cut at the same k positions), or None where 128-wide k-tiles cannot cut it so."""
+    d = fam.deal(M, N, K, sms)
+    if fam.whole_tiles or d.fixup:
+        return None  # whole tiles (the twin deals them alike) or a fixup wave: the twin's own rule
+    kt = fam.k_tiles(K)
+    if d.units == kt:
+        args = {"splits": 1}
+    elif d.dsmem:
+        args = {"splits": kt // d.units}  # the same pieces per tile, summed in a cluster
+    elif d.units % 2 == 0 and kt % 2 == 0:
+        args = {"units": d.units // 2}  # runs of the same k-columns
+    else:
+        return None
+    t = twin.plan_deal(M, N, K, sms, **args)
+    same = (t.ctas, t.dsmem, t.cluster, t.planes, t.units * 2) == (d.ctas, d.dsmem, d.cluster, d.planes, d.units)
+    return args if same else None
+
+
 def main() -> None:
+    import torch
+
+    from gemm_ladder.library import runner
+    from gemm_ladder.library.select import pick
+    from gemm_ladder.measure import bench
+    from gemm_ladder.measure.gpuinfo import Sampler
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--passes", type=int, default=2)
-    ap.add_argument("--check", action="store_true", help="run and check each pair once, untimed")
+    ap.add_argument("--check", action="store_true", help="run and check each build once, untimed")
     ap.add_argument("--json")
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     args = ap.parse_args()
     b = bench.Bench()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for pas in range(1 if args.check else args.passes):
         for dt in args.dtypes.split(","):
@@ -50,35 +74,41 @@ def main() -> None:
                 if twin.shape_problems(M, N, K):
                     print(f"{M}x{N}x{K} {dt}: {twin.key} does not take it: {twin.shape_problems(M, N, K)}", flush=True)
                     continue
+                forced = same_deal(fam, twin, M, N, K, sms)
+                builds = {"pick": (fam, {}), "twin": (twin, forced or {})}
+                if forced is not None and twin.plan_deal(M, N, K, sms, **forced) != twin.deal(M, N, K, sms):
+                    builds["twin_rule"] = (twin, {})
                 a, bb = b.inputs(M, N, K, dtype)
                 ref = a.float() @ bb.float().T
-                plans = [runner.plan_smallm(f, a, bb) for f in (fam, twin)]
-                for p in plans:
+                plans = {name: runner.plan_smallm(f, a, bb, **kw) for name, (f, kw) in builds.items()}
+                for p in plans.values():
                     p.out.fill_(float("nan"))
                     p()
                 torch.cuda.synchronize()
-                errs = [float((p.out.float() - ref).abs().max() / ref.abs().max()) for p in plans]
-                same = bool(torch.equal(plans[0].out, plans[1].out))
+                errs = {n: float((p.out.float() - ref).abs().max() / ref.abs().max()) for n, p in plans.items()}
+                same = bool(torch.equal(plans["pick"].out, plans["twin"].out))
+                head = f"{M}x{N}x{K} {dt}: {key}, twin on {'the same deal' if forced else 'its own deal'}"
                 if args.check:
-                    print(f"{M}x{N}x{K} {dt}: {key} err {errs[0]:.1e}, {twin.key} err {errs[1]:.1e}, identical {same}",
-                          flush=True)
+                    print(f"{head}: errors {errs}, identical {same}", flush=True)
                     continue
                 c = torch.empty(M, N, dtype=dtype, device="cuda")
-                calls = plans + [lambda: torch.matmul(a, bb.T, out=c)]
+                calls = list(plans.values()) + [lambda: torch.matmul(a, bb.T, out=c)]
                 b.time_interleaved(calls, 3)
                 with Sampler(b.nvml) as smp:
                     t = b.time_interleaved(calls, args.reps)
-                us = [1e3 * statistics.median(x) for x in t]
-                sms = torch.cuda.get_device_properties(0).multi_processor_count
-                row = {"pass": pas, "shape": [M, N, K], "dtype": dt, "pick": key, "twin": twin.key, "pick_us": us[0],
-                       "twin_us": us[1], "cublas_us": us[2], "pick_over_twin": us[0] / us[1],
-                       "pick_x_cublas": us[2] / us[0], "twin_x_cublas": us[2] / us[1], "identical": same,
-                       "rel_err": errs, "pick_deal": str(fam.deal(M, N, K, sms)),
-                       "twin_deal": str(twin.deal(M, N, K, sms)), "gpu": smp.summary()}
+                us = dict(zip(list(plans) + ["cublas"], (1e3 * statistics.median(x) for x in t)))
+                row = {"pass": pas, "shape": [M, N, K], "dtype": dt, "pick": key, "twin": twin.key,
+                       "same_deal": forced is not None, "us": us, "pick_over_twin": us["pick"] / us["twin"],
+                       "pick_x_cublas": us["cublas"] / us["pick"], "twin_x_cublas": us["cublas"] / us["twin"],
+                       "identical": same, "rel_err": errs,
+                       "deals": {n: str(f.plan_deal(M, N, K, sms, **kw)) for n, (f, kw) in builds.items()},
+                       "gpu": smp.summary()}
                 rows.append(row)
-                print(f"pass {pas} {M}x{N}x{K} {dt}: {key} {us[0]:7.2f} us  k128 {us[1]:7.2f} "
-                      f"({us[0] / us[1]:.3f}x)  cuBLAS {us[2]:7.2f} (pick x{us[2] / us[0]:.3f}, k128 "
-                      f"x{us[2] / us[1]:.3f})  identical {same}  err {max(errs):.1e}  {smp.summary()}", flush=True)
+                extra = f"  own deal {us['twin_rule']:7.2f}" if "twin_rule" in us else ""
+                print(f"pass {pas} {head}: pick {us['pick']:7.2f} us  k128 {us['twin']:7.2f} "
+                      f"({us['pick'] / us['twin']:.3f}x){extra}  cuBLAS {us['cublas']:7.2f} (pick "
+                      f"x{us['cublas'] / us['pick']:.3f}, k128 x{us['cublas'] / us['twin']:.3f})  identical {same}  "
+                      f"err {max(errs.values()):.1e}  {smp.summary()}", flush=True)
     for dt in args.dtypes.split(","):
         r = [x["pick_over_twin"] for x in rows if x["dtype"] == dt]
         if r:
