@@ -21,7 +21,8 @@ of at least MIN_KT_PER_SPLIT k-tiles (or the whole K), split s ways or dealt ove
 to MAX_WAVES waves), the deal minimizes `deal_cost`: a run's k-tiles plus CTA and segment
 overheads, a wave priced as if SPLITK_DEAL_HBM_SATURATION (cost_model.py) of the SMs were
 busy (that many draw the full bandwidth), the second launch and the fp32 round trip priced in
-streaming time. Ties go to fewer planes, then longer runs. `fixed_deal(M, N, K, splits)` is the plain split, for
+streaming time. Ties go to fewer planes, then longer runs. The constants count 64-wide k-tiles; an
+entry with 128-wide ones scales them (`kt_scale`). `fixed_deal(M, N, K, splits)` is the plain split, for
 experiments and tests.
 """
 from __future__ import annotations

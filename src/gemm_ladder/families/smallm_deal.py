@@ -9,6 +9,9 @@ from .common import ConfigError
 from .cost_model import SPLITK_DEAL_HBM_SATURATION
 from .splitk_deal import CLUSTER_PIECES, Deal, cdiv
 
+# The constants below count 64-wide k-tiles (DEAL_KT): an entry with 128-wide k-tiles (bk 128) scales
+# them, so that its deal costs the same bytes as its 64-wide twin's (SmallMDeal.kt_scale)
+DEAL_KT = 64
 MIN_KT_PER_SPLIT = 4  # k-tiles per run at least: a shorter K range never fills the ring
 CTA_OVERHEAD_KT = 3   # a CTA's fixed cost in k-tiles: ring fill latency + partial-tile store
 SEGMENT_OVERHEAD_KT = 1  # each further tile piece of a run: drain, store, restart (the ring runs on)
@@ -42,6 +45,15 @@ class SmallMDeal:
 
     def k_tiles(self, K: int) -> int:
         return cdiv(K, self.bk)
+
+    @property
+    def kt_scale(self) -> float:
+        """The deal constants' k-tiles (DEAL_KT wide) per k-tile of this entry: 1, or 0.5 at bk 128."""
+        return DEAL_KT / self.bk
+
+    @property
+    def min_kt_per_split(self) -> int:
+        return max(1, round(MIN_KT_PER_SPLIT * self.kt_scale))
 
     def make_deal(self, M: int, N: int, K: int, units: int, num_sms: int = LADDER_WAVE_TILES) -> "Deal":
         """The deal of runs of `units` k-tiles (clipped to 1 .. all the work); multicast pairs
@@ -89,8 +101,8 @@ class SmallMDeal:
         slots = self.resident_cluster_ctas(d.cluster[0], num_sms) if d.cluster[0] > 1 else num_sms
         saturation = SPLITK_DEAL_HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
         sat = max(1, round(saturation * num_sms))
-        run = d.run + CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1)
-        run += DSMEM_EXCHANGE_KT if d.dsmem else 0
+        over = CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1) + (DSMEM_EXCHANGE_KT if d.dsmem else 0)
+        run = d.run + (over if self.bk == DEAL_KT else over * self.kt_scale)
         full, rest = divmod(d.ctas, slots)
         cost = full * run * max(slots, sat) + (run * max(rest, sat) if rest else 0)
         if d.fixup and d.split_tiles:  # the owner reads the later pieces' slots
@@ -123,10 +135,10 @@ class SmallMDeal:
             return Deal(m_tiles * n_tiles, kt, kt)
         if self.shared_loads > 1:  # every tile in P pieces, one per CTA: the cheapest P up to MAX_WAVES waves
             deals = [Deal.shared(m_tiles * n_tiles, kt, p, self.share_a, self.share_b) for p in range(1, kt + 1)
-                     if p == 1 or kt // p >= MIN_KT_PER_SPLIT and m_tiles * n_tiles * p <= MAX_WAVES * num_sms]
+                     if p == 1 or kt // p >= self.min_kt_per_split and m_tiles * n_tiles * p <= MAX_WAVES * num_sms]
             return min(deals, key=lambda d: (self.deal_cost(M, N, num_sms, d), d.planes_bound, -d.units))
         total = m_tiles * n_tiles * kt
-        shortest = min(kt, MIN_KT_PER_SPLIT)
+        shortest = min(kt, self.min_kt_per_split)
         runs = ({cdiv(kt, s) for s in range(1, kt + 1)}                      # K split s ways
                 | {cdiv(total, g) for g in range(1, MAX_WAVES * num_sms + 1)})  # equal runs over g CTAs
         if self.fixup:  # one resident wave: whole tiles round by round, the rest stream-K
