@@ -118,3 +118,22 @@ def test_fixup(base, case):
         runs.append(out.clone())
     assert_matches(runs[0], a, b)
     assert all(torch.equal(r.view(torch.int16), runs[0].view(torch.int16)) for r in runs[1:])
+
+
+# twins on the deepest ring that fits (k128_ab.py's twin_deep), on their rule's deal
+DEEP = [("n64+bk=128+depth=7", 256, 1024, 4096), ("n64+bk=128+depth=7", 16, 4096, 4096),
+        ("n64+bk=128+depth=7", 7, 264, 1000), ("n32+bk=128+depth=9+one_wave_max_kt=32", 1, 4096, 4096)]
+
+
+@pytest.mark.parametrize("spec,M,N,K", DEEP, ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}" for c in DEEP])
+def test_deepest_ring(spec, M, N, K):
+    import torch
+    fam = smallm.parse_build(spec)
+    assert not fam.smem_problem() and not fam.shape_problems(M, N, K)
+    a, b = fresh(M, N, K, torch.bfloat16, next(_seed))
+    runs = []
+    for _ in range(3):
+        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+        runs.append(_run(fam, a, b, False, out).clone())
+    assert_matches(runs[0], a, b)
+    assert all(torch.equal(r.view(torch.int16), runs[0].view(torch.int16)) for r in runs[1:])

@@ -3,7 +3,9 @@
 under one full barrier and one release) and cuBLAS, interleaved in one process, each call after
 an L2 flush, medians; clock and power sampled during the timed loop. The twin runs the pick's
 deal where one exists in 128-wide k-tiles (the same CTAs and pieces: `same_deal`), and, where its
-own rule deals otherwise, that deal too (`twin_rule`). Outputs poisoned first and checked against
+own rule deals otherwise, that deal too (`twin_rule`); and the twin on the deepest ring that fits
+(`twin_deep`, on the same deal): with one group in flight a consumer holds ~1.5 stages, so a
+twin's stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs poisoned first and checked against
 fp32; the twin's bits compared with the pick's (equal where both run whole tiles in one
 warpgroup: the same MMAs in the same order). With --check each build runs once, untimed (the
 run for compute-sanitizer).
@@ -39,6 +41,14 @@ def same_deal(fam: smallm.SmallM, twin: smallm.SmallM, M: int, N: int, K: int, s
     t = twin.plan_deal(M, N, K, sms, **args)
     same = (t.ctas, t.dsmem, t.cluster, t.planes, t.units * 2) == (d.ctas, d.dsmem, d.cluster, d.planes, d.units)
     return args if same else None
+
+
+def deepest(fam: smallm.SmallM) -> smallm.SmallM | None:
+    """`fam` on the deepest ring that fits a block's shared memory, or None if it is that already."""
+    depth = fam.depth
+    while not smallm.with_fields(fam, "probe", depth=depth + 1).smem_problem():
+        depth += 1
+    return smallm.with_fields(fam, f"d{depth}", depth=depth) if depth > fam.depth else None
 
 
 def main() -> None:
@@ -78,6 +88,8 @@ def main() -> None:
                 builds = {"pick": (fam, {}), "twin": (twin, forced or {})}
                 if forced is not None and twin.plan_deal(M, N, K, sms, **forced) != twin.deal(M, N, K, sms):
                     builds["twin_rule"] = (twin, {})
+                if (deep := deepest(twin)) is not None and not twin.max_kt:  # (a short K's ring stays short)
+                    builds["twin_deep"] = (deep, forced or {})
                 a, bb = b.inputs(M, N, K, dtype)
                 ref = a.float() @ bb.float().T
                 plans = {name: runner.plan_smallm(f, a, bb, **kw) for name, (f, kw) in builds.items()}
@@ -104,7 +116,7 @@ def main() -> None:
                        "deals": {n: str(f.plan_deal(M, N, K, sms, **kw)) for n, (f, kw) in builds.items()},
                        "gpu": smp.summary()}
                 rows.append(row)
-                extra = f"  own deal {us['twin_rule']:7.2f}" if "twin_rule" in us else ""
+                extra = "".join(f"  {n} {us[n]:7.2f}" for n in ("twin_rule", "twin_deep") if n in us)
                 print(f"pass {pas} {head}: pick {us['pick']:7.2f} us  k128 {us['twin']:7.2f} "
                       f"({us['pick'] / us['twin']:.3f}x){extra}  cuBLAS {us['cublas']:7.2f} (pick "
                       f"x{us['cublas'] / us['pick']:.3f}, k128 x{us['cublas'] / us['twin']:.3f})  identical {same}  "
