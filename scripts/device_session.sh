@@ -20,7 +20,7 @@
 #                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS), skeleton
 #                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py), longkdeals
 #                (every small-M entry x K split at the long-K rows: LONGK_DTYPES), k128 (128-wide k-tiles: the
-#                twins' GPU tests, compute-sanitizer over them, the A/B beside cuBLAS: K128_*_TIMEOUT)
+#                twins' GPU tests, the A/B beside cuBLAS, compute-sanitizer over them: K128_*_TIMEOUT, K128_SAN_TOOLS)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -131,19 +131,19 @@ if has shared; then  # the small-M shared-load entries: tests, then the long-K p
     > "$W/shared_loads.log" 2>&1
   note "shared loads: $(grep -E 'passed|failed' "$W/shared_loads/shared_loads_tests.txt" 2>/dev/null | tail -2 | tr '\n' ' ')"
 fi
-if has k128; then  # 128-wide k-tiles: the twins' GPU tests, compute-sanitizer over them, then the A/B (item 122)
-  timeout "${K128_TESTS_TIMEOUT:-300}" $PY -m pytest -q -p no:cacheprovider tests/test_gpu_smallm_ktile128.py \
+if has k128; then  # 128-wide k-tiles: the twins' GPU tests, the A/B beside cuBLAS, compute-sanitizer (item 122)
+  timeout "${K128_TESTS_TIMEOUT:-240}" $PY -m pytest -q -p no:cacheprovider tests/test_gpu_smallm_ktile128.py \
     > "$W/k128_tests.txt" 2>&1
   note "k128 tests: $(tail -1 "$W/k128_tests.txt")"
-  for tool in memcheck racecheck synccheck; do
-    timeout "${K128_SAN_TIMEOUT:-200}" compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 \
-      $PY benchmarks/probes/smallsq/k128_ab.py --check --dtypes float16 256 1000 256x1024x4096 16x4096x4096 \
-      128x512x16384 > "$W/k128_san_$tool.log" 2>&1
-    note "k128 $tool: rc=$? $(grep -E 'ERROR SUMMARY' "$W/k128_san_$tool.log" | tail -1)"
-  done
-  timeout "${K128_AB_TIMEOUT:-420}" $PY benchmarks/probes/smallsq/k128_ab.py --json "$W/k128_ab.json" \
+  timeout "${K128_AB_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/k128_ab.py --json "$W/k128_ab.json" \
     2>&1 | tee "$W/k128_ab.log"
   note "k128 ab: rc=$? $(grep geomean "$W/k128_ab.log" | tr '\n' ' ')"
+  for tool in ${K128_SAN_TOOLS:-memcheck racecheck synccheck}; do
+    timeout "${K128_SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 \
+      $PY benchmarks/probes/smallsq/k128_ab.py --check --dtypes float16 256 1000 256x1024x4096 16x4096x4096 \
+      128x512x16384 > "$W/k128_san_$tool.log" 2>&1
+    note "k128 $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$W/k128_san_$tool.log" | tail -1)"
+  done
 fi
 if has chainpicks; then  # the decode chain with other entries and forced deals per GEMM (CHAIN_COMBOS, DECODE_DTYPE)
   timeout "${CHAINPICKS_TIMEOUT:-300}" $PY benchmarks/probes/chain/chain_picks.py --dtype "${DECODE_DTYPE:-bfloat16}" \
