@@ -132,3 +132,22 @@ def test_the_twins_deal_counts_the_constants_in_64_wide_k_tiles():
             else:
                 assert twin_cost <= 1.05 * cost, (key, M, N, K, cost, twin_cost)
     assert total > 60
+
+
+@pytest.mark.parametrize("key", list(TWINS))
+@pytest.mark.parametrize("b_mn", [False, True])
+def test_the_boxes_of_a_stage_fill_what_its_barrier_expects(key, b_mn):
+    """Per stage each CTA receives bk / 64 blocks, each A's a_rows x 64 (share_a slices) and B's BN x
+    64 (cluster_m slices, or BN / 64 N-major blocks): (a_rows + BN) x bk x 2 bytes, what the
+    kernel's stage_bytes(a_rows) tells the full barrier to expect."""
+    for fam in (smallm.FAMILIES[key], TWINS[key]):
+        if b_mn and not fam.b_mn_major:
+            continue
+        for M in (1, 16, 100, 256):  # A's box: M rounded up to 8, or the tile's rows
+            args = fam.kernel_args(1, 2, 0, 3, M, 4096, 4096, 16, bf16=False, make_map=lambda *x: x, b_mn=b_mn)
+            a_map, b_map, a_rows = args[0], args[1], args[-1]
+            blocks = fam.bk // smallm.K_BLOCK
+            a_bytes = fam.share_a * a_map[4] * a_map[5] * 2
+            b_bytes = (fam.bn // b_map[5]) * b_map[4] * b_map[5] * 2 if b_mn else fam.cluster_m * b_map[4] * b_map[5] * 2
+            assert a_map[5] == smallm.K_BLOCK and (b_map[4] if b_mn else b_map[5]) == smallm.K_BLOCK
+            assert blocks * (a_bytes + b_bytes) == (a_rows + fam.bn) * fam.bk * 2, (fam.key, M, a_map, b_map)
