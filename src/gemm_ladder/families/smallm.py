@@ -423,10 +423,11 @@ def with_fields(fam: SmallM, name: str, **fields) -> SmallM:
 
 def k128_twin(fam: SmallM) -> SmallM:
     """`fam` with 128-wide k-tiles (bk 128) in the same ring bytes: half the stages, each covering
-    two 64-wide k-tiles under one full barrier and one release, and its K limits (in k-tiles)
-    halved. An experiment (docs/perf-notes.md item 122); its MMAs are the entry's in the same order."""
+    two 64-wide k-tiles under one full barrier and one release, its K limits and L2 prefetch (in
+    k-tiles) halved (a lower K limit then holds to within one 64-wide k-tile). An experiment
+    (docs/perf-notes.md item 122); its MMAs are the entry's in the same order."""
     return with_fields(fam, "k128", bk=128, depth=fam.depth // 2, max_kt=fam.max_kt // 2, min_kt=fam.min_kt // 2,
-                       one_wave_max_kt=fam.one_wave_max_kt // 2)
+                       one_wave_max_kt=fam.one_wave_max_kt // 2, prefetch_kt=-(-fam.prefetch_kt // 2))
 
 
 def parse_build(spec: str) -> SmallM:

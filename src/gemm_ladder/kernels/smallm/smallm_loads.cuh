@@ -1,5 +1,5 @@
 // smallm_loads.cuh — how the small-M kernel's producer fills a stage. Included by smallm_splitk.cu
-// after its configuration (BM, BN, BK, KB, K_BLOCKS, MC, NA, MB, B_MN) and SharedStorage, which it reads.
+// after its configuration (BM, BN, KB, K_BLOCKS, MC, NA, MB, B_MN, MN_BLOCK) and SharedStorage, which it reads.
 //
 // A k-tile is BK wide (64, or 128 with the entry's bk): K_BLOCKS blocks of KB = 64 k-columns.
 // Block j is the 64-wide k-tile kt * K_BLOCKS + j, laid out as a 64-wide k-tile's whole stage

@@ -144,8 +144,9 @@ constexpr u32 THREADS = 128 * (1 + MMA_WARPGROUPS);
 constexpr u32 PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 using OperandPipe = Pipeline<DEPTH, SHARING>;  // multicast, shared loads: releases go to every CTA's empty barriers
 // The staged epilogue: 64 x 64 chunks (8 KB, 128B-swizzled), BN / 64 per consumer, over the
-// held stage's A (one chunk per consumer) and B (BN / 64 chunks); two consumers of a 256-wide
-// tile would need 8 of its 6, and keep the register stores; so does a 32-wide tile (no chunk).
+// held stage's first k-block's A (one chunk per consumer) and B (BN / 64 chunks); two consumers
+// of a 256-wide tile would need 8 of its 6, and keep the register stores; so does a 32-wide
+// tile (no chunk).
 constexpr int C_CHUNKS = BN / 64;
 constexpr bool STAGED_C = C_CHUNKS > 0 && CONSUMERS * C_CHUNKS <= CONSUMERS + C_CHUNKS;
 static_assert(MC == 1 || (MC == 2 && !FIXUP && STAGED_C), "multicast pairs: whole tiles with the staged epilogue");
@@ -275,7 +276,7 @@ GL_DEVICE void issue_ktile(SharedStorage& s, int stage, int row_block, float (&a
 template <class Port, class State>
 GL_DEVICE void alternate_tile(SharedStorage& s, const Port& ops, State st, const CUtensorMap* tmap_c, int M, int m0,
                               int n0, int count, int tile, int cw) {
-  static_assert(DEPTH >= 3 && BM * BN * 4 <= 2 * BM * BK * 2, "the hand-over: 64 x 64 fp32 in A's stages 1 and 2");
+  static_assert(DEPTH >= 3 && BM * BN * 4 <= 2 * BM * BK * 2, "the hand-over: 64 x 64 fp32 from A's stage 1 on");
   const bool warp_leader = lane_idx() == 0;
   float acc[BN / 2];
   zero_acc(acc);
