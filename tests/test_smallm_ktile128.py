@@ -10,6 +10,7 @@ import pytest
 
 from gemm_ladder.families import smallm
 from gemm_ladder.library import select
+from ktile128_cases import CASES, IDS
 from sass_util import sass_or_skip
 
 H200_SMS = 132
@@ -57,20 +58,8 @@ def test_twin_compiles_with_twice_the_mmas_per_k_tile(key):
 # -- the launches, emulated on the CPU (tests/fake_gpu.py) -------------------------------------
 torch = pytest.importorskip("torch")
 
-# (entry, M, N, K, b given (K, N)): whole tiles, K not a multiple of 128, workspace planes,
-# a cluster sum, fixup, multicast pairs, shared loads, alternating k-tiles, a one-wave narrow tile
-LAUNCHES = [("smallm:n64s", 256, 256, 256, False), ("smallm:n64s", 320, 320, 320, True),
-            ("smallm:n64s", 64, 72, 200, False), ("smallm:n64", 16, 4096, 4096, False),
-            ("smallm:n64", 256, 1024, 4096, False), ("smallm:n64", 7, 264, 1000, True),
-            ("smallm:n128", 16, 2048, 16384, False), ("smallm:c2n128", 128, 4096, 4096, False),
-            ("smallm:n128m2", 1000, 1000, 1000, False), ("smallm:n128m2", 512, 1000, 1024, True),
-            ("smallm:n64a2b2", 256, 2048, 4096, False), ("smallm:c2n64a2", 128, 512, 4096, True),
-            ("smallm:n64alt", 128, 4096, 4096, False), ("smallm:n32", 16, 4096, 4096, False),
-            ("smallm:c2n64d", 128, 1024, 8192, False)]
 
-
-@pytest.mark.parametrize("key,M,N,K,b_mn", LAUNCHES, ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}{'-kn' if c[4] else ''}"
-                                                          for c in LAUNCHES])
+@pytest.mark.parametrize("key,M,N,K,b_mn", CASES, ids=IDS)
 def test_twin_through_the_library(gpu, key, M, N, K, b_mn):
     import gemm_ladder
     from fake_gpu import rnd
