@@ -3,12 +3,13 @@
 under one full barrier and one release) and cuBLAS, interleaved in one process, each call after
 an L2 flush, medians; clock and power sampled during the timed loop. The twin runs the pick's
 deal where one exists in 128-wide k-tiles (the same CTAs and pieces: `same_deal`), and, where its
-own rule deals otherwise, that deal too (`twin_rule`); and the twin on the deepest ring that fits
-(`twin_deep`, on the same deal): with one group in flight a consumer holds ~1.5 stages, so a
-twin's stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs poisoned first and checked against
-fp32; the twin's bits compared with the pick's (equal where both run whole tiles in one
-warpgroup: the same MMAs in the same order). With --check each build runs once, untimed (the
-run for compute-sanitizer).
+own rule deals otherwise, that deal too (`twin_rule`); and the twin on the deepest ring that
+fits (`twin_deep`, on the same deal): with one group in flight a consumer holds ~1.5 stages, so
+a twin's stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs are
+poisoned, checked against fp32 and repeated bit for bit (measure/probe.py's checked_plans); the
+twin's bits are compared with the pick's (equal where both run whole tiles in one warpgroup:
+the same MMAs in the same order). With --check each build runs twice, untimed (the run for
+compute-sanitizer).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py [--dtypes float16,bfloat16] [--reps 60]
        [--passes 2] [--check] [--json F] [N or MxNxK ...]"""
 import argparse
@@ -56,7 +57,7 @@ def main() -> None:
 
     from gemm_ladder.library import runner
     from gemm_ladder.library.select import pick
-    from gemm_ladder.measure import bench
+    from gemm_ladder.measure import bench, probe
     from gemm_ladder.measure.gpuinfo import Sampler
 
     ap = argparse.ArgumentParser()
@@ -91,17 +92,17 @@ def main() -> None:
                 if (deep := deepest(twin)) is not None and not twin.max_kt:  # (a short K's ring stays short)
                     builds["twin_deep"] = (deep, forced or {})
                 a, bb = b.inputs(M, N, K, dtype)
-                ref = a.float() @ bb.float().T
-                plans = {name: runner.plan_smallm(f, a, bb, **kw) for name, (f, kw) in builds.items()}
-                for p in plans.values():
-                    p.out.fill_(float("nan"))
-                    p()
-                torch.cuda.synchronize()
-                errs = {n: float((p.out.float() - ref).abs().max() / ref.abs().max()) for n, p in plans.items()}
-                same = bool(torch.equal(plans["pick"].out, plans["twin"].out))
                 head = f"{M}x{N}x{K} {dt}: {key}, twin on {'the same deal' if forced else 'its own deal'}"
+                # poisoned, checked against fp32, repeated bit for bit (measure/probe.py)
+                checked = probe.checked_plans(builds, a, bb, lambda w, x, y, out: runner.plan_smallm(
+                    w[0], x, y, out, **w[1]), head, repeats=1 if args.check else 2)
+                plans = {name: p for name, p, *_ in checked}
+                if "pick" not in plans or "twin" not in plans:
+                    continue  # printed by checked_plans
+                same = bool(torch.equal(plans["pick"].out, plans["twin"].out))
+                checks = {name: (ok, repeat) for name, _, ok, repeat, _ in checked}
                 if args.check:
-                    print(f"{head}: errors {errs}, identical {same}", flush=True)
+                    print(f"{head}: correct and repeatable {checks}, identical {same}", flush=True)
                     continue
                 c = torch.empty(M, N, dtype=dtype, device="cuda")
                 calls = list(plans.values()) + [lambda: torch.matmul(a, bb.T, out=c)]
@@ -112,15 +113,16 @@ def main() -> None:
                 row = {"pass": pas, "shape": [M, N, K], "dtype": dt, "pick": key, "twin": twin.key,
                        "same_deal": forced is not None, "us": us, "pick_over_twin": us["pick"] / us["twin"],
                        "pick_x_cublas": us["cublas"] / us["pick"], "twin_x_cublas": us["cublas"] / us["twin"],
-                       "identical": same, "rel_err": errs,
+                       "identical": same, "correct_repeatable": checks,
                        "deals": {n: str(f.plan_deal(M, N, K, sms, **kw)) for n, (f, kw) in builds.items()},
                        "gpu": smp.summary()}
                 rows.append(row)
                 extra = "".join(f"  {n} {us[n]:7.2f}" for n in ("twin_rule", "twin_deep") if n in us)
+                flags = "" if all(ok and rep for ok, rep in checks.values()) else f"CHECKS {checks}  "
                 print(f"pass {pas} {head}: pick {us['pick']:7.2f} us  k128 {us['twin']:7.2f} "
                       f"({us['pick'] / us['twin']:.3f}x){extra}  cuBLAS {us['cublas']:7.2f} (pick "
                       f"x{us['cublas'] / us['pick']:.3f}, k128 x{us['cublas'] / us['twin']:.3f})  identical {same}  "
-                      f"err {max(errs.values()):.1e}  {smp.summary()}", flush=True)
+                      f"{flags}{smp.summary()}", flush=True)
     for dt in args.dtypes.split(","):
         r = [x["pick_over_twin"] for x in rows if x["dtype"] == dt]
         if r:
