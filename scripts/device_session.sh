@@ -138,6 +138,10 @@ if has k128; then  # 128-wide k-tiles: the twins' GPU tests, the A/B beside cuBL
   timeout "${K128_AB_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/k128_ab.py --json "$W/k128_ab.json" \
     2>&1 | tee "$W/k128_ab.log"
   note "k128 ab: rc=$? $(grep geomean "$W/k128_ab.log" | tr '\n' ' ')"
+  # the small squares' ring: all of K in flight at once (n64s at 8 stages; its twin at 4) against 6 (item 66)
+  timeout "${K128_AB_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/k128_ab.py --also d8=depth=8 \
+    --also k128d4=bk=128+depth=4+max_kt=4 --json "$W/k128_ring.json" 384 448 512 2>&1 | tee "$W/k128_ring.log"
+  note "k128 ring: rc=$?"
   for tool in ${K128_SAN_TOOLS:-memcheck racecheck synccheck}; do
     timeout "${K128_SAN_TIMEOUT:-120}" "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" \
       --report-api-errors no --error-exitcode 86 $PY benchmarks/probes/smallsq/k128_ab.py --check --dtypes float16 \

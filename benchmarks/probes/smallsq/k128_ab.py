@@ -8,10 +8,11 @@ fits (`twin_deep`, on the same deal): with one group in flight a consumer holds 
 a twin's stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs are
 poisoned, checked against fp32 and repeated bit for bit (measure/probe.py's checked_plans); the
 twin's bits are compared with the pick's (equal where both run whole tiles in one warpgroup:
-the same MMAs in the same order). With --check each build runs twice, untimed (the run for
-compute-sanitizer).
+the same MMAs in the same order). --also NAME=FIELDS adds the pick with fields changed
+(`smallm.parse_build`, e.g. d8=depth=8: all of 512^3's K in flight at once), on its own rule's
+deal. With --check each build runs twice, untimed (the run for compute-sanitizer).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py [--dtypes float16,bfloat16] [--reps 60]
-       [--passes 2] [--check] [--json F] [N or MxNxK ...]"""
+       [--passes 2] [--also NAME=FIELD=V[+FIELD=V]] [--check] [--json F] [N or MxNxK ...]"""
 import argparse
 import json
 import statistics
@@ -64,7 +65,9 @@ def main() -> None:
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--passes", type=int, default=2)
-    ap.add_argument("--check", action="store_true", help="run and check each build once, untimed")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=FIELDS",
+                    help="the pick with fields changed too, e.g. d8=depth=8 or k128d4=bk=128+depth=4+max_kt=4")
+    ap.add_argument("--check", action="store_true", help="run and check each build twice, untimed")
     ap.add_argument("--json")
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     args = ap.parse_args()
@@ -91,6 +94,11 @@ def main() -> None:
                     builds["twin_rule"] = (twin, {})
                 if (deep := deepest(twin)) is not None and not twin.max_kt:  # (a short K's ring stays short)
                     builds["twin_deep"] = (deep, forced or {})
+                for spec in args.also:
+                    name, _, fields = spec.partition("=")
+                    other = smallm.parse_build(f"{key}+{fields}")
+                    if not other.shape_problems(M, N, K) and not other.smem_problem():
+                        builds[name] = (other, {})
                 a, bb = b.inputs(M, N, K, dtype)
                 head = f"{M}x{N}x{K} {dt}: {key}, twin on {'the same deal' if forced else 'its own deal'}"
                 # poisoned, checked against fp32, repeated bit for bit (measure/probe.py)
@@ -117,7 +125,7 @@ def main() -> None:
                        "deals": {n: str(f.plan_deal(M, N, K, sms, **kw)) for n, (f, kw) in builds.items()},
                        "gpu": smp.summary()}
                 rows.append(row)
-                extra = "".join(f"  {n} {us[n]:7.2f}" for n in ("twin_rule", "twin_deep") if n in us)
+                extra = "".join(f"  {n} {us[n]:7.2f}" for n in list(builds)[2:])
                 flags = "" if all(ok and rep for ok, rep in checks.values()) else f"CHECKS {checks}  "
                 print(f"pass {pas} {head}: pick {us['pick']:7.2f} us  k128 {us['twin']:7.2f} "
                       f"({us['pick'] / us['twin']:.3f}x){extra}  cuBLAS {us['cublas']:7.2f} (pick "
