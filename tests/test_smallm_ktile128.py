@@ -22,8 +22,8 @@ def test_twin_keeps_the_ring_bytes_and_is_no_candidate(key):
     fam, twin = smallm.FAMILIES[key], TWINS[key]
     assert twin.bk == 128 and twin.stage_bytes == 2 * fam.stage_bytes and twin.depth == fam.depth // 2
     assert twin.depth * twin.stage_bytes <= fam.depth * fam.stage_bytes and not twin.smem_problem()
-    assert twin.key not in smallm.FAMILIES and all(twin.key not in keys for keys in (select.CANDIDATES, select.ONE_WAVE_CANDIDATES,
-                                                                     select.MISALIGNED_B_CANDIDATES))
+    lists = (smallm.FAMILIES, select.CANDIDATES, select.ONE_WAVE_CANDIDATES, select.MISALIGNED_B_CANDIDATES)
+    assert all(twin.key not in keys for keys in lists)
     # K limits in 128-wide k-tiles: the same K
     assert twin.max_kt * 128 == fam.max_kt * 64 and twin.min_kt * 128 == fam.min_kt * 64
     assert twin.k_tiles(1000) == 8 and fam.k_tiles(1000) == 16
@@ -137,6 +137,26 @@ def test_the_boxes_of_a_stage_fill_what_its_barrier_expects(key, b_mn):
             a_map, b_map, a_rows = args[0], args[1], args[-1]
             blocks = fam.bk // smallm.K_BLOCK
             a_bytes = fam.share_a * a_map[4] * a_map[5] * 2
-            b_bytes = (fam.bn // b_map[5]) * b_map[4] * b_map[5] * 2 if b_mn else fam.cluster_m * b_map[4] * b_map[5] * 2
+            box_bytes = b_map[4] * b_map[5] * 2
+            b_bytes = (fam.bn // b_map[5] if b_mn else fam.cluster_m) * box_bytes
             assert a_map[5] == smallm.K_BLOCK and (b_map[4] if b_mn else b_map[5]) == smallm.K_BLOCK
             assert blocks * (a_bytes + b_bytes) == (a_rows + fam.bn) * fam.bk * 2, (fam.key, M, a_map, b_map)
+
+
+def test_the_probes_report_takes_medians_over_passes():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "probes" / "smallsq" / "k128_ab.py"
+    spec = importlib.util.spec_from_file_location("k128_ab", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    row = dict(shape=[512, 512, 512], dtype="float16", pick="smallm:n64s")
+    record = {"rows": [dict(row, us={"pick": 7.0, "twin": 6.9, "cublas": 6.8}),
+                       dict(row, us={"pick": 7.2, "twin": 6.9, "cublas": 6.8}),
+                       dict(row, us={"pick": 7.1, "twin": 7.1, "cublas": 6.8}),
+                       dict(shape=[256, 1024, 4096], dtype="float16", pick="smallm:n64",
+                            us={"pick": 16.0, "twin": 17.6, "cublas": 13.2})]}
+    text = probe.report(record)
+    assert "512x512x512 floa smallm:n64s: pick 7.10 us, cuBLAS 6.80, twin 0.972" in text
+    assert "small squares float16: twin / pick geomean 0.972 over 1" in text
+    assert "long K float16: twin / pick geomean 1.100 over 1" in text

@@ -12,7 +12,8 @@ the same MMAs in the same order). --also NAME=FIELDS adds the pick with fields c
 (`smallm.parse_build`, e.g. d8=depth=8: all of 512^3's K in flight at once), on its own rule's
 deal. With --check each build runs twice, untimed (the run for compute-sanitizer).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py [--dtypes float16,bfloat16] [--reps 60]
-       [--passes 2] [--also NAME=FIELD=V[+FIELD=V]] [--check] [--json F] [N or MxNxK ...]"""
+       [--passes 2] [--also NAME=FIELD=V[+FIELD=V]] [--check] [--json F] [N or MxNxK ...]
+       PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py --report F   (no GPU needed)"""
 import argparse
 import json
 import statistics
@@ -53,6 +54,31 @@ def deepest(fam: smallm.SmallM) -> smallm.SmallM | None:
     return smallm.with_fields(fam, f"d{depth}", depth=depth) if depth > fam.depth else None
 
 
+def report(record: dict) -> str:
+    """A record's rows as one line per shape and dtype: each build's time as the median over the
+    passes, over the pick's (< 1: faster than the pick), then the geomean of each build's ratio
+    by group (the small squares, the long-K rows, the rest)."""
+    by_row: dict[tuple, dict[str, list[float]]] = {}
+    for r in record["rows"]:
+        times = by_row.setdefault((tuple(r["shape"]), r["dtype"], r["pick"]), {})
+        for name, us in r["us"].items():
+            times.setdefault(name, []).append(us)
+    lines, groups = [], {}
+    for (shape, dt, key), times in by_row.items():
+        med = {n: statistics.median(v) for n, v in times.items()}
+        M, N, K = shape
+        group = "small squares" if M == N == K else "long K" if M <= 256 and N <= 2048 and K >= 4096 else "other"
+        parts = [f"{M}x{N}x{K} {dt[:4]} {key}: pick {med['pick']:.2f} us, cuBLAS {med['cublas']:.2f}"]
+        for n, us in med.items():
+            if n not in ("pick", "cublas"):
+                parts.append(f"{n} {us / med['pick']:.3f}")
+                groups.setdefault((group, dt, n), []).append(us / med["pick"])
+        lines.append(", ".join(parts))
+    for (group, dt, n), ratios in sorted(groups.items()):
+        lines.append(f"{group} {dt}: {n} / pick geomean {statistics.geometric_mean(ratios):.3f} over {len(ratios)}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     import torch
 
@@ -69,8 +95,13 @@ def main() -> None:
                     help="the pick with fields changed too, e.g. d8=depth=8 or k128d4=bk=128+depth=4+max_kt=4")
     ap.add_argument("--check", action="store_true", help="run and check each build twice, untimed")
     ap.add_argument("--json")
+    ap.add_argument("--report", metavar="RECORD", help="print a record's table (medians over passes) and exit")
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            print(report(json.load(f)))
+        return
     b = bench.Bench()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
