@@ -7,8 +7,8 @@ own rule deals otherwise, that deal too (`twin_rule`); and the twin on the deepe
 fits (`twin_deep`, on the same deal): with one group in flight a consumer holds ~1.5 stages, so
 a twin's stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs are
 poisoned, checked against fp32 and repeated bit for bit (measure/probe.py's checked_plans); the
-twin's bits are compared with the pick's (equal where both run whole tiles in one warpgroup:
-the same MMAs in the same order). --also NAME=FIELDS adds the pick with fields changed
+twin's bits are compared with the pick's (equal where both run whole tiles in one warpgroup
+and K ends in the second half of a 128-wide k-tile: the same MMAs in the same order). --also NAME=FIELDS adds the pick with fields changed
 (`smallm.parse_build`, e.g. d8=depth=8: all of 512^3's K in flight at once), on its own rule's
 deal. With --check each build runs twice, untimed (the run for compute-sanitizer).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py [--dtypes float16,bfloat16] [--reps 60]
