@@ -1,16 +1,16 @@
 """128-wide k-tiles against 64-wide (perf-notes item 122): each small-M pick beside its twin
 `smallm.k128_twin` (the same tile and ring bytes, half the stages, each stage two 64-wide k-tiles
-under one full barrier and one release) and cuBLAS, interleaved in one process, each call after
-an L2 flush, medians; clock and power sampled during the timed loop. The twin runs the pick's
-deal where one exists in 128-wide k-tiles (the same CTAs and pieces: `same_deal`), and, where its
-own rule deals otherwise, that deal too (`twin_rule`); and the twin on the deepest ring that
-fits (`twin_deep`, on the same deal): with one group in flight a consumer holds ~1.5 stages, so
-a twin's stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs are
-poisoned, checked against fp32 and repeated bit for bit (measure/probe.py's checked_plans); the
-twin's bits are compared with the pick's (equal where both run whole tiles in one warpgroup
-and K ends in the second half of a 128-wide k-tile: the same MMAs in the same order). --also NAME=FIELDS adds the pick with fields changed
-(`smallm.parse_build`, e.g. d8=depth=8: all of 512^3's K in flight at once), on its own rule's
-deal. With --check each build runs twice, untimed (the run for compute-sanitizer).
+under one full barrier and one release) and cuBLAS, interleaved in one process, each call after an
+L2 flush, medians; clock and power sampled during the timed loop. The twin runs the pick's deal
+where one exists in 128-wide k-tiles (the same CTAs and pieces: `same_deal`), and, where its own
+rule deals otherwise, that deal too (`twin_rule`); and the twin on the deepest ring that fits
+(`twin_deep`, on the same deal): with one group in flight a consumer holds ~1.5 stages, so a twin's
+stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs are poisoned,
+checked against fp32 and repeated bit for bit (measure/probe.py's checked_plans); the twin's bits
+are compared with the pick's (equal where both run whole tiles in one warpgroup and K ends in the
+second half of a 128-wide k-tile: the same MMAs in the same order). --also NAME=FIELDS adds the pick
+with fields changed (`smallm.parse_build`, e.g. d8=depth=8: all of 512^3's K in flight at once), on
+its own rule's deal. With --check each build runs twice, untimed (the run for compute-sanitizer).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py [--dtypes float16,bfloat16] [--reps 60]
        [--passes 2] [--also NAME=FIELD=V[+FIELD=V]] [--check] [--json F] [N or MxNxK ...]
        PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py --report F   (no GPU needed)"""
