@@ -102,7 +102,7 @@ class SmallMDeal:
         saturation = SPLITK_DEAL_HBM_SATURATION if self.hbm_saturation is None else self.hbm_saturation
         sat = max(1, round(saturation * num_sms))
         over = CTA_OVERHEAD_KT + SEGMENT_OVERHEAD_KT * (d.segments - 1) + (DSMEM_EXCHANGE_KT if d.dsmem else 0)
-        run = d.run + (over if self.bk == DEAL_KT else over * self.kt_scale)
+        run = d.run + over * self.kt_scale
         full, rest = divmod(d.ctas, slots)
         cost = full * run * max(slots, sat) + (run * max(rest, sat) if rest else 0)
         if d.fixup and d.split_tiles:  # the owner reads the later pieces' slots
