@@ -131,17 +131,14 @@ if has shared; then  # the small-M shared-load entries: tests, then the long-K p
     > "$W/shared_loads.log" 2>&1
   note "shared loads: $(grep -E 'passed|failed' "$W/shared_loads/shared_loads_tests.txt" 2>/dev/null | tail -2 | tr '\n' ' ')"
 fi
-if has k128; then  # 128-wide k-tiles: the twins' GPU tests, the A/B beside cuBLAS, compute-sanitizer (item 122)
+if has k128; then  # k-tile widths: GPU tests, each pick beside its other width and cuBLAS, sanitizer (122-123)
   timeout "${K128_TESTS_TIMEOUT:-240}" $PY -m pytest -q -p no:cacheprovider tests/test_gpu_smallm_ktile128.py \
     > "$W/k128_tests.txt" 2>&1
   note "k128 tests: $(tail -1 "$W/k128_tests.txt")"
+  # each pick beside its other k-tile width, and n64s's 64-wide entry before item 123 (6 stages)
   timeout "${K128_AB_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/k128_ab.py --json "$W/k128_ab.json" \
-    2>&1 | tee "$W/k128_ab.log"
+    --also old=@n64s+bk=64+depth=6+max_kt=8 2>&1 | tee "$W/k128_ab.log"
   note "k128 ab: rc=$? $(grep geomean "$W/k128_ab.log" | tr '\n' ' ')"
-  # the small squares' ring: all of K in flight at once (n64s at 8 stages; its twin at 4) against 6 (item 66)
-  timeout "${K128_AB_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/k128_ab.py --also d8=depth=8 \
-    --also k128d4=bk=128+depth=4+max_kt=4 --json "$W/k128_ring.json" 384 448 512 2>&1 | tee "$W/k128_ring.log"
-  note "k128 ring: rc=$?"
   for tool in ${K128_SAN_TOOLS:-memcheck racecheck synccheck}; do
     timeout "${K128_SAN_TIMEOUT:-120}" "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" \
       --report-api-errors no --error-exitcode 86 $PY benchmarks/probes/smallsq/k128_ab.py --check --dtypes float16 \

@@ -90,9 +90,9 @@ def test_the_command_is_given_alone(extra, capsys):
 
 
 def test_chain_picks_forced_deals(monkeypatch):
-    """benchmarks/probes/chain/chain_picks.py's tokens: 'n64/u47' deals QKV's 96 tiles in runs of
-    47 k-tiles over 131 CTAs (the rule: 96 whole tiles), 'smallm/u55' gate-up's 112 on 131; the
-    static_b build keeps the forced deal; a plain token is the entry's key."""
+    """benchmarks/probes/chain/chain_picks.py's tokens: 'n64/u24' deals QKV's 96 tiles in runs of
+    24 128-wide k-tiles over 128 CTAs (the rule: 96 whole tiles), 'smallm/u55' gate-up's 112 on 131;
+    the static_b build keeps the forced deal; a plain token is the entry's key."""
     import sys
     from pathlib import Path
     from gemm_ladder.library import fastpath
@@ -100,10 +100,10 @@ def test_chain_picks_forced_deals(monkeypatch):
     sys.modules.pop("chain_picks", None)
     import chain_picks
     assert chain_picks._key("lib") is None and chain_picks._key("n64") == "smallm:n64"
-    qkv, gu = chain_picks._key("n64/u47"), chain_picks._key("smallm/u55")
-    assert qkv is chain_picks._key("n64/u47")  # one object per token
+    qkv, gu = chain_picks._key("n64/u24"), chain_picks._key("smallm/u55")
+    assert qkv is chain_picks._key("n64/u24")  # one object per token
     assert smallm.FAMILIES["smallm:n64"].deal(16, 6144, 4096, 132).ctas == 96
-    assert qkv.deal(16, 6144, 4096).ctas == 131 and gu.deal(16, 28672, 4096).ctas == 131
+    assert qkv.deal(16, 6144, 4096).ctas == 128 and gu.deal(16, 28672, 4096).ctas == 131
     early = fastpath.b_early(qkv)
     assert early.b_early and early.deal(16, 6144, 4096) == qkv.deal(16, 6144, 4096)
     assert chain_picks._key("n128/s2").deal(16, 6144, 4096).ctas == 96

@@ -1,5 +1,5 @@
-"""128-wide k-tiles in the small-M kernel (`smallm.k128_twin`, perf-notes item 122) on the GPU:
-each twin's debug build first, in a child (a deadlock names role, barrier, stage and phase);
+"""128-wide k-tiles in the small-M kernel (`smallm.k128_twin`, perf-notes items 122-123) on the GPU,
+each entry's 128-wide form beside its 64-wide one (one of them the entry): the 128-wide debug build first, in a child (a deadlock names role, barrier, stage and phase);
 then every way the family deals (whole tiles, K not a multiple of 128, workspace planes, a
 cluster sum, fixup, multicast pairs, shared loads, alternating k-tiles, an N-major B) against
 fp32 on a poisoned output, the same bits run to run, and bit for bit the entry's output where
@@ -63,7 +63,7 @@ def _run(fam, a, w, b_mn, out):
 def test_matches_reference_and_the_entry(key, M, N, K, b_mn, dtype):
     import torch
     dt = getattr(torch, dtype)
-    fam = smallm.FAMILIES[key]
+    fam = smallm.k64_twin(smallm.FAMILIES[key])
     twin = smallm.k128_twin(fam)
     a, b = fresh(M, N, K, dt, next(_seed))  # b: (N, K)
     w = b.t().contiguous() if b_mn else b

@@ -31,7 +31,7 @@ def test_reached_by_key_but_not_a_rung():
 
 @pytest.mark.parametrize("fam", FAMS, ids=IDS)
 def test_defines_and_shared_memory_follow_the_fields(fam):
-    assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=64, GL_DEPTH=fam.depth,
+    assert fam.kernel_defines() == dict(GL_BM=64 * fam.consumers, GL_BN=fam.bn, GL_BK=fam.bk, GL_DEPTH=fam.depth,
                                         GL_CONSUMERS=fam.consumers, GL_DYNAMIC_SMEM=fam.dynamic_smem,
                                         GL_FIXUP=int(fam.fixup), GL_MULTICAST=fam.multicast,
                                         GL_PREFETCH_KT=fam.prefetch_kt, GL_K_ALTERNATE=int(fam.k_alternate),
@@ -39,8 +39,8 @@ def test_defines_and_shared_memory_follow_the_fields(fam):
                                         GL_SHARE_B=fam.share_b, GL_REDUCE_BATCH=smallm.REDUCE_BATCH,
                                         GL_MMA_LAG=fam.mma_lag)
     assert fam.threads == 128 * (1 + fam.consumers * (2 if fam.k_alternate else 1))
-    # SharedStorage: DEPTH stages of A (BM x 64) and B (BN x 64), two barriers per stage; + 1 KB alignment
-    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * 64 * 2 + 16 * fam.depth
+    # SharedStorage: DEPTH stages of A (BM x BK) and B (BN x BK), two barriers per stage; + 1 KB alignment
+    assert fam.dynamic_smem == 1024 + fam.depth * (fam.bm + fam.bn) * fam.bk * 2 + 16 * fam.depth
     assert not fam.smem_problem() and fam.dynamic_smem <= ladder_step.MAX_SMEM_PER_BLOCK
     assert fam.barriers == 2 * fam.depth
     assert f"HGMMA.64x{fam.bn}x16" in fam.claims
@@ -93,7 +93,8 @@ PAIRS = [smallm.with_fields(smallm.FAMILIES["smallm"], n, max_m=1 << 30, min_m=1
 def test_boxes_deliver_what_the_full_barrier_expects(fam, M, b_mn):
     """The bytes that land in each CTA's stage — its own boxes, and what its pair multicasts —
     are the kernel's stage_bytes(a_rows) = (a_rows + BN) x BK x 2, which each full barrier
-    expects: fewer and the pipeline hangs, more and a stage overruns its neighbour."""
+    expects: fewer and the pipeline hangs, more and a stage overruns its neighbour. A 128-wide
+    k-tile's stage receives them twice, one set per 64-wide block."""
     if b_mn and not fam.b_mn_major:
         return
     N, K = 1024, 1024
@@ -106,7 +107,8 @@ def test_boxes_deliver_what_the_full_barrier_expects(fam, M, b_mn):
     b_boxes = -(-fam.bn // fam.cluster_m // 64) if b_mn else 1
     b_bytes = b_boxes * b_box_0 * b_box_1 * 2 * fam.cluster_m
     bn_smem = -(-fam.bn // 64) * 64 if b_mn else fam.bn
-    assert a_bytes + b_bytes == (a_rows + bn_smem) * fam.bk * 2, (a_bytes, b_bytes, a_rows)
+    blocks = fam.bk // smallm.K_BLOCK
+    assert blocks * (a_bytes + b_bytes) == (a_rows + bn_smem) * fam.bk * 2, (a_bytes, b_bytes, a_rows)
 
 
 GENERAL = [(f, i) for f, i in zip(FAMS, IDS)
@@ -131,13 +133,14 @@ def test_accepts(fam):
 
 
 def test_short_ring_entry_takes_a_short_k_only():
-    """smallm:n64s (item 66): n64's tile and rules with a 6-stage ring, for K up to 8 k-tiles;
-    the selection lists it first, so it takes the shapes n64 would on a short K, and no other."""
+    """smallm:n64s (items 66, 123): n64's tile and rules with a 4-stage ring of 128-wide k-tiles,
+    for K up to 512; the selection lists it first, so it takes the shapes n64 would on a short K,
+    and no other."""
     fam, base = smallm.FAMILIES["smallm:n64s"], smallm.FAMILIES["smallm:n64"]
-    assert (fam.bn, fam.depth, fam.max_kt) == (64, 6, 8) and fam.dynamic_smem < base.dynamic_smem
+    assert (fam.bn, fam.bk, fam.depth, fam.max_kt) == (64, 128, 4, 4) and fam.dynamic_smem < base.dynamic_smem
     for shape in [(256, 256, 256), (512, 512, 512), (16, 4096, 512), (100, 4096, 72)]:
         assert fam.accepts(*shape) and base.accepts(*shape), shape
-    assert "K=576" in " ".join(fam.shape_problems(512, 512, 576))  # 9 k-tiles
+    assert "K=576" in " ".join(fam.shape_problems(512, 512, 576))  # 5 k-tiles
     assert "K=4096" in " ".join(fam.shape_problems(16, 4096, 4096))
     assert select.CANDIDATES.index("smallm:n64s") < select.CANDIDATES.index("smallm:n64")
     assert select.pick(256, 256, 256) == select.pick(512, 512, 512) == "smallm:n64s"
@@ -469,9 +472,9 @@ def test_second_pass_through_the_library(monkeypatch, key, shape):
 def test_mma_lag_leaves_the_producer_a_stage():
     """GL_MMA_LAG: 1 <= lag < depth (the groups held in flight keep their stages), and 1 with
     alternating k-tiles (their own loop)."""
-    base = smallm.FAMILIES["smallm:n64s"]
-    assert smallm.with_fields(base, "lag5", mma_lag=5).mma_lag == 5
-    for bad in (0, 6):
+    base = smallm.FAMILIES["smallm:n64s"]  # 4 stages
+    assert smallm.with_fields(base, "lag3", mma_lag=3).mma_lag == 3
+    for bad in (0, 4):
         with pytest.raises(ValueError, match="mma_lag"):
             smallm.with_fields(base, f"lag{bad}", mma_lag=bad)
     with pytest.raises(ValueError, match="mma_lag"):

@@ -1,5 +1,5 @@
-"""128-wide k-tiles in the small-M kernel (`smallm.k128_twin`, perf-notes item 122), on the CPU:
-the twin of every entry is a valid configuration with the entry's ring bytes; its builds compile
+"""128-wide k-tiles in the small-M kernel (`smallm.k128_twin`, perf-notes items 122-123), on the CPU:
+every entry's 64- and 128-wide forms (one of them the entry) are valid configurations in the same ring bytes; its builds compile
 without spills and issue twice the entry's wgmmas per k-tile from two 64-wide boxes per operand;
 forced through the library its launches (the emulator in tests/fake_gpu.py) carry 64-wide boxes,
 a deal counted in 128-wide k-tiles, and the right product, for every way the family deals.
@@ -14,19 +14,27 @@ from ktile128_cases import CASES, IDS
 from sass_util import sass_or_skip
 
 H200_SMS = 132
+# each entry's two forms: 64-wide (NARROW) and 128-wide (TWINS); one of them is the entry itself
+NARROW = {key: smallm.k64_twin(fam) for key, fam in smallm.FAMILIES.items()}
 TWINS = {key: smallm.k128_twin(fam) for key, fam in smallm.FAMILIES.items()}
+WIDE_ENTRIES = ("smallm:n32", "smallm:n64", "smallm:n64s")  # measured faster at bk 128 (item 123)
 
 
 @pytest.mark.parametrize("key", list(TWINS))
 def test_twin_keeps_the_ring_bytes_and_is_no_candidate(key):
-    fam, twin = smallm.FAMILIES[key], TWINS[key]
-    assert twin.bk == 128 and twin.stage_bytes == 2 * fam.stage_bytes and twin.depth == fam.depth // 2
-    assert twin.depth * twin.stage_bytes <= fam.depth * fam.stage_bytes and not twin.smem_problem()
+    fam, narrow, twin = smallm.FAMILIES[key], NARROW[key], TWINS[key]
+    assert (fam.bk == 128) == (key in WIDE_ENTRIES) and fam in (narrow, twin)
+    assert twin.bk == 128 and twin.stage_bytes == 2 * narrow.stage_bytes and twin.depth * 2 in (narrow.depth,
+                                                                                              narrow.depth - 1)
+    assert twin.depth * twin.stage_bytes <= narrow.depth * narrow.stage_bytes and not twin.smem_problem()
+    assert not narrow.smem_problem() and smallm.k128_twin(narrow).depth == twin.depth
     lists = (smallm.FAMILIES, select.CANDIDATES, select.ONE_WAVE_CANDIDATES, select.MISALIGNED_B_CANDIDATES)
-    assert all(twin.key not in keys for keys in lists)
-    # K limits in 128-wide k-tiles: the same K
-    assert twin.max_kt * 128 == fam.max_kt * 64 and twin.min_kt * 128 == fam.min_kt * 64
-    assert twin.k_tiles(1000) == 8 and fam.k_tiles(1000) == 16
+    other = narrow if fam is twin else twin
+    assert all(other.key not in keys for keys in lists)
+    # K limits in k-tiles of each width: the same K
+    assert twin.max_kt * 128 == narrow.max_kt * 64 and twin.min_kt * 128 == narrow.min_kt * 64
+    assert twin.one_wave_max_kt * 128 == narrow.one_wave_max_kt * 64
+    assert twin.k_tiles(1000) == 8 and narrow.k_tiles(1000) == 16
 
 
 def test_bk_other_than_64_or_128_is_refused():
@@ -46,7 +54,7 @@ def _hgmma_and_loads(cubin) -> tuple[int, int]:
 def test_twin_compiles_with_twice_the_mmas_per_k_tile(key):
     """No spill (the JIT refuses one), and each k-tile's group issues the entry's wgmmas twice,
     from two boxes of A and of B (one k-loop: the counts of the whole kernel double)."""
-    fam, twin = smallm.FAMILIES[key], TWINS[key]
+    fam, twin = NARROW[key], TWINS[key]
     for bf16 in (False, True):
         base, wide = fam.compile(bf16=bf16), twin.compile(bf16=bf16)
         assert wide.report.spill_store_bytes == 0 and wide.report.registers <= 232 and not wide.report.warnings
@@ -91,13 +99,21 @@ def test_the_probe_gives_the_twin_the_picks_deal():
                                ("smallm:n64", (7, 264, 1000), {"splits": 4}),
                                ("smallm:n64s", (320, 320, 320), None),  # 5 k-tiles: no 128-wide cut
                                ("smallm:n64alt", (128, 4096, 4096), None)]:  # whole tiles by its own rule
-        fam = smallm.FAMILIES[key]
-        twin = TWINS[key]
+        fam, twin = NARROW[key], TWINS[key]
         got = probe.same_deal(fam, twin, *shape, H200_SMS)
         assert got == expect, (key, shape, got)
         if got is not None:
             d, t = fam.deal(*shape, H200_SMS), twin.plan_deal(*shape, H200_SMS, **got)
             assert (t.ctas, t.dsmem, t.planes, 2 * t.units) == (d.ctas, d.dsmem, d.planes, d.units)
+    # a 128-wide entry's deal given to its 64-wide form: runs of twice the k-tiles, the same pieces
+    for key, shape in [("smallm:n64", (256, 1024, 4096)), ("smallm:n64", (7, 264, 1000)), ("smallm:n64", (1, 4096, 14336)),
+                       ("smallm:n64s", (512, 512, 512)), ("smallm:n32", (16, 4096, 4096))]:
+        fam, narrow = smallm.FAMILIES[key], NARROW[key]
+        got = probe.same_deal(fam, narrow, *shape, H200_SMS)
+        d, t = fam.deal(*shape, H200_SMS), narrow.plan_deal(*shape, H200_SMS, **(got or {}))
+        assert got is not None or fam.whole_tiles, (key, shape)
+        if got is not None:
+            assert (t.ctas, t.dsmem, t.planes, t.units) == (d.ctas, d.dsmem, d.planes, 2 * d.units), (key, shape, got)
 
 
 def test_the_twins_deal_counts_the_constants_in_64_wide_k_tiles():
@@ -106,7 +122,7 @@ def test_the_twins_deal_counts_the_constants_in_64_wide_k_tiles():
     the same places at the same cost in bytes; where they are odd it can't, and its own deal
     costs within 5 %."""
     total = 0
-    for key, fam in smallm.FAMILIES.items():
+    for key, fam in NARROW.items():
         twin = TWINS[key]
         for M, N, K in [(16, 4096, 4096), (128, 512, 16384), (256, 1024, 4096), (64, 2048, 8192), (1, 14336, 4096),
                         (512, 512, 512), (100, 11008, 4096), (128, 2048, 8192)]:
@@ -129,7 +145,7 @@ def test_the_boxes_of_a_stage_fill_what_its_barrier_expects(key, b_mn):
     """Per stage each CTA receives bk / 64 blocks, each A's a_rows x 64 (share_a slices) and B's BN x
     64 (cluster_m slices, or BN / 64 N-major blocks): (a_rows + BN) x bk x 2 bytes, what the
     kernel's stage_bytes(a_rows) tells the full barrier to expect."""
-    for fam in (smallm.FAMILIES[key], TWINS[key]):
+    for fam in (NARROW[key], TWINS[key]):
         if b_mn and not fam.b_mn_major:
             continue
         for M in (1, 16, 100, 256):  # A's box: M rounded up to 8, or the tile's rows
@@ -155,8 +171,12 @@ def test_the_probes_report_takes_medians_over_passes():
                        dict(row, us={"pick": 7.2, "twin": 6.9, "cublas": 6.8}),
                        dict(row, us={"pick": 7.1, "twin": 7.1, "cublas": 6.8}),
                        dict(shape=[256, 1024, 4096], dtype="float16", pick="smallm:n64",
-                            us={"pick": 16.0, "twin": 17.6, "cublas": 13.2})]}
-    text = probe.report(record)
-    assert "512x512x512 floa smallm:n64s: pick 7.10 us, cuBLAS 6.80, twin 0.972" in text
-    assert "small squares float16: twin / pick geomean 0.972 over 1" in text
-    assert "long K float16: twin / pick geomean 1.100 over 1" in text
+                            us={"pick": 16.0, "twin": 17.6, "cublas": 13.2}),
+                       dict(shape=[64, 4096, 4096], dtype="float16", pick="smallm:n64", pick_bk=128,
+                            us={"pick": 20.0, "twin": 21.0, "cublas": 19.0})]}
+    text = probe.report(record)  # rows without pick_bk: 64-wide picks (item 122's records)
+    assert "512x512x512 floa smallm:n64s: pick 7.10 us, cuBLAS 6.80, twin k128 0.972" in text
+    assert "small squares float16: twin k128 / pick geomean 0.972 over 1" in text
+    assert "long K float16: twin k128 / pick geomean 1.100 over 1" in text
+    assert "64x4096x4096 floa smallm:n64: pick 20.00 us, cuBLAS 19.00, twin k64 1.050" in text
+    assert "other float16: twin k64 / pick geomean 1.050 over 1" in text

@@ -138,7 +138,8 @@ def test_parse_build_names_entries_and_experiments():
     assert smallm.parse_build("smallm:n64") is smallm.FAMILIES["smallm:n64"]
     pair = smallm.parse_build("n64+share_b=2+cluster_reduce=0+b_mn_major=0")
     assert (pair.share_a, pair.share_b, pair.cluster_reduce, pair.b_mn_major) == (1, 2, False, False)
-    assert pair.key == "smallm:n64:share_b=2+cluster_reduce=0+b_mn_major=0" and pair.depth == 12
+    assert pair.key == "smallm:n64:share_b=2+cluster_reduce=0+b_mn_major=0"
+    assert (pair.depth, pair.bk) == (smallm.FAMILIES["smallm:n64"].depth, smallm.FAMILIES["smallm:n64"].bk)
     assert pair.kernel_defines()["GL_SHARE_B"] == 2
     for bad in ("n64+share_a", "n64+nope=1", "n64+variant=1"):
         with pytest.raises(ValueError, match="NAME=INTEGER"):

@@ -6,10 +6,12 @@ gate_up, down); each graph is checked against fp32 (outputs poisoned first), the
 and cuBLAS's are replayed interleaved, the L2 flushed before each, medians of CUDA events.
 
     PYTHONPATH=src python benchmarks/probes/chain/chain_picks.py --out x.json [--rows 1,8,16] \
-        [--combos "n64alt,n64,smallm,n64;n64alt,n64,n128,n64;n64/u47,n64,smallm,n64"]
+        [--combos "n64alt,n64,smallm,n64;n64alt,n64,n128,n64;n64/u24,n64,smallm,n64"]
 
-An entry may carry a forced deal: "n64/u47" runs of 47 k-tiles (QKV at 6144 x 4096: 96 tiles of
-64 k-tiles on 131 CTAs, where the rule deals 96 whole tiles), "n128/s2" K split two ways.
+An entry may carry a forced deal: "n64/u24" runs of 24 of its k-tiles (QKV at 6144 x 4096: 96 tiles
+of 32 128-wide k-tiles on 128 CTAs, where the rule deals 96 whole tiles), "n128/s2" K split two
+ways. Units count the entry's k-tiles: n64's are 128 wide since item 123 (its records before that
+ran "n64/u47", 47 64-wide k-tiles on 131 CTAs).
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from gemm_ladder.measure.gpuinfo import Sampler
 
 # the library's picks; gate-up on n128 (item 105); QKV (96 whole tiles today) and gate-up (112)
 # on 131 CTAs, their tiles in pieces summed by the second pass
-DEFAULT = ("lib;n64,n64,smallm,n64;n64,n64,n128,n64;n64/u47,n64,smallm,n64;n64,n64,smallm/u55,n64;"
-           "n64/u47,n64,smallm/u55,n64;n128/u24,n64,n128,n64")
+DEFAULT = ("lib;n64,n64,smallm,n64;n64,n64,n128,n64;n64/u24,n64,smallm,n64;n64,n64,smallm/u55,n64;"
+           "n64/u24,n64,smallm/u55,n64;n128/u24,n64,n128,n64")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +47,7 @@ class _Forced(smallm.SmallM):
 @functools.lru_cache(maxsize=None)  # one object per token: the library keys its configurations by it
 def _key(k: str):
     """A combo's token: 'lib' (the library's pick), an entry ('n64', 'smallm'), or an entry
-    with a forced deal ('n64/u47', 'n128/s2')."""
+    with a forced deal ('n64/u24', 'n128/s2')."""
     if k == "lib":
         return None
     name, _, forced = k.partition("/")

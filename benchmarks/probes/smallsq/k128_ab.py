@@ -1,16 +1,18 @@
-"""128-wide k-tiles against 64-wide (perf-notes item 122): each small-M pick beside its twin
-`smallm.k128_twin` (the same tile and ring bytes, half the stages, each stage two 64-wide k-tiles
-under one full barrier and one release) and cuBLAS, interleaved in one process, each call after an
-L2 flush, medians; clock and power sampled during the timed loop. The twin runs the pick's deal
-where one exists in 128-wide k-tiles (the same CTAs and pieces: `same_deal`), and, where its own
-rule deals otherwise, that deal too (`twin_rule`); and the twin on the deepest ring that fits
-(`twin_deep`, on the same deal): with one group in flight a consumer holds ~1.5 stages, so a twin's
-stages of twice the bytes leave fewer bytes in flight in the same ring. Outputs are poisoned,
-checked against fp32 and repeated bit for bit (measure/probe.py's checked_plans); the twin's bits
-are compared with the pick's (equal where both run whole tiles in one warpgroup and K ends in the
-second half of a 128-wide k-tile: the same MMAs in the same order). --also NAME=FIELDS adds the pick
-with fields changed (`smallm.parse_build`, e.g. d8=depth=8: all of 512^3's K in flight at once), on
-its own rule's deal. With --check each build runs twice, untimed (the run for compute-sanitizer).
+"""128-wide k-tiles against 64-wide (perf-notes items 122-123): each small-M pick beside its twin at
+the other k-tile width in the same ring bytes (`smallm.k128_twin` of a 64-wide entry: half the
+stages, each two 64-wide k-tiles under one full barrier and one release; `smallm.k64_twin` of a
+128-wide one) and cuBLAS, interleaved in one process, each call after an L2 flush, medians; clock
+and power sampled during the timed loop. The twin runs the pick's deal where one exists in its
+k-tiles (the same CTAs and pieces: `same_deal`), and, where its own rule deals otherwise, that
+deal too (`twin_rule`); a 128-wide twin also on the deepest ring that fits (`twin_deep`, on the
+same deal): with one group in flight a consumer holds ~1.5 stages, so stages of twice the bytes
+leave fewer bytes in flight in the same ring. Outputs are poisoned, checked against fp32 and
+repeated bit for bit (measure/probe.py's checked_plans); the twin's bits are compared with the
+pick's (equal where both run whole tiles in one warpgroup and K ends in the second half of a
+128-wide k-tile: the same MMAs in the same order). --also NAME=FIELDS adds the pick with fields
+changed (`smallm.parse_build`, e.g. d8=depth=8), --also NAME=@SPEC any build (e.g.
+old=@n64s+bk=64+depth=6+max_kt=8), each on its own rule's deal. With --check each build runs
+twice, untimed (the run for compute-sanitizer).
 Usage: PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py [--dtypes float16,bfloat16] [--reps 60]
        [--passes 2] [--also NAME=FIELD=V[+FIELD=V]] [--check] [--json F] [N or MxNxK ...]
        PYTHONPATH=src python benchmarks/probes/smallsq/k128_ab.py --report F   (no GPU needed)"""
@@ -28,7 +30,7 @@ SHAPES = ["256", "320", "384", "512", "640", "768", "896", "1000", "1024", "256x
 
 def same_deal(fam: smallm.SmallM, twin: smallm.SmallM, M: int, N: int, K: int, sms: int) -> dict | None:
     """plan_smallm's arguments that give `twin` the deal `fam`'s rule gives (the same CTAs, each
-    tile cut at the same k positions), or None where 128-wide k-tiles cannot cut it so."""
+    tile cut at the same k positions), or None where the twin's k-tiles cannot cut it so."""
     d = fam.deal(M, N, K, sms)
     if fam.whole_tiles or d.fixup:
         return None  # whole tiles (the twin deals them alike) or a fixup wave: the twin's own rule
@@ -37,12 +39,15 @@ def same_deal(fam: smallm.SmallM, twin: smallm.SmallM, M: int, N: int, K: int, s
         args = {"splits": 1}
     elif d.dsmem:
         args = {"splits": kt // d.units}  # the same pieces per tile, summed in a cluster
+    elif fam.bk > twin.bk:
+        args = {"units": d.units * fam.bk // twin.bk}  # runs of the same k-columns
     elif d.units % 2 == 0 and kt % 2 == 0:
-        args = {"units": d.units // 2}  # runs of the same k-columns
+        args = {"units": d.units // 2}
     else:
         return None
     t = twin.plan_deal(M, N, K, sms, **args)
-    same = (t.ctas, t.dsmem, t.cluster, t.planes, t.units * 2) == (d.ctas, d.dsmem, d.cluster, d.planes, d.units)
+    same = (t.ctas, t.dsmem, t.cluster, t.planes, t.units * twin.bk) == (d.ctas, d.dsmem, d.cluster, d.planes,
+                                                                         d.units * fam.bk)
     return args if same else None
 
 
@@ -63,14 +68,17 @@ def report(record: dict) -> str:
         times = by_row.setdefault((tuple(r["shape"]), r["dtype"], r["pick"]), {})
         for name, us in r["us"].items():
             times.setdefault(name, []).append(us)
+    widths = {(tuple(r["shape"]), r["dtype"], r["pick"]): r.get("pick_bk", 64) for r in record["rows"]}
     lines, groups = [], {}
     for (shape, dt, key), times in by_row.items():
+        twin_name = f"twin k{192 - widths[shape, dt, key]}"  # the other width: 64 or 128
         med = {n: statistics.median(v) for n, v in times.items()}
         M, N, K = shape
         group = "small squares" if M == N == K else "long K" if M <= 256 and N <= 2048 and K >= 4096 else "other"
         parts = [f"{M}x{N}x{K} {dt[:4]} {key}: pick {med['pick']:.2f} us, cuBLAS {med['cublas']:.2f}"]
         for n, us in med.items():
             if n not in ("pick", "cublas"):
+                n = twin_name if n == "twin" else n
                 parts.append(f"{n} {us / med['pick']:.3f}")
                 groups.setdefault((group, dt, n), []).append(us / med["pick"])
         lines.append(", ".join(parts))
@@ -92,7 +100,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--also", action="append", default=[], metavar="NAME=FIELDS",
-                    help="the pick with fields changed too, e.g. d8=depth=8 or k128d4=bk=128+depth=4+max_kt=4")
+                    help="the pick with fields changed too, e.g. d8=depth=8, or NAME=@SPEC any build, e.g. "
+                         "old=@n64s+bk=64+depth=6+max_kt=8")
     ap.add_argument("--check", action="store_true", help="run and check each build twice, untimed")
     ap.add_argument("--json")
     ap.add_argument("--report", metavar="RECORD", help="print a record's table (medians over passes) and exit")
@@ -115,7 +124,7 @@ def main() -> None:
                     print(f"{M}x{N}x{K} {dt}: the pick {key} is not a small-M entry", flush=True)
                     continue
                 fam = smallm.FAMILIES[key]
-                twin = smallm.k128_twin(fam)
+                twin = smallm.k128_twin(fam) if fam.bk == 64 else smallm.k64_twin(fam)
                 if twin.shape_problems(M, N, K):
                     print(f"{M}x{N}x{K} {dt}: {twin.key} does not take it: {twin.shape_problems(M, N, K)}", flush=True)
                     continue
@@ -123,11 +132,12 @@ def main() -> None:
                 builds = {"pick": (fam, {}), "twin": (twin, forced or {})}
                 if forced is not None and twin.plan_deal(M, N, K, sms, **forced) != twin.deal(M, N, K, sms):
                     builds["twin_rule"] = (twin, {})
-                if (deep := deepest(twin)) is not None and not twin.max_kt:  # (a short K's ring stays short)
+                # (a short K's ring stays short)
+                if twin.bk == 128 and (deep := deepest(twin)) is not None and not twin.max_kt:
                     builds["twin_deep"] = (deep, forced or {})
                 for spec in args.also:
                     name, _, fields = spec.partition("=")
-                    other = smallm.parse_build(f"{key}+{fields}")
+                    other = smallm.parse_build(fields[1:] if fields.startswith("@") else f"{key}+{fields}")
                     if not other.shape_problems(M, N, K) and not other.smem_problem():
                         builds[name] = (other, {})
                 a, bb = b.inputs(M, N, K, dtype)
@@ -149,7 +159,7 @@ def main() -> None:
                 with Sampler(b.nvml) as smp:
                     t = b.time_interleaved(calls, args.reps)
                 us = dict(zip(list(plans) + ["cublas"], (1e3 * statistics.median(x) for x in t)))
-                row = {"pass": pas, "shape": [M, N, K], "dtype": dt, "pick": key, "twin": twin.key,
+                row = {"pass": pas, "shape": [M, N, K], "dtype": dt, "pick": key, "pick_bk": fam.bk, "twin": twin.key,
                        "same_deal": forced is not None, "us": us, "pick_over_twin": us["pick"] / us["twin"],
                        "pick_x_cublas": us["cublas"] / us["pick"], "twin_x_cublas": us["cublas"] / us["twin"],
                        "identical": same, "correct_repeatable": checks,
@@ -158,9 +168,10 @@ def main() -> None:
                 rows.append(row)
                 extra = "".join(f"  {n} {us[n]:7.2f}" for n in list(builds)[2:])
                 flags = "" if all(ok and rep for ok, rep in checks.values()) else f"CHECKS {checks}  "
-                print(f"pass {pas} {head}: pick {us['pick']:7.2f} us  k128 {us['twin']:7.2f} "
+                print(f"pass {pas} {head}: pick {us['pick']:7.2f} us  k{twin.bk} {us['twin']:7.2f} "
                       f"({us['pick'] / us['twin']:.3f}x){extra}  cuBLAS {us['cublas']:7.2f} (pick "
-                      f"x{us['cublas'] / us['pick']:.3f}, k128 x{us['cublas'] / us['twin']:.3f})  identical {same}  "
+                      f"x{us['cublas'] / us['pick']:.3f}, k{twin.bk} x{us['cublas'] / us['twin']:.3f})  "
+                      f"identical {same}  "
                       f"{flags}{smp.summary()}", flush=True)
     for dt in args.dtypes.split(","):
         r = [x["pick_over_twin"] for x in rows if x["dtype"] == dt]

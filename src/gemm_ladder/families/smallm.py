@@ -77,7 +77,7 @@ class SmallM(SmallMArgs, SmallMDeal, KernelFamily):  # launch pieces: smallm_arg
     entry: str = "gemm_smallm_splitk"
     consumers: int = 1  # consumer warpgroups, 64 rows of the tile each (two: B loaded once for 128 rows)
     # k-columns per stage: 64, or 128 (two 64-wide blocks under one full barrier and one release:
-    # half the round trips per byte, stages twice as large; an experiment field)
+    # half the round trips per byte, stages twice as large; n32, n64 and n64s, item 123)
     bk: int = 64
     max_m: int = 128  # decode-like shapes; above, only problems under one ladder wave (large_m_problems)
     min_m: int = 1  # two consumers: M > 64 (below, one consumer's 64 rows hold all of M)
@@ -348,8 +348,10 @@ FAMILIES: dict[str, SmallM] = {
     # its whole tiles ran 21.4 us at 128 x 4096 x 4096, at 12 20.1 (cuBLAS 19.2; item 44).
     # Where the deal splits K evenly, its pieces are summed in clusters of 2, 4 or 8 CTAs
     # (DSMEM): at 16 x 4096 x {11008, 14336} pairs ran 5-7 % faster than two planes summed by
-    # the second pass (docs/perf-notes.md, item 69)
-    "smallm:n64": SmallM("smallm:n64", bn=64, depth=12, variant="n64", cluster_reduce=True),
+    # the second pass (docs/perf-notes.md, item 69). 128-wide k-tiles in the same 192 KB (6 stages
+    # of 32 KB): every row measured 0.9-5.5 % faster than 12 stages of 64 (640^3 7.80 -> 7.43 us,
+    # 256 x 1024 x 4096 15.50 -> 15.10; items 122-123)
+    "smallm:n64": SmallM("smallm:n64", bn=64, bk=128, depth=6, variant="n64", cluster_reduce=True),
     # the same tile with two consumer warpgroups alternating k-tiles (cuBLAS runs 384 threads on its
     # 64 x 64 tiles): a lone consumer issues a k-tile every ~150 ns even with no loads, two ~112 ns,
     # so the loads set the pace; 14 stages, the most that fit (more bytes in flight: loads alone
@@ -360,17 +362,20 @@ FAMILIES: dict[str, SmallM] = {
     # as a decode chain's QKV, item 105)
     "smallm:n64alt": SmallM("smallm:n64alt", bn=64, depth=14, variant="n64alt", k_alternate=True,
                             min_kt=MORE_ISSUERS_MIN_KT, min_m=17),
-    # the same tile with a 6-stage ring for K up to 8 k-tiles (the small squares): measured
-    # 1-5 % ahead of depth 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
-    # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44)
-    "smallm:n64s": SmallM("smallm:n64s", bn=64, depth=6, max_kt=8, variant="n64s"),
+    # the same tile with a short ring for K up to 512 (the small squares): 6 stages of 64 measured
+    # 1-5 % ahead of 12 at 256^3 and 512^3, where 12 stages hold no more of K than 6 do
+    # (docs/perf-notes.md, item 66); on a long K depth 12 keeps more bytes in flight (item 44).
+    # 4 stages of 128-wide k-tiles hold all of 512^3's K: 3.4-3.8 % faster than 6 of 64 at 384^3,
+    # 3.1-5.0 % at 512^3 (items 122-123)
+    "smallm:n64s": SmallM("smallm:n64s", bn=64, bk=128, depth=4, max_kt=4, variant="n64s"),
     # 64 x 32 at M <= 16 (docs/perf-notes.md item 47): whole tiles on up to 132 CTAs where the
     # wider tiles split K and pay a second pass; 16 stages of 12 KB. Measured ahead only at
     # K <= 4096 (1 and 16 x 4096 x 4096: 18.3-18.8 us against 19.3-19.6, cuBLAS 19.1-19.3);
     # behind at 4096 x 14336 (43.5-44.0 against 42.8-43.4). K-major B only (an N-major B comes
-    # in 64-column blocks)
-    "smallm:n32": SmallM("smallm:n32", bn=32, depth=16, max_m=16, variant="n32", b_mn_major=False,
-                         one_wave_max_kt=64),
+    # in 64-column blocks). 8 stages of 128-wide k-tiles (the same 192 KB): 3.2-3.8 % faster than
+    # 16 of 64 at 1 and 16 x 4096 x 4096 (items 122-123)
+    "smallm:n32": SmallM("smallm:n32", bn=32, bk=128, depth=8, max_m=16, variant="n32", b_mn_major=False,
+                         one_wave_max_kt=32),
     # 64 x 128 tiles in clusters of two along M sharing (multicasting) each B tile, whole tiles,
     # above 128 rows on B rows that are not whole 32-byte sectors (MULTICAST_NICHE)
     "smallm:n128m2": SmallM("smallm:n128m2", bn=128, depth=8, min_m=129, variant="n128m2", multicast=2),
@@ -424,10 +429,22 @@ def with_fields(fam: SmallM, name: str, **fields) -> SmallM:
 def k128_twin(fam: SmallM) -> SmallM:
     """`fam` with 128-wide k-tiles (bk 128) in the same ring bytes: half the stages, each covering
     two 64-wide k-tiles under one full barrier and one release, its K limits and L2 prefetch (in
-    k-tiles) halved (a lower K limit then holds to within one 64-wide k-tile). An experiment
-    (docs/perf-notes.md item 122); its MMAs are the entry's in the same order."""
+    k-tiles) halved (a lower K limit then holds to within one 64-wide k-tile); `fam` itself if it
+    is 128-wide. Its MMAs are the 64-wide form's in the same order (docs/perf-notes.md item 122)."""
+    if fam.bk == 128:
+        return fam
     return with_fields(fam, "k128", bk=128, depth=fam.depth // 2, max_kt=fam.max_kt // 2, min_kt=fam.min_kt // 2,
                        one_wave_max_kt=fam.one_wave_max_kt // 2, prefetch_kt=-(-fam.prefetch_kt // 2))
+
+
+def k64_twin(fam: SmallM) -> SmallM:
+    """`fam` with 64-wide k-tiles in the same ring bytes (twice the stages, its K limits and L2
+    prefetch in k-tiles doubled): the form a 128-wide entry is measured against; `fam` itself if it
+    is 64-wide."""
+    if fam.bk == 64:
+        return fam
+    return with_fields(fam, "k64", bk=64, depth=2 * fam.depth, max_kt=2 * fam.max_kt, min_kt=2 * fam.min_kt,
+                       one_wave_max_kt=2 * fam.one_wave_max_kt, prefetch_kt=2 * fam.prefetch_kt)
 
 
 def parse_build(spec: str) -> SmallM:
