@@ -19,8 +19,9 @@
 #                small-M shared-load entries: benchmarks/probes/longk/shared_loads_run.sh; SHARED_STAGES, DTYPES),
 #                chainpicks (the decode chain with other entries or forced deals per GEMM: CHAIN_COMBOS), skeleton
 #                (a small kernel's fixed cost, piece by piece: benchmarks/probes/skeleton/skeleton.py), longkdeals
-#                (every small-M entry x K split at the long-K rows: LONGK_DTYPES), k128 (128-wide k-tiles: the
-#                twins' GPU tests, the A/B beside cuBLAS, compute-sanitizer over them: K128_*_TIMEOUT, K128_SAN_TOOLS)
+#                (every small-M entry x K split at the long-K rows: LONGK_DTYPES), k128 (k-tile widths: the GPU
+#                tests, each pick beside its other width and cuBLAS, K128_SHAPES instead of the probe's own;
+#                compute-sanitizer: K128_*_TIMEOUT, K128_SAN_TOOLS)
 #   correctness: attnfuzz (the attention door on random calls: ATTN_FUZZ_CASES, default 300), attnsan
 #                (compute-sanitizer memcheck, racecheck, synccheck over every attention step at small shapes:
 #                ATTN_SAN_TOOLS to run fewer, ATTN_SAN_STEPS e.g. A5:d,A5:c3d, ATTN_SAN_TIMEOUT per tool, default 400 s),
@@ -137,7 +138,7 @@ if has k128; then  # k-tile widths: GPU tests, each pick beside its other width 
   note "k128 tests: $(tail -1 "$W/k128_tests.txt")"
   # each pick beside its other k-tile width, and n64s's 64-wide entry before item 123 (6 stages)
   timeout "${K128_AB_TIMEOUT:-300}" $PY benchmarks/probes/smallsq/k128_ab.py --json "$W/k128_ab.json" \
-    --also old=@n64s+bk=64+depth=6+max_kt=8 2>&1 | tee "$W/k128_ab.log"
+    --also old=@n64s+bk=64+depth=6+max_kt=8 ${K128_SHAPES:-} 2>&1 | tee "$W/k128_ab.log"
   note "k128 ab: rc=$? $(grep geomean "$W/k128_ab.log" | tr '\n' ' ')"
   for tool in ${K128_SAN_TOOLS:-memcheck racecheck synccheck}; do
     timeout "${K128_SAN_TIMEOUT:-120}" "${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}" --tool "$tool" \
