@@ -139,6 +139,31 @@ def test_the_twins_deal_counts_the_constants_in_64_wide_k_tiles():
     assert total > 60
 
 
+def test_a_128_wide_entry_deals_as_its_64_wide_form_where_the_cuts_match():
+    """Item 123: the deal of n64's 64-wide form wherever 128-wide k-tiles cut K at the same places
+    (whole tiles, cluster pieces, runs of an even count), else its own rule. At K = 448 (7 narrow
+    k-tiles, 4 wide) the own rule would split the 4 into two cluster pieces, measured 9 % slower
+    than whole tiles (32 x 2048 x 448)."""
+    from gemm_ladder.families import cost_model
+    fam = smallm.FAMILIES["smallm:n64"]
+    narrow = NARROW["smallm:n64"]
+    assert fam.rule_deal(32, 2048, 448, H200_SMS).dsmem  # what the 128-wide rule alone would do
+    d = fam.deal(32, 2048, 448, H200_SMS)
+    assert (d.ctas, d.units, d.dsmem) == (32, 4, False)
+    checked = 0
+    for M, N, K in [(16, 4096, 4096), (256, 1024, 4096), (64, 2048, 8192), (1, 4096, 14336), (16, 6144, 4096),
+                    (7, 264, 1000), (32, 2048, 448), (128, 512, 16384), (640, 640, 640), (1, 256, 4104)]:
+        n, w = narrow.deal(M, N, K, H200_SMS), fam.deal(M, N, K, H200_SMS)
+        if (n.units >= n.k_tiles) or n.dsmem or n.units % 2 == 0:
+            assert (w.ctas, w.dsmem, w.planes) == (n.ctas, n.dsmem, n.planes), (M, N, K, n, w)
+            checked += 1
+        else:  # odd runs of 64-wide k-tiles: the 128-wide rule's own deal
+            assert w == fam.rule_deal(M, N, K, H200_SMS)
+    assert checked >= 8
+    # the bytes a CTA loads count 64-wide boxes: a block wholly past K reads nothing
+    assert cost_model.operand_bytes(fam, 32, 4096, 4104) == cost_model.operand_bytes(narrow, 32, 4096, 4104)
+
+
 @pytest.mark.parametrize("key", list(TWINS))
 @pytest.mark.parametrize("b_mn", [False, True])
 def test_the_boxes_of_a_stage_fill_what_its_barrier_expects(key, b_mn):

@@ -62,6 +62,7 @@ COPY_LAUNCH_US = 6.0
 # read + written bytes on the H200 (4096 x 14336: ~370 us; docs/perf-notes.md item 29).
 TRANSPOSE_COPY_TBS = 0.6
 ELEMENT_BYTES = 2  # fp16 / bf16 in and out
+TMA_ROW_BYTES = 128  # the widest swizzled row a TMA box holds (128-byte swizzle): a box is at most this wide in K
 # Measured (docs/perf-notes.md, item 32): B rows at 16-byte but not 32-byte offsets cost gemm:128x256 and
 # gemm:128x192 9-29 % from 2048^2 to 8192^2 problems, N-major or K-major (each 128-byte box row of B
 # touches five 32-byte sectors, and B is two thirds of the operand traffic from L2), ~1 % when
@@ -160,7 +161,10 @@ def operand_bytes(step: KernelFamily, M: int, N: int, K: int, elem: int = ELEMEN
     f = step.facts()
     if f.swap_ab:
         M, N = N, M
-    Kp = _ceil(K, f.bk) * f.bk
+    # K as loaded: in boxes of at most a 128-byte swizzled row, and a box wholly past K reads nothing
+    # (TMA fills it with zeros), so a k-tile of two such boxes reads no more than one past the end
+    load_k = min(f.bk, TMA_ROW_BYTES // elem)
+    Kp = _ceil(K, load_k) * load_k
     a_reads = _ceil(N, f.bn * f.cluster_n) * M * Kp  # every cluster column re-reads A
     b_reads = _ceil(M, f.bm * f.cluster_m) * N * Kp  # every cluster row re-reads B
     return elem * (a_reads + b_reads + M * N)

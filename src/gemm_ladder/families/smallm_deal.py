@@ -4,6 +4,8 @@ kernel's Segments walk it). `SmallMDeal` is mixed into `SmallM`: it reads the en
 ring and switches."""
 from __future__ import annotations
 
+import dataclasses
+
 from ..cuda.device import H200
 from .common import ConfigError
 from .cost_model import SPLITK_DEAL_HBM_SATURATION
@@ -123,7 +125,36 @@ class SmallMDeal:
         return self.deal_cost(M, N, num_sms, self.deal(M, N, K, num_sms)) * self.stage_bytes
 
     def deal(self, M: int, N: int, K: int, num_sms: int) -> "Deal":
-        """The deal by the rule in the module docstring."""
+        """The deal by the rule in the module docstring. An entry with 128-wide k-tiles takes the
+        deal its 64-wide form's rule gives wherever its k-tiles cut K at the same places: the two
+        measured on that deal, the 128-wide faster (docs/perf-notes.md item 123). Cuts only the wider
+        k-tiles allow measured slower (K = 448's 4 k-tiles in two cluster pieces: 32 x 2048 x 448
+        8.5 us against 7.8 whole), so elsewhere (its 64-wide form's runs an odd count) its own rule."""
+        if self.bk != DEAL_KT and not (self.whole_tiles or self.shared_loads > 1 or self.fixup):
+            narrow = dataclasses.replace(self, bk=DEAL_KT).rule_deal(M, N, K, num_sms)
+            same = self.same_cuts(narrow, M, N, K, num_sms)
+            if same is not None:
+                return same
+        return self.rule_deal(M, N, K, num_sms)
+
+    def same_cuts(self, narrow: "Deal", M: int, N: int, K: int, num_sms: int) -> "Deal | None":
+        """This entry's deal with `narrow`'s CTAs, each tile cut at the same k positions (`narrow`
+        counts 64-wide k-tiles), or None where this entry's k-tiles cannot cut it so."""
+        scale = self.bk // DEAL_KT
+        kt = self.k_tiles(K)
+        if narrow.units >= narrow.k_tiles:
+            d = self.make_deal(M, N, K, kt, num_sms)  # whole tiles
+        elif narrow.dsmem:
+            d = self.fixed_deal(M, N, K, narrow.k_tiles // narrow.units, num_sms)  # the same pieces, in clusters
+        elif narrow.units % scale == 0:
+            d = self.make_deal(M, N, K, narrow.units // scale, num_sms)  # runs of the same k-columns
+        else:
+            return None
+        same = (d.ctas, d.dsmem, d.cluster, d.planes) == (narrow.ctas, narrow.dsmem, narrow.cluster, narrow.planes)
+        return d if same else None
+
+    def rule_deal(self, M: int, N: int, K: int, num_sms: int) -> "Deal":
+        """The rule's deal in this entry's own k-tiles (module docstring)."""
         m_tiles, n_tiles = self.tiles(M, N)
         kt = self.k_tiles(K)
         if self.multicast > 1:  # whole tiles, a cluster per group, as many clusters as fit at once
