@@ -1,5 +1,6 @@
 """128-wide k-tiles in the small-M kernel (`smallm.k128_twin`, perf-notes items 122-123) on the GPU,
-each entry's 128-wide form beside its 64-wide one (one of them the entry): the 128-wide debug build first, in a child (a deadlock names role, barrier, stage and phase);
+each entry's 128-wide form beside its 64-wide one (one of them the entry): the 128-wide debug
+build first, in a child (a deadlock names role, barrier, stage and phase);
 then every way the family deals (whole tiles, K not a multiple of 128, workspace planes, a
 cluster sum, fixup, multicast pairs, shared loads, alternating k-tiles, an N-major B) against
 fp32 on a poisoned output, the same bits run to run, and bit for bit the entry's output where
@@ -110,8 +111,8 @@ def test_fixup(base, case):
 
 
 # twins on the deepest ring that fits (k128_ab.py's twin_deep), on their rule's deal
-DEEP = [("n64+bk=128+depth=7", 256, 1024, 4096), ("n64+bk=128+depth=7", 16, 4096, 4096),
-        ("n64+bk=128+depth=7", 7, 264, 1000), ("n32+bk=128+depth=9+one_wave_max_kt=32", 1, 4096, 4096)]
+DEEP = [("n64+depth=7", 256, 1024, 4096), ("n64+depth=7", 16, 4096, 4096),
+        ("n64+depth=7", 7, 264, 1000), ("n32+depth=9", 1, 4096, 4096)]  # (both 128-wide entries)
 
 
 @pytest.mark.parametrize("spec,M,N,K", DEEP, ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}" for c in DEEP])

@@ -369,7 +369,7 @@ FAMILIES: dict[str, SmallM] = {
     # 3.1-5.0 % at 512^3 (items 122-123)
     "smallm:n64s": SmallM("smallm:n64s", bn=64, bk=128, depth=4, max_kt=4, variant="n64s"),
     # 64 x 32 at M <= 16 (docs/perf-notes.md item 47): whole tiles on up to 132 CTAs where the
-    # wider tiles split K and pay a second pass; 16 stages of 12 KB. Measured ahead only at
+    # wider tiles split K and pay a second pass; then 16 stages of 12 KB. Measured ahead only at
     # K <= 4096 (1 and 16 x 4096 x 4096: 18.3-18.8 us against 19.3-19.6, cuBLAS 19.1-19.3);
     # behind at 4096 x 14336 (43.5-44.0 against 42.8-43.4). K-major B only (an N-major B comes
     # in 64-column blocks). 8 stages of 128-wide k-tiles (the same 192 KB): 3.2-3.8 % faster than
