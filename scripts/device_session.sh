@@ -5,7 +5,7 @@
 #   timing:      attention (the attention steps vs torch SDPA's cuDNN/flash/efficient backends; ATTN_ARGS
 #                narrows, e.g. "--head-dims 128 --seqlens 4k"), fp8 (the fp8 family vs torch._scaled_mm),
 #                bench (ladder 4096³ fp16 + bf16, steps 7-10 and the library's gemm kernels at
-#                8192³ and 2048³), suite, api,
+#                8192³ and 2048³), suite, matmul (the suite through gemm_ladder.matmul), api,
 #                smallm, sweep, probe (kernel experiments: PROBE_KEYS, PROBE_SIZES), groups
 #                (tile-order group heights), decode (one layer's decode GEMMs in a CUDA graph vs cuBLAS's:
 #                DECODE_DTYPE), tune (every candidate kernel timed per suite shape: TUNE_SUITE, TUNE_DTYPE), cublas (cuBLAS's kernel names), trace, attntrace (measured
@@ -82,6 +82,12 @@ if has suite; then
   timeout 420 $PY -m gemm_ladder bench --suite "${SUITE:-all}" --dtype both --out "$W" \
     --with-results "$W/bench.json" 2>&1 | tee "$W/suite.log"
   note "suite: rc=$?"
+fi
+if has matmul; then  # the same suite through gemm_ladder.matmul (the library's whole call)
+  mkdir -p "$W/matmul"
+  timeout 420 $PY -m gemm_ladder bench --suite "${SUITE:-all}" --dtype both --call matmul --out "$W/matmul" \
+    2>&1 | tee "$W/suite_matmul.log"
+  note "suite through matmul: rc=$?"
 fi
 if has api; then
   timeout 240 $PY -m gemm_ladder bench --api --out "$W" 2>&1 | tee "$W/api.log"
