@@ -131,6 +131,8 @@ class SmallMDeal:
         k-tiles allow measured slower (K = 448's 4 k-tiles in two cluster pieces: 32 x 2048 x 448
         8.5 us against 7.8 whole), so elsewhere (its 64-wide form's runs an odd count) its own rule."""
         if self.bk != DEAL_KT and not (self.whole_tiles or self.shared_loads > 1 or self.fixup):
+            # smallm.k64_twin's form (not importable here: smallm imports this module); of the fields
+            # that function changes the rule reads only bk
             narrow = dataclasses.replace(self, bk=DEAL_KT).rule_deal(M, N, K, num_sms)
             same = self.same_cuts(narrow, M, N, K, num_sms)
             if same is not None:
